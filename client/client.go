@@ -1,0 +1,228 @@
+// Package client is a small Go client for car-server: it dials the daemon
+// over WebSocket (TCP or the Unix socket), authenticates, negotiates the
+// protocol version, makes calls, and serves the daemon's requests back to the
+// client (tools.execute) and its notifications (tools.cancel).
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/parslee-ai/car-server/internal/wsstream"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// RequestHandler serves one server → client request. Its result is sent as
+// the reply; an error is sent as a JSON-RPC error (a *jsonrpc2.Error keeps its
+// code, anything else becomes code -32000).
+type RequestHandler func(ctx context.Context, params json.RawMessage) (any, error)
+
+// NotificationHandler receives one server → client notification. It runs on
+// the read loop, so it must return quickly.
+type NotificationHandler func(params json.RawMessage)
+
+// Options configure Dial.
+type Options struct {
+	// Token is sent with session.auth right after connecting; empty skips auth.
+	Token string
+	// SkipHandshake leaves server.handshake to the caller.
+	SkipHandshake bool
+	// SocketPath dials this Unix socket instead of TCP; the URL's host is then
+	// only used for the Host header.
+	SocketPath string
+	// Header is added to the upgrade request (for example Origin).
+	Header http.Header
+	// ReadLimit is the largest frame accepted from the daemon (64 MiB when 0).
+	ReadLimit int64
+}
+
+// Client is one connection to the daemon.
+type Client struct {
+	ws   *websocket.Conn
+	rpc  *jsonrpc2.Conn
+	stop context.CancelFunc
+
+	mu       sync.RWMutex
+	requests map[string]RequestHandler
+	notes    map[string]NotificationHandler
+	closed   bool // guarded by mu; no handler starts after Close
+	inflight sync.WaitGroup
+}
+
+// Dial connects to url (ws://host:port/), then authenticates and negotiates
+// the protocol as opts say.
+func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	dopts := &websocket.DialOptions{HTTPHeader: opts.Header}
+	if opts.SocketPath != "" {
+		path := opts.SocketPath
+		dopts.HTTPClient = &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			},
+		}}
+	}
+	ws, resp, err := websocket.Dial(ctx, url, dopts)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("connect to car-server at %s: %w (HTTP %d)", url, err, resp.StatusCode)
+		}
+		return nil, fmt.Errorf("connect to car-server at %s: %w", url, err)
+	}
+	limit := opts.ReadLimit
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	ws.SetReadLimit(limit)
+	c := New(ws)
+	if opts.Token != "" {
+		if err := c.Auth(ctx, opts.Token); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if !opts.SkipHandshake {
+		if _, err := c.Handshake(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// New wraps an established WebSocket connection.
+func New(ws *websocket.Conn) *Client {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		ws:       ws,
+		stop:     cancel,
+		requests: make(map[string]RequestHandler),
+		notes:    make(map[string]NotificationHandler),
+	}
+	c.rpc = jsonrpc2.NewConn(ctx, wsstream.New(ctx, ws, 0, nil), handler{c},
+		jsonrpc2.SetLogger(discard{}))
+	return c
+}
+
+// HandleRequest installs the handler of a server → client request method,
+// such as tools.execute.
+func (c *Client) HandleRequest(method string, h RequestHandler) {
+	c.mu.Lock()
+	c.requests[method] = h
+	c.mu.Unlock()
+}
+
+// HandleNotification installs the handler of a server → client
+// notification, such as tools.cancel.
+func (c *Client) HandleNotification(method string, h NotificationHandler) {
+	c.mu.Lock()
+	c.notes[method] = h
+	c.mu.Unlock()
+}
+
+// Auth sends session.auth.
+func (c *Client) Auth(ctx context.Context, token string) error {
+	var res protocol.AuthResult
+	if err := c.Call(ctx, protocol.MethodSessionAuth, protocol.AuthParams{Token: token}, &res); err != nil {
+		return fmt.Errorf("session.auth: %w", err)
+	}
+	return nil
+}
+
+// Handshake negotiates the protocol version this package speaks.
+func (c *Client) Handshake(ctx context.Context) (*protocol.HandshakeResult, error) {
+	var res protocol.HandshakeResult
+	params := map[string]any{"protocol_version": protocol.ProtocolVersion, "client_version": "car-server-go-client"}
+	if err := c.Call(ctx, protocol.MethodServerHandshake, params, &res); err != nil {
+		return nil, fmt.Errorf("server.handshake: %w", err)
+	}
+	return &res, nil
+}
+
+// Call sends a request and decodes its result into result (which may be
+// nil). A JSON-RPC error reply is returned as *jsonrpc2.Error.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.rpc.Call(ctx, method, params, result)
+}
+
+// Notify sends a notification.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	return c.rpc.Notify(ctx, method, params)
+}
+
+// Done is closed when the connection ends.
+func (c *Client) Done() <-chan struct{} { return c.rpc.DisconnectNotify() }
+
+// Close closes the connection and waits for running request handlers.
+func (c *Client) Close() error {
+	err := c.rpc.Close()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stop()
+	c.inflight.Wait()
+	if errors.Is(err, jsonrpc2.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// handler serves server → client messages: notifications inline, requests
+// on their own goroutine so a slow tool never blocks the read loop.
+type handler struct{ c *Client }
+
+func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	c := h.c
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	if req.Notif {
+		c.mu.RLock()
+		nh := c.notes[req.Method]
+		c.mu.RUnlock()
+		if nh != nil {
+			nh(params)
+		}
+		return
+	}
+	c.mu.Lock()
+	rh := c.requests[req.Method]
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.inflight.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.inflight.Done()
+		resp := &jsonrpc2.Response{ID: req.ID}
+		if rh == nil {
+			resp.Error = &jsonrpc2.Error{Code: protocol.CodeMethodNotFound, Message: "unknown tool: this client has no handler for " + req.Method}
+		} else if res, err := rh(ctx, params); err != nil {
+			var rerr *jsonrpc2.Error
+			if !errors.As(err, &rerr) {
+				rerr = &jsonrpc2.Error{Code: -32000, Message: err.Error()}
+			}
+			resp.Error = rerr
+		} else if err := resp.SetResult(res); err != nil {
+			resp.Error = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
+		}
+		_ = conn.SendResponse(ctx, resp)
+	}()
+}
+
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}

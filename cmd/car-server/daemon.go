@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/rpc"
+)
+
+// serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT), then shuts
+// down gracefully: stop accepting, let in-flight requests finish within the
+// grace period, close connections with 1001, remove the token file.
+func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan os.Signal) error {
+	if err := ensureDir(cfg.Home); err != nil {
+		return err
+	}
+	if err := ensureDir(filepath.Dir(cfg.LockPath)); err != nil {
+		return err
+	}
+	lock, err := acquireLock(cfg.LockPath)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+
+	token := ""
+	if !cfg.NoAuth {
+		token = cfg.AuthToken
+		if token == "" {
+			if token, err = rpc.NewToken(); err != nil {
+				return err
+			}
+		}
+	} else if !isLoopback(cfg.Bind) {
+		return &config.UsageError{Msg: fmt.Sprintf("refusing to listen on %s without auth: binding beyond loopback needs auth on (drop --no-auth)", cfg.Bind)}
+	}
+
+	rt := engine.NewRuntime()
+	srv := rpc.NewServer(rt, rpc.Options{
+		Token:          token,
+		AllowedOrigins: cfg.AllowedOrigins,
+		MaxFrameBytes:  cfg.MaxFrameBytes,
+		MaxConnections: cfg.MaxConnections,
+		MaxInFlight:    cfg.MaxInFlight,
+		HandlerTimeout: cfg.HandlerTimeout,
+		ToolTimeout:    cfg.ToolTimeout,
+		Version:        version,
+		Logger:         log,
+	})
+
+	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s:%d: %w (is another daemon using the port? pick another with --port)", cfg.Bind, cfg.Port, err)
+	}
+	listeners := []net.Listener{tcp}
+	if cfg.Socket != "" {
+		ul, err := listenUnix(cfg.Socket)
+		if err != nil {
+			tcp.Close()
+			return err
+		}
+		listeners = append(listeners, ul)
+	}
+
+	if token != "" {
+		if err := writeTokenFile(cfg.TokenPath, token); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+		defer func() {
+			if err := os.Remove(cfg.TokenPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("could not remove the auth token file", zap.String("path", cfg.TokenPath), zap.Error(err))
+			}
+		}()
+	}
+
+	errs := make(chan error, len(listeners))
+	var wg sync.WaitGroup
+	for _, l := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(l); err != nil {
+				errs <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+			}
+		}()
+	}
+	log.Info("car-server listening",
+		zap.String("version", version),
+		zap.String("addr", tcp.Addr().String()),
+		zap.String("socket", cfg.Socket),
+		zap.Bool("auth", token != ""),
+		zap.String("token_file", tokenFileField(token, cfg.TokenPath)),
+		zap.String("home", cfg.Home),
+		zap.String("config_file", cfg.ConfigFile),
+	)
+
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			log.Info("SIGHUP received: reload requested (nothing to reload yet)")
+		case serveErr = <-errs:
+			log.Error("listener failed; shutting down", zap.Error(serveErr))
+			break loop
+		}
+	}
+
+	log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace), zap.Int("connections", srv.ConnectionCount()))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("grace period ended before every request finished", zap.Error(err))
+	}
+	wg.Wait()
+	if cfg.Socket != "" {
+		_ = os.Remove(cfg.Socket)
+	}
+	log.Info("car-server stopped")
+	return serveErr
+}
+
+// listenUnix listens on path, replacing a stale socket file: the state-root
+// lock proves no other daemon of this root is using it.
+func listenUnix(path string) (net.Listener, error) {
+	if err := ensureDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on unix socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("restrict unix socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func tokenFileField(token, path string) string {
+	if token == "" {
+		return ""
+	}
+	return path
+}

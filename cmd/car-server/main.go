@@ -1,0 +1,62 @@
+// Command car-server is the Common Agent Runtime daemon: one Runtime served
+// to any number of clients over JSON-RPC 2.0 on WebSocket (TCP and a Unix
+// socket).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/parslee-ai/car-server/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run is main with an exit code: 0 on a clean stop, 1 on a runtime failure,
+// 2 on a usage or configuration error.
+func run(args []string) int {
+	home, _ := os.UserHomeDir()
+	cfg, err := config.Load(args, os.LookupEnv, home, os.Stdout)
+	if errors.Is(err, config.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "car-server:", err)
+		return 2
+	}
+	if cfg.ShowVersion {
+		fmt.Println("car-server", version)
+		return 0
+	}
+	log, err := newLogger(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "car-server:", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	if err := serve(ctx, cfg, log, hup); err != nil {
+		fmt.Fprintln(os.Stderr, "car-server:", err)
+		var ue *config.UsageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}

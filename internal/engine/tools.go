@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Tool is a registered tool: its schema as the client sent it and the
+// parameter validator compiled once at registration.
+type Tool struct {
+	Schema    protocol.ToolSchema
+	validator *jsonschema.Schema
+}
+
+// ValidateParams checks params (decoded JSON) against the tool's parameter
+// schema and returns an error that names what is wrong.
+func (t *Tool) ValidateParams(params any) error {
+	if t.validator == nil {
+		return nil
+	}
+	if err := t.validator.Validate(params); err != nil {
+		return fmt.Errorf("parameters do not match the schema of tool '%s': %s", t.Schema.Name, schemaErrorText(err))
+	}
+	return nil
+}
+
+// schemaErrorText flattens a jsonschema error onto one line.
+func schemaErrorText(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// ToolRegistry holds the tools of one connection. It is safe for concurrent
+// use.
+type ToolRegistry struct {
+	mu    sync.RWMutex
+	tools map[string]*Tool
+}
+
+// NewToolRegistry returns an empty registry.
+func NewToolRegistry() *ToolRegistry {
+	return &ToolRegistry{tools: make(map[string]*Tool)}
+}
+
+// Register compiles every schema first and registers all of the tools or none
+// of them, replacing tools of the same name. It returns how many it registered.
+func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
+	compiled := make([]*Tool, 0, len(schemas))
+	for i, s := range schemas {
+		t, err := compileTool(s)
+		if err != nil {
+			return 0, fmt.Errorf("tool %d: %w", i, err)
+		}
+		compiled = append(compiled, t)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range compiled {
+		r.tools[t.Schema.Name] = t
+	}
+	return len(compiled), nil
+}
+
+// Unregister removes the named tool and returns 1, or 0 when it was absent.
+func (r *ToolRegistry) Unregister(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.tools[name]; !ok {
+		return 0
+	}
+	delete(r.tools, name)
+	return 1
+}
+
+// Lookup returns the named tool.
+func (r *ToolRegistry) Lookup(name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// List returns every schema, sorted by name so two listings can be diffed.
+func (r *ToolRegistry) List() []protocol.ToolSchema {
+	r.mu.RLock()
+	out := make([]protocol.ToolSchema, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t.Schema)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns the registered tool names, sorted, for error messages.
+func (r *ToolRegistry) Names() []string {
+	list := r.List()
+	names := make([]string, len(list))
+	for i, s := range list {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// compileTool checks a schema and compiles its parameter validator.
+func compileTool(s protocol.ToolSchema) (*Tool, error) {
+	if strings.TrimSpace(s.Name) == "" {
+		return nil, fmt.Errorf("name is required (a non-empty string)")
+	}
+	if rl := s.RateLimit; rl != nil && (rl.MaxCalls == 0 || rl.IntervalSecs <= 0) {
+		return nil, fmt.Errorf("tool '%s': rate_limit needs max_calls >= 1 and interval_secs > 0", s.Name)
+	}
+	if len(bytes.TrimSpace(s.Parameters)) == 0 || bytes.Equal(bytes.TrimSpace(s.Parameters), []byte("null")) {
+		s.Parameters = json.RawMessage(`{}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.Parameters))
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s': parameters is not JSON: %w", s.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "car:///tools/" + s.Name + "/parameters.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))
+	}
+	v, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))
+	}
+	return &Tool{Schema: s, validator: v}, nil
+}

@@ -1,0 +1,237 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/wsstream"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// conn is one WebSocket connection and the session it carries.
+type conn struct {
+	srv   *Server
+	id    string
+	log   *zap.Logger
+	ws    *websocket.Conn
+	rpc   *jsonrpc2.Conn // set once; ready is closed after
+	ready chan struct{}
+	sess  *engine.Session
+
+	ctx    context.Context // cancelled when the connection ends
+	cancel context.CancelFunc
+
+	authed     atomic.Bool
+	negotiated atomic.Bool
+	sem        chan struct{} // in-flight request slots
+
+	mu       sync.Mutex // guards closed, draining and handlers.Add
+	closed   bool
+	draining bool
+	handlers sync.WaitGroup
+}
+
+// newConn prepares a connection; run serves it.
+func newConn(s *Server, id string, ws *websocket.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		srv:    s,
+		id:     id,
+		log:    s.log.With(zap.String("conn", id)),
+		ws:     ws,
+		ctx:    ctx,
+		cancel: cancel,
+		sem:    make(chan struct{}, s.opts.MaxInFlight),
+		ready:  make(chan struct{}),
+	}
+	c.authed.Store(s.opts.Token == "")
+	ws.SetReadLimit(s.opts.MaxFrameBytes)
+	return c
+}
+
+// run serves the connection until it ends, then waits for its handlers and
+// drops its session.
+func (c *conn) run(remote string) {
+	c.sess = c.srv.rt.OpenSession(c.id)
+	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
+	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}))
+	close(c.ready)
+	c.log.Info("connection opened", zap.String("remote", remote))
+
+	<-c.rpc.DisconnectNotify()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.handlers.Wait()
+	c.srv.rt.CloseSession(c.sess)
+	c.log.Info("connection closed")
+}
+
+// Handle is called on the read loop for every request. It never blocks on
+// handler work: auth is decided inline, everything else runs on its own
+// goroutine within the in-flight bound.
+func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	<-c.ready
+	if req.Method == protocol.MethodSessionAuth {
+		res, err := c.handleAuth(req)
+		c.reply(req, res, err)
+		return
+	}
+	if !c.authed.Load() {
+		c.log.Warn("request before session.auth; closing", zap.String("method", req.Method))
+		c.reply(req, nil, rpcError(protocol.CodeAuthRequired,
+			"auth required: the first request on a connection must be session.auth {token}; closing the connection"))
+		c.goOwned(func() { _ = c.ws.Close(websocket.StatusPolicyViolation, "auth required") })
+		return
+	}
+	if req.Notif {
+		c.log.Debug("notification ignored", zap.String("method", req.Method))
+		return
+	}
+	c.mu.Lock()
+	if c.closed || c.draining {
+		c.mu.Unlock()
+		c.reply(req, nil, internalError("car-server is shutting down; retry after it restarts"))
+		return
+	}
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		c.mu.Unlock()
+		c.reply(req, nil, internalError("too many requests in flight on this connection (limit %d); wait for replies before sending more", cap(c.sem)))
+		return
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.handlers.Done()
+		defer func() { <-c.sem }()
+		c.serve(req)
+	}()
+}
+
+// goOwned runs f on a goroutine the connection waits for.
+func (c *conn) goOwned(f func()) {
+	c.mu.Lock()
+	if c.closed || c.draining {
+		c.mu.Unlock()
+		return
+	}
+	c.handlers.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.handlers.Done()
+		f()
+	}()
+}
+
+// serve runs one request under its deadline and replies.
+func (c *conn) serve(req *jsonrpc2.Request) {
+	start := time.Now()
+	m, ok := methods[req.Method]
+	if !ok {
+		c.reply(req, nil, rpcError(protocol.CodeMethodNotFound,
+			"method not found: '%s'; the README lists the methods this daemon serves", req.Method))
+		return
+	}
+	timeout := c.srv.opts.HandlerTimeout
+	if m.deadline != nil {
+		if d := m.deadline(c, req.Params); d > timeout {
+			timeout = d
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	res, err := m.handle(c, ctx, req.Params)
+	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if err != nil && deadlineHit {
+		err = rpcError(protocol.CodeHandlerDeadline,
+			"handler '%s' exceeded its %s response deadline; the operation may have committed, so check with a read before retrying",
+			req.Method, timeout)
+	}
+	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", msSince(start))}
+	if err != nil {
+		c.log.Info("request failed", append(fields, zap.String("error", err.Error()))...)
+	} else {
+		c.log.Debug("request served", fields...)
+	}
+	c.reply(req, res, err)
+}
+
+// reply sends the response to req; nothing is sent for a notification.
+func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
+	if req.Notif {
+		return
+	}
+	resp := &jsonrpc2.Response{ID: req.ID}
+	if err == nil {
+		if err = resp.SetResult(result); err != nil {
+			err = internalError("encode result: %v", err)
+		}
+	}
+	if err != nil {
+		var rerr *jsonrpc2.Error
+		if !errors.As(err, &rerr) {
+			rerr = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
+		}
+		resp.Error = rerr
+		resp.Result = nil
+	}
+	if sendErr := c.rpc.SendResponse(c.ctx, resp); sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
+		c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
+	}
+}
+
+// drain refuses new requests, waits for in-flight ones until ctx ends, then
+// closes the connection with 1001.
+func (c *conn) drain(ctx context.Context) {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	idle := make(chan struct{})
+	go func() {
+		c.handlers.Wait() // no Add can follow: draining is set
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		c.log.Warn("shutdown grace ended with requests in flight; cancelling them")
+	}
+	_ = c.ws.Close(websocket.StatusGoingAway, "car-server shutting down")
+	c.cancel()
+	<-idle
+}
+
+func msSince(t time.Time) float64 {
+	return float64(time.Since(t).Microseconds()) / 1000
+}
+
+// jsonrpcLogger sends the jsonrpc2 library's messages to zap at debug level.
+type jsonrpcLogger struct{ l *zap.Logger }
+
+func (j jsonrpcLogger) Printf(format string, v ...any) {
+	j.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// methodFunc handles one method's params on a connection.
+type methodFunc func(c *conn, ctx context.Context, params *json.RawMessage) (any, error)
+
+// method is an entry of the method table. deadline, when set, may raise the
+// handler deadline for a request (never lower it).
+type method struct {
+	handle   methodFunc
+	deadline func(c *conn, params *json.RawMessage) time.Duration
+}

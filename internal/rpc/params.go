@@ -1,0 +1,61 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// decodeParams decodes raw into v. shape describes the expected params for the
+// error message ("{key: string, tenant_id?: string}"). Unknown members are
+// ignored; a mistyped member is named.
+func decodeParams(raw *json.RawMessage, v any, shape string) error {
+	if raw == nil || len(bytes.TrimSpace(*raw)) == 0 || string(bytes.TrimSpace(*raw)) == "null" {
+		return invalidParams("params are required: expected %s", shape)
+	}
+	if err := json.Unmarshal(*raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return invalidParams("params must be %s, got a JSON %s", shape, te.Value)
+			}
+			return invalidParams("param '%s' must be %s, got a JSON %s (expected %s)", te.Field, goTypeName(te.Type.Kind().String()), te.Value, shape)
+		}
+		return invalidParams("params could not be decoded: %v (expected %s)", err, shape)
+	}
+	return nil
+}
+
+// optionalParams is decodeParams for methods whose params may be omitted.
+func optionalParams(raw *json.RawMessage, v any, shape string) error {
+	if raw == nil || len(bytes.TrimSpace(*raw)) == 0 || string(bytes.TrimSpace(*raw)) == "null" {
+		return nil
+	}
+	return decodeParams(raw, v, shape)
+}
+
+// goTypeName turns a Go kind into the JSON type a client should send.
+func goTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+		return "a number"
+	}
+	return fmt.Sprintf("a %s", kind)
+}
+
+// requireString fails when a required string param is empty.
+func requireString(name, value, shape string) error {
+	if value == "" {
+		return invalidParams("param '%s' is required (a non-empty string): expected %s", name, shape)
+	}
+	return nil
+}

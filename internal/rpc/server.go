@@ -1,0 +1,197 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+)
+
+// Options are the server's settings. Zero values take the defaults noted.
+type Options struct {
+	Token          string        // auth token; empty turns auth off
+	AllowedOrigins []string      // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	MaxFrameBytes  int64         // largest accepted frame (16 MiB)
+	MaxConnections int           // concurrent connections (1024)
+	MaxInFlight    int           // concurrent requests per connection (64)
+	HandlerTimeout time.Duration // deadline of one request (30 min)
+	ToolTimeout    time.Duration // default budget of one tool callback (300 s)
+	WriteTimeout   time.Duration // a frame write that takes longer closes the connection (30 s)
+	Version        string        // server_version reported by server.handshake
+	Logger         *zap.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = 16 << 20
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = 1024
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
+	if o.HandlerTimeout <= 0 {
+		o.HandlerTimeout = 30 * time.Minute
+	}
+	if o.ToolTimeout <= 0 {
+		o.ToolTimeout = 300 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// Server serves the JSON-RPC surface over WebSocket on any number of
+// listeners, all backed by one Runtime.
+type Server struct {
+	opts Options
+	rt   *engine.Runtime
+	log  *zap.Logger
+	mux  *http.ServeMux
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	https    []*http.Server
+	reserved int // upgrades in progress, counted against MaxConnections
+	draining bool
+	connWG   sync.WaitGroup
+}
+
+// NewServer returns a server for rt.
+func NewServer(rt *engine.Runtime, opts Options) *Server {
+	opts.setDefaults()
+	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{})}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.HandleFunc("/{$}", s.serveWebSocket)
+	return s
+}
+
+// Handler returns the HTTP handler: the WebSocket endpoint at "/" and
+// GET /healthz.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve accepts connections on l until Shutdown. It returns nil after a
+// shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.https = append(s.https, hs)
+	s.mu.Unlock()
+	err := hs.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// ConnectionCount is the number of open WebSocket connections.
+func (s *Server) ConnectionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	switch {
+	case s.draining:
+		s.mu.Unlock()
+		http.Error(w, "car-server is shutting down; reconnect after it restarts", http.StatusServiceUnavailable)
+		return
+	case len(s.conns)+s.reserved >= s.opts.MaxConnections:
+		s.mu.Unlock()
+		s.log.Warn("connection refused: limit reached", zap.Int("limit", s.opts.MaxConnections))
+		http.Error(w, "too many connections to car-server; close idle clients or raise max_connections", http.StatusServiceUnavailable)
+		return
+	}
+	s.reserved++
+	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		s.reserved--
+		s.mu.Unlock()
+	}
+
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins})
+	if err != nil {
+		release()
+		// Accept has already answered (403 for a foreign Origin, 400 for a bad upgrade).
+		s.log.Warn("websocket upgrade refused", zap.String("origin", r.Header.Get("Origin")), zap.Error(err))
+		return
+	}
+	c := newConn(s, uuid.NewString(), ws)
+	s.mu.Lock()
+	s.reserved--
+	if s.draining {
+		s.mu.Unlock()
+		_ = ws.Close(websocket.StatusGoingAway, "car-server shutting down")
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.connWG.Done()
+	}()
+	c.run(r.RemoteAddr)
+}
+
+// Shutdown stops accepting, lets in-flight requests finish until ctx ends,
+// then closes every connection with 1001 (going away) and waits for them.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	https := s.https
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	for _, hs := range https {
+		_ = hs.Shutdown(ctx)
+	}
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.drain(ctx)
+		}()
+	}
+	wg.Wait()
+	s.connWG.Wait()
+	return ctx.Err()
+}

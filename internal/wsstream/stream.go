@@ -1,0 +1,79 @@
+// Package wsstream adapts a WebSocket connection to jsonrpc2.ObjectStream:
+// one JSON-RPC message per text frame, in both directions.
+//
+// Both the daemon and the Go client use it; the daemon adds a frame check
+// that answers malformed frames itself instead of tearing the connection down.
+package wsstream
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Check inspects a frame before it is decoded. It returns ok=true to pass the
+// frame on; otherwise reply (when non-nil) is written back and the frame is
+// dropped.
+type Check func(frame []byte) (reply []byte, ok bool)
+
+// Stream is a jsonrpc2.ObjectStream over a WebSocket connection.
+type Stream struct {
+	conn         *websocket.Conn
+	ctx          context.Context
+	writeTimeout time.Duration
+	check        Check
+}
+
+// New returns a Stream reading under ctx. Writes give up after writeTimeout
+// (0 means 30 s), which closes the connection: a peer that stops reading
+// cannot stall its writers forever. check may be nil.
+func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, check Check) *Stream {
+	if writeTimeout <= 0 {
+		writeTimeout = 30 * time.Second
+	}
+	return &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
+}
+
+// ReadObject reads the next frame that passes the check into v.
+func (s *Stream) ReadObject(v any) error {
+	for {
+		_, data, err := s.conn.Read(s.ctx)
+		if err != nil {
+			return err
+		}
+		if s.check != nil {
+			reply, ok := s.check(data)
+			if !ok {
+				if reply != nil {
+					if err := s.write(reply); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+		}
+		return json.Unmarshal(data, v)
+	}
+}
+
+// WriteObject writes v as one text frame.
+func (s *Stream) WriteObject(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write(data)
+}
+
+func (s *Stream) write(data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, websocket.MessageText, data)
+}
+
+// Close closes the connection with a normal closure.
+func (s *Stream) Close() error {
+	return s.conn.Close(websocket.StatusNormalClosure, "")
+}

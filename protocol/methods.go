@@ -1,0 +1,35 @@
+package protocol
+
+// Client → server methods.
+const (
+	MethodSessionAuth        = "session.auth"
+	MethodServerHandshake    = "server.handshake"
+	MethodSessionInit        = "session.init"
+	MethodSessionPolicyOpen  = "session.policy.open"
+	MethodSessionPolicyClose = "session.policy.close"
+
+	MethodToolsRegister   = "tools.register"
+	MethodToolsList       = "tools.list"
+	MethodToolsUnregister = "tools.unregister"
+
+	MethodStateGet      = "state.get"
+	MethodStateSet      = "state.set"
+	MethodStateExists   = "state.exists"
+	MethodStateKeys     = "state.keys"
+	MethodStateSnapshot = "state.snapshot"
+
+	MethodProposalSubmit = "proposal.submit"
+
+	MethodEventsCount       = "events.count"
+	MethodEventsQuery       = "events.query"
+	MethodEventsChainEnable = "events.chain.enable"
+	MethodEventsChainVerify = "events.chain.verify"
+	MethodEventsRetention   = "events.retention"
+	MethodMetricsSummary    = "metrics.summary"
+)
+
+// Server → client requests and notifications.
+const (
+	MethodToolsExecute = "tools.execute" // request: run a tool the client registered
+	MethodToolsCancel  = "tools.cancel"  // notification: the daemon gave up on a tools.execute
+)

@@ -1,0 +1,41 @@
+package protocol
+
+import "encoding/json"
+
+// AuthParams are the params of session.auth.
+type AuthParams struct {
+	Token string `json:"token"`
+}
+
+// AuthResult is the reply to a successful session.auth.
+type AuthResult struct {
+	OK          bool `json:"ok"`
+	AuthEnabled bool `json:"auth_enabled"`
+}
+
+// HandshakeParams are the params of server.handshake. ProtocolVersion is raw
+// so that a missing or non-numeric value can be told apart from a wrong one.
+type HandshakeParams struct {
+	ProtocolVersion json.RawMessage `json:"protocol_version,omitempty"`
+	ClientVersion   string          `json:"client_version,omitempty"`
+}
+
+// HandshakeResult is the reply to a successful server.handshake.
+type HandshakeResult struct {
+	ProtocolVersion       int    `json:"protocol_version"`
+	ServerVersion         string `json:"server_version"`
+	ClientProtocolVersion int    `json:"client_protocol_version"`
+}
+
+// SessionInitParams are the params of session.init.
+type SessionInitParams struct {
+	Tools    []ToolSchema      `json:"tools"`
+	Policies []json.RawMessage `json:"policies,omitempty"`
+}
+
+// SessionInitResult is the reply to session.init.
+type SessionInitResult struct {
+	SessionID          string `json:"session_id"`
+	ToolsRegistered    int    `json:"tools_registered"`
+	PoliciesRegistered int    `json:"policies_registered"`
+}

@@ -1,0 +1,21 @@
+package protocol
+
+import "encoding/json"
+
+// StateKeyParams are the params of state.get and state.exists.
+type StateKeyParams struct {
+	Key      string `json:"key"`
+	TenantID string `json:"tenant_id,omitempty"`
+}
+
+// StateSetParams are the params of state.set. A missing value sets null.
+type StateSetParams struct {
+	Key      string          `json:"key"`
+	Value    json.RawMessage `json:"value,omitempty"`
+	TenantID string          `json:"tenant_id,omitempty"`
+}
+
+// TenantParams are the params of state.keys and state.snapshot.
+type TenantParams struct {
+	TenantID string `json:"tenant_id,omitempty"`
+}
