@@ -6,10 +6,14 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/car-server ./cmd/car-server
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/car-server ./cmd/car-server \
+ && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/car-server /usr/local/bin/car-server
+# The state root exists in the image, owned by the runtime user, so a fresh
+# named volume starts writable.
+COPY --from=build --chown=65532:65532 /out/data /data
 ENV CAR_HOME=/data
 VOLUME ["/data"]
 EXPOSE 9100

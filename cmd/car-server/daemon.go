@@ -45,7 +45,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		return &config.UsageError{Msg: fmt.Sprintf("refusing to listen on %s without auth: binding beyond loopback needs auth on (drop --no-auth)", cfg.Bind)}
 	}
 
-	rt := engine.NewRuntime()
+	rt := engine.NewRuntime(engine.Options{MaxActions: cfg.MaxActions, MaxConcurrency: cfg.MaxConcurrency, ToolTimeout: cfg.ToolTimeout})
 	srv := rpc.NewServer(rt, rpc.Options{
 		Token:          token,
 		AllowedOrigins: cfg.AllowedOrigins,

@@ -2,32 +2,76 @@ package engine
 
 import (
 	"sync"
+	"time"
 )
 
-// Runtime is the one engine a daemon hosts. Its state is shared by every
-// connection; tools belong to the session that registered them.
+// Options configure a Runtime. Zero values take the defaults noted.
+type Options struct {
+	MaxActions     int           // actions per proposal (10,000)
+	MaxConcurrency int           // actions of one proposal running at once (16)
+	ToolTimeout    time.Duration // budget of a tool call without timeout_ms (300 s)
+	RetryBase      time.Duration // first retry backoff, doubled per retry (100 ms)
+	RetryCap       time.Duration // longest retry backoff (5 s)
+	EventCapacity  int           // events kept in memory (100,000)
+	Gates          []AdmissionGate
+	Checks         []ActionCheck
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxActions <= 0 {
+		o.MaxActions = 10_000
+	}
+	if o.MaxConcurrency <= 0 {
+		o.MaxConcurrency = 16
+	}
+	if o.ToolTimeout <= 0 {
+		o.ToolTimeout = 300 * time.Second
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = 100 * time.Millisecond
+	}
+	if o.RetryCap <= 0 {
+		o.RetryCap = 5 * time.Second
+	}
+}
+
+// Runtime is the one engine a daemon hosts. Its state and event log are
+// shared by every connection; tools belong to the session that registered
+// them.
 type Runtime struct {
-	State *State
+	State  *State
+	Events *EventLog
+	opts   Options
 
 	mu       sync.Mutex
 	sessions map[string]*Session
 }
 
 // NewRuntime returns a Runtime with empty state.
-func NewRuntime() *Runtime {
-	return &Runtime{State: NewState(), sessions: make(map[string]*Session)}
+func NewRuntime(opts Options) *Runtime {
+	opts.setDefaults()
+	return &Runtime{
+		State:    NewState(),
+		Events:   NewEventLog(opts.EventCapacity),
+		opts:     opts,
+		sessions: make(map[string]*Session),
+	}
 }
 
+// ToolTimeout is the budget of a tool call that declares no timeout_ms.
+func (rt *Runtime) ToolTimeout() time.Duration { return rt.opts.ToolTimeout }
+
 // Session is one connection's view of the Runtime: the tools it registered,
-// dispatched back to it.
+// dispatched back to it through its executor.
 type Session struct {
-	ID    string
-	Tools *ToolRegistry
+	ID       string
+	Tools    *ToolRegistry
+	Executor ToolExecutor
 }
 
 // OpenSession creates the session of a new connection.
-func (rt *Runtime) OpenSession(id string) *Session {
-	s := &Session{ID: id, Tools: NewToolRegistry()}
+func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
+	s := &Session{ID: id, Tools: NewToolRegistry(), Executor: exec}
 	rt.mu.Lock()
 	rt.sessions[id] = s
 	rt.mu.Unlock()

@@ -7,8 +7,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/time/rate"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -18,6 +20,8 @@ import (
 type Tool struct {
 	Schema    protocol.ToolSchema
 	validator *jsonschema.Schema
+	limiter   *rate.Limiter // nil without rate_limit
+	cache     *resultCache  // nil without cache_ttl_secs
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -133,5 +137,13 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))
 	}
-	return &Tool{Schema: s, validator: v}, nil
+	t := &Tool{Schema: s, validator: v}
+	if rl := s.RateLimit; rl != nil {
+		every := time.Duration(rl.IntervalSecs * float64(time.Second) / float64(rl.MaxCalls))
+		t.limiter = rate.NewLimiter(rate.Every(every), int(rl.MaxCalls))
+	}
+	if s.CacheTTLSecs != nil && *s.CacheTTLSecs > 0 {
+		t.cache = newResultCache(time.Duration(*s.CacheTTLSecs) * time.Second)
+	}
+	return t, nil
 }

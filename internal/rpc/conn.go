@@ -32,9 +32,10 @@ type conn struct {
 	ctx    context.Context // cancelled when the connection ends
 	cancel context.CancelFunc
 
-	authed     atomic.Bool
-	negotiated atomic.Bool
-	sem        chan struct{} // in-flight request slots
+	authed      atomic.Bool
+	negotiated  atomic.Bool
+	callbackSeq atomic.Uint64
+	sem         chan struct{} // in-flight request slots
 
 	mu       sync.Mutex // guards closed, draining and handlers.Add
 	closed   bool
@@ -63,7 +64,7 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 // run serves the connection until it ends, then waits for its handlers and
 // drops its session.
 func (c *conn) run(remote string) {
-	c.sess = c.srv.rt.OpenSession(c.id)
+	c.sess = c.srv.rt.OpenSession(c.id, c)
 	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
 	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}))
 	close(c.ready)
@@ -156,7 +157,7 @@ func (c *conn) serve(req *jsonrpc2.Request) {
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	cancel()
-	if err != nil && deadlineHit {
+	if deadlineHit {
 		err = rpcError(protocol.CodeHandlerDeadline,
 			"handler '%s' exceeded its %s response deadline; the operation may have committed, so check with a read before retrying",
 			req.Method, timeout)

@@ -57,7 +57,7 @@ type testServer struct {
 
 func startServer(t *testing.T, opts Options) *testServer {
 	t.Helper()
-	rt := engine.NewRuntime()
+	rt := engine.NewRuntime(engine.Options{RetryBase: time.Millisecond})
 	srv := NewServer(rt, opts)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -26,6 +26,15 @@ func init() {
 		protocol.MethodStateExists:   {handle: (*conn).stateExists},
 		protocol.MethodStateKeys:     {handle: (*conn).stateKeys},
 		protocol.MethodStateSnapshot: {handle: (*conn).stateSnapshot},
+
+		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, deadline: proposalDeadline},
+
+		protocol.MethodEventsCount:       {handle: (*conn).eventsCount},
+		protocol.MethodEventsQuery:       {handle: (*conn).eventsQuery},
+		protocol.MethodEventsChainEnable: {handle: (*conn).eventsChainEnable},
+		protocol.MethodEventsChainVerify: {handle: (*conn).eventsChainVerify},
+		protocol.MethodEventsRetention:   {handle: (*conn).eventsRetention},
+		protocol.MethodMetricsSummary:    {handle: (*conn).metricsSummary},
 	}
 }
 

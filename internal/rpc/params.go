@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // decodeParams decodes raw into v. shape describes the expected params for the
@@ -20,7 +21,7 @@ func decodeParams(raw *json.RawMessage, v any, shape string) error {
 			if te.Field == "" {
 				return invalidParams("params must be %s, got a JSON %s", shape, te.Value)
 			}
-			return invalidParams("param '%s' must be %s, got a JSON %s (expected %s)", te.Field, goTypeName(te.Type.Kind().String()), te.Value, shape)
+			return invalidParams("param '%s' must be %s, got a JSON %s (expected %s)", te.Field, protocol.KindName(te.Type.Kind().String()), te.Value, shape)
 		}
 		return invalidParams("params could not be decoded: %v (expected %s)", err, shape)
 	}
@@ -33,23 +34,6 @@ func optionalParams(raw *json.RawMessage, v any, shape string) error {
 		return nil
 	}
 	return decodeParams(raw, v, shape)
-}
-
-// goTypeName turns a Go kind into the JSON type a client should send.
-func goTypeName(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice", "array":
-		return "an array"
-	case "map", "struct":
-		return "an object"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
-		return "a number"
-	}
-	return fmt.Sprintf("a %s", kind)
 }
 
 // requireString fails when a required string param is empty.

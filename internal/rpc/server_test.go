@@ -222,7 +222,7 @@ func TestSessionInitRegistersTools(t *testing.T) {
 }
 
 func TestUnixSocket(t *testing.T) {
-	srv := NewServer(engine.NewRuntime(), Options{Token: testToken})
+	srv := NewServer(engine.NewRuntime(engine.Options{}), Options{Token: testToken})
 	path := filepath.Join(t.TempDir(), "car-server.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -246,7 +246,7 @@ func TestUnixSocket(t *testing.T) {
 func TestShutdownLetsInFlightFinishThenClosesWith1001(t *testing.T) {
 	blockers["shutdown"] = make(chan struct{})
 	blockers["shutdown.started"] = make(chan struct{}, 1)
-	rt := engine.NewRuntime()
+	rt := engine.NewRuntime(engine.Options{})
 	srv := NewServer(rt, Options{})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

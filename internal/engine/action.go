@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// runAction takes one admitted action through the per-action pipeline:
+// checks → preconditions → references → (tool: result cache → rate limit →
+// dispatch with retries) → effects. It always finishes the node.
+func (r *run) runAction(ctx context.Context, i int) {
+	nd := &r.nodes[i]
+	a := nd.action
+	start := time.Now()
+	r.emit(EventActionStarted, a.ID, map[string]any{"type": string(a.Type), "tool": a.Tool})
+	setDuration := func() {
+		r.mu.Lock()
+		nd.result.DurationMs = msSince(start)
+		r.mu.Unlock()
+	}
+
+	for _, chk := range r.rt.opts.Checks {
+		if err := chk.Check(ctx, r.sub, a); err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": chk.Name()})
+			return
+		}
+	}
+	for _, pc := range a.Preconditions {
+		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
+		if err := checkPrecondition(pc, v, ok); err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "precondition"})
+			return
+		}
+	}
+	params := a.Parameters
+	effects := a.ExpectedEffects
+	if r.graph.hasRefs[i] {
+		p, err := interpolate(any(a.Parameters), r.output)
+		if err == nil {
+			var e any
+			e, err = interpolate(any(a.ExpectedEffects), r.output)
+			effects, _ = e.(map[string]any)
+		}
+		if err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "reference"})
+			return
+		}
+		params = p.(map[string]any)
+		if nd.tool != nil {
+			if err := nd.tool.ValidateParams(any(params)); err != nil {
+				setDuration()
+				r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "schema"})
+				return
+			}
+		}
+	}
+
+	var output any
+	var err error
+	changes := map[string]any{}
+	switch a.Type {
+	case protocol.ActionToolCall:
+		output, err = r.callTool(ctx, i, params)
+	case protocol.ActionStateWrite:
+		key := params["key"].(string)
+		output = params["value"]
+		r.write(key, output)
+		changes[key] = output
+	case protocol.ActionStateRead:
+		output = r.readState(params)
+	case protocol.ActionAssertion:
+		pc := protocol.Precondition{Key: params["key"].(string), Operator: "eq", Value: params["value"]}
+		if op, ok := params["operator"].(string); ok && op != "" {
+			pc.Operator = op
+		}
+		if d, ok := params["description"].(string); ok {
+			pc.Description = d
+		}
+		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
+		if err = checkPrecondition(pc, v, ok); err != nil {
+			err = fmt.Errorf("assertion failed: %w", err)
+		} else {
+			output = true
+		}
+	}
+	setDuration()
+	if err != nil {
+		status := protocol.StatusFailed
+		if a.FailureBehavior == protocol.FailSkip && ctx.Err() == nil {
+			status = protocol.StatusSkipped
+		}
+		r.finish(i, status, nil, err.Error(), nil)
+		return
+	}
+	for _, k := range sortedKeys(effects) {
+		r.write(k, effects[k])
+		changes[k] = effects[k]
+	}
+	for _, k := range sortedKeys(changes) {
+		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
+	}
+	r.mu.Lock()
+	nd.result.StateChanges = changes
+	r.mu.Unlock()
+	r.finish(i, protocol.StatusSucceeded, output, "", nil)
+}
+
+// readState is the output of a state_read: the value at key, or an object of
+// the values at keys (null where unset).
+func (r *run) readState(params map[string]any) any {
+	if k, ok := params["key"].(string); ok {
+		v, _ := r.rt.State.Get(r.sub.Tenant, k)
+		return v
+	}
+	out := map[string]any{}
+	for _, k := range params["keys"].([]any) {
+		if s, ok := k.(string); ok {
+			v, _ := r.rt.State.Get(r.sub.Tenant, s)
+			out[s] = v
+		}
+	}
+	return out
+}
+
+// callTool dispatches a tool_call, retrying as its failure_behavior says.
+func (r *run) callTool(ctx context.Context, i int, params map[string]any) (any, error) {
+	nd := &r.nodes[i]
+	a, t := nd.action, nd.tool
+	if r.sub.Session.Executor == nil {
+		return nil, errors.New("this session has no way to run tools")
+	}
+	var cacheKey string
+	if t.cache != nil {
+		cacheKey = string(canonicalJSON(params))
+		if out, ok := t.cache.get(cacheKey, time.Now()); ok {
+			return out, nil
+		}
+	}
+	timeout := r.rt.opts.ToolTimeout
+	if a.TimeoutMs != nil {
+		timeout = time.Duration(*a.TimeoutMs) * time.Millisecond
+	}
+	attempts := 1
+	if a.FailureBehavior == protocol.FailRetry {
+		attempts += int(a.MaxRetries)
+	}
+	var lastErr error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if attempt > 1 {
+			r.mu.Lock()
+			r.retries++
+			r.mu.Unlock()
+			r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": lastErr.Error()})
+			if err := sleepCtx(ctx, r.backoff(attempt-1)); err != nil {
+				return nil, fmt.Errorf("%v (retry abandoned: %v)", lastErr, context.Cause(ctx))
+			}
+		}
+		if t.limiter != nil {
+			if err := t.limiter.Wait(ctx); err != nil {
+				return nil, fmt.Errorf("waiting for tool '%s' rate limit: %v", a.Tool, context.Cause(ctx))
+			}
+		}
+		r.mu.Lock()
+		r.toolCalls++
+		r.mu.Unlock()
+		cctx, cancel := context.WithTimeoutCause(ctx, timeout,
+			fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
+		out, err := r.sub.Session.Executor.ExecuteTool(cctx, ToolCall{
+			ProposalID: r.sub.Proposal.ID,
+			ActionID:   a.ID,
+			Tool:       a.Tool,
+			Parameters: params,
+			Timeout:    timeout,
+			Attempt:    attempt,
+		})
+		cause := context.Cause(cctx)
+		cancel()
+		if err == nil {
+			if t.cache != nil {
+				t.cache.put(cacheKey, out, time.Now())
+			}
+			return out, nil
+		}
+		if cctx.Err() != nil {
+			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "reason": cause.Error()})
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	if attempts > 1 {
+		return nil, fmt.Errorf("%v (gave up after %d attempts)", lastErr, attempts)
+	}
+	return nil, lastErr
+}
+
+// backoff is the wait before retry n (1-based): base·2^(n-1), capped.
+func (r *run) backoff(n int) time.Duration {
+	d := r.rt.opts.RetryBase
+	for k := 1; k < n && d < r.rt.opts.RetryCap; k++ {
+		d *= 2
+	}
+	return min(d, r.rt.opts.RetryCap)
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

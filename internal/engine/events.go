@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// EventKind names what happened.
+type EventKind string
+
+// Kinds of events the engine records.
+const (
+	EventProposalReceived EventKind = "proposal_received"
+	EventProposalFinished EventKind = "proposal_finished"
+	EventProposalRejected EventKind = "proposal_rejected" // an admission gate blocked it
+	EventActionStarted    EventKind = "action_started"
+	EventActionSucceeded  EventKind = "action_succeeded"
+	EventActionFailed     EventKind = "action_failed"
+	EventActionRejected   EventKind = "action_rejected"
+	EventActionSkipped    EventKind = "action_skipped"
+	EventActionRetried    EventKind = "action_retried"
+	EventStateChanged     EventKind = "state_changed"
+	EventStateRolledBack  EventKind = "state_rolled_back"
+	EventToolCancelled    EventKind = "tool_cancelled"
+)
+
+// Event is one entry of the audit trail. Data holds names and counts, never
+// parameter values.
+type Event struct {
+	Seq        uint64         `json:"seq"`
+	Kind       EventKind      `json:"kind"`
+	Timestamp  time.Time      `json:"timestamp"`
+	ProposalID string         `json:"proposal_id,omitempty"`
+	ActionID   string         `json:"action_id,omitempty"`
+	Connection string         `json:"connection,omitempty"`
+	Data       map[string]any `json:"data,omitempty"`
+	PrevHash   string         `json:"prev_hash,omitempty"`
+	Hash       string         `json:"hash,omitempty"`
+}
+
+// RetentionPolicy bounds the log by count and age; nil fields are unbounded.
+type RetentionPolicy struct {
+	MaxEvents  *uint64 `json:"max_events,omitempty"`
+	MaxAgeSecs *uint64 `json:"max_age_secs,omitempty"`
+}
+
+// EventQuery filters events; every set field must match.
+type EventQuery struct {
+	Kinds       []EventKind       `json:"kinds,omitempty"`
+	ActionID    string            `json:"action_id,omitempty"`
+	ProposalID  string            `json:"proposal_id,omitempty"`
+	Since       *time.Time        `json:"since,omitempty"`
+	Until       *time.Time        `json:"until,omitempty"`
+	DataMatches map[string]string `json:"data_matches,omitempty"`
+	Limit       int               `json:"limit,omitempty"`
+}
+
+// MetricsSummary is the operational rollup of the retained events.
+type MetricsSummary struct {
+	TotalEvents         int     `json:"total_events"`
+	ProposalsReceived   int     `json:"proposals_received"`
+	ActionsSucceeded    int     `json:"actions_succeeded"`
+	ActionsFailed       int     `json:"actions_failed"`
+	ActionsRejected     int     `json:"actions_rejected"`
+	ActionsSkipped      int     `json:"actions_skipped"`
+	SuccessRate         float64 `json:"success_rate"`
+	ErrorRate           float64 `json:"error_rate"`
+	AvgLatencyMs        float64 `json:"avg_latency_ms"`
+	ToolCancellations   int     `json:"tool_cancellations"`
+	GateRejections      int     `json:"gate_rejections"`
+	PolicyViolations    int     `json:"policy_violations"`
+	ApprovalsRecorded   int     `json:"approvals_recorded"`
+	PermissionDecisions int     `json:"permission_decisions"`
+	CostUSD             float64 `json:"cost_usd"`
+	CumulativeCostUSD   float64 `json:"cumulative_cost_usd"`
+	TokensIn            int     `json:"tokens_in"`
+	TokensOut           int     `json:"tokens_out"`
+}
+
+// EventLog is the daemon's bounded, in-memory audit trail, optionally
+// hash-chained. It is safe for concurrent use.
+type EventLog struct {
+	mu       sync.Mutex
+	events   []Event
+	seq      uint64
+	capacity int
+	chained  bool
+	lastHash string
+	policy   RetentionPolicy
+	now      func() time.Time
+}
+
+// NewEventLog returns a log that keeps at most capacity events (oldest go
+// first), whatever the retention policy says.
+func NewEventLog(capacity int) *EventLog {
+	if capacity <= 0 {
+		capacity = 100_000
+	}
+	return &EventLog{capacity: capacity, now: time.Now}
+}
+
+// Append records e, stamping its sequence number, time and (when chaining is
+// on) its hash link.
+func (l *EventLog) Append(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	e.Seq = l.seq
+	e.Timestamp = l.now().UTC()
+	if l.chained {
+		e.PrevHash = l.lastHash
+		e.Hash = eventHash(&e)
+		l.lastHash = e.Hash
+	}
+	l.events = append(l.events, e)
+	limit := l.capacity
+	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
+		limit = int(*l.policy.MaxEvents)
+	}
+	if over := len(l.events) - limit; over > 0 {
+		l.events = append(l.events[:0:0], l.events[over:]...)
+	}
+}
+
+// Count is the number of retained events.
+func (l *EventLog) Count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events)
+}
+
+// Query returns the matching events, newest first.
+func (l *EventLog) Query(q EventQuery) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Event
+	for i := len(l.events) - 1; i >= 0; i-- {
+		e := &l.events[i]
+		if !q.matches(e) {
+			continue
+		}
+		out = append(out, *e)
+		if q.Limit > 0 && len(out) >= q.Limit {
+			break
+		}
+	}
+	if out == nil {
+		out = []Event{}
+	}
+	return out
+}
+
+func (q *EventQuery) matches(e *Event) bool {
+	if len(q.Kinds) > 0 {
+		found := false
+		for _, k := range q.Kinds {
+			if k == e.Kind {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if q.ActionID != "" && q.ActionID != e.ActionID {
+		return false
+	}
+	if q.ProposalID != "" && q.ProposalID != e.ProposalID {
+		return false
+	}
+	if q.Since != nil && e.Timestamp.Before(*q.Since) {
+		return false
+	}
+	if q.Until != nil && !e.Timestamp.Before(*q.Until) {
+		return false
+	}
+	for k, want := range q.DataMatches {
+		got, ok := e.Data[k]
+		if !ok {
+			return false
+		}
+		s, isStr := got.(string)
+		if !isStr {
+			s = string(canonicalJSON(got))
+		}
+		if s != want {
+			return false
+		}
+	}
+	return true
+}
+
+// EnableChain turns on hash chaining for events appended from now on.
+func (l *EventLog) EnableChain() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.chained = true
+}
+
+// VerifyChain checks every chained event's hash and its link to the chained
+// event before it. It returns how many it verified, or the index of the
+// first event that does not match (tampered >= 0).
+func (l *EventLog) VerifyChain() (verified int, tampered int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev := ""
+	seenChained := false
+	for i := range l.events {
+		e := &l.events[i]
+		if e.Hash == "" {
+			if seenChained {
+				return verified, i // an unchained event inside the chain
+			}
+			continue
+		}
+		if eventHash(e) != e.Hash || (seenChained && e.PrevHash != prev) {
+			return verified, i
+		}
+		seenChained = true
+		prev = e.Hash
+		verified++
+	}
+	return verified, -1
+}
+
+// SetRetention installs p and applies its age bound now; it returns how many
+// events were removed.
+func (l *EventLog) SetRetention(p RetentionPolicy) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.policy = p
+	before := len(l.events)
+	keep := l.events
+	if p.MaxAgeSecs != nil {
+		cutoff := l.now().Add(-time.Duration(*p.MaxAgeSecs) * time.Second)
+		i := 0
+		for i < len(keep) && keep[i].Timestamp.Before(cutoff) {
+			i++
+		}
+		keep = keep[i:]
+	}
+	if p.MaxEvents != nil && uint64(len(keep)) > *p.MaxEvents {
+		keep = keep[uint64(len(keep))-*p.MaxEvents:]
+	}
+	l.events = append(l.events[:0:0], keep...)
+	return before - len(l.events)
+}
+
+// Retention returns the installed policy.
+func (l *EventLog) Retention() RetentionPolicy {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.policy
+}
+
+// Summary folds the retained events into a MetricsSummary.
+func (l *EventLog) Summary() MetricsSummary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := MetricsSummary{TotalEvents: len(l.events)}
+	var latency float64
+	var timed int
+	for i := range l.events {
+		e := &l.events[i]
+		switch e.Kind {
+		case EventProposalReceived:
+			s.ProposalsReceived++
+		case EventActionSucceeded:
+			s.ActionsSucceeded++
+		case EventActionFailed:
+			s.ActionsFailed++
+		case EventActionRejected:
+			s.ActionsRejected++
+			if e.Data["gate"] == "policy" {
+				s.PolicyViolations++
+			}
+		case EventActionSkipped:
+			s.ActionsSkipped++
+		case EventToolCancelled:
+			s.ToolCancellations++
+		case EventProposalRejected:
+			s.GateRejections++
+		}
+		if e.Kind == EventActionSucceeded || e.Kind == EventActionFailed {
+			if d, ok := toFloat(e.Data["duration_ms"]); ok {
+				latency += d
+				timed++
+			}
+		}
+	}
+	if done := s.ActionsSucceeded + s.ActionsFailed; done > 0 {
+		s.SuccessRate = float64(s.ActionsSucceeded) / float64(done)
+		s.ErrorRate = float64(s.ActionsFailed) / float64(done)
+	}
+	if timed > 0 {
+		s.AvgLatencyMs = latency / float64(timed)
+	}
+	return s
+}
+
+// eventHash is SHA-256 over the event's content and its link.
+func eventHash(e *Event) string {
+	b, _ := json.Marshal(struct {
+		Seq        uint64         `json:"seq"`
+		Kind       EventKind      `json:"kind"`
+		Timestamp  string         `json:"timestamp"`
+		ProposalID string         `json:"proposal_id"`
+		ActionID   string         `json:"action_id"`
+		Connection string         `json:"connection"`
+		Data       map[string]any `json:"data"`
+		PrevHash   string         `json:"prev_hash"`
+	}{e.Seq, e.Kind, e.Timestamp.Format(time.RFC3339Nano), e.ProposalID, e.ActionID, e.Connection, e.Data, e.PrevHash})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,23 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// ToolCall is one dispatch of a tool.
+type ToolCall struct {
+	ProposalID string
+	ActionID   string
+	Tool       string
+	Parameters map[string]any
+	Timeout    time.Duration // the budget of this attempt; ctx carries the same deadline
+	Attempt    int           // 1-based
+}
+
+// ToolExecutor runs tools for a session. The engine gives up on a call by
+// cancelling ctx; context.Cause(ctx) says why, and an executor should pass
+// that reason on to whoever runs the tool.
+type ToolExecutor interface {
+	ExecuteTool(ctx context.Context, call ToolCall) (any, error)
+}

@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// AdmissionGate decides on a whole proposal before any action runs. A
+// non-nil error blocks all of it: every action comes back rejected with the
+// error's text, nothing dispatches and no state changes. Gates run in the
+// order the Runtime was given them; the first that blocks decides.
+type AdmissionGate interface {
+	Name() string
+	Admit(ctx context.Context, sub *Submission) error
+}
+
+// ActionCheck decides on one action just before it runs (after its
+// dependencies, before its preconditions). A non-nil error rejects that
+// action; its failure_behavior then applies as for a failed precondition.
+type ActionCheck interface {
+	Name() string
+	Check(ctx context.Context, sub *Submission, a *protocol.Action) error
+}
+
+// Submission is one proposal.submit: the proposal and who submitted it.
+type Submission struct {
+	Proposal *protocol.ActionProposal
+	Session  *Session
+	Tenant   string // state namespace; "" is the unscoped one
+}

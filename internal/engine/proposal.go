@@ -1,0 +1,387 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// LimitError is a proposal over a configured bound; nothing of it ran.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// Submit validates, admits and executes a proposal and returns its result.
+// The error is non-nil only when the proposal could not be considered at all
+// (over max_actions); everything else is reported per action.
+func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.ProposalResult, error) {
+	p := sub.Proposal
+	if len(p.Actions) > rt.opts.MaxActions {
+		return nil, &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
+	}
+	normalize(p)
+	r := newRun(rt, sub)
+	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
+
+	for i := range p.Actions {
+		if r.graph.rejected[i] != "" {
+			continue
+		}
+		if reason := r.validateAction(i); reason != "" {
+			r.graph.reject(i, reason)
+		}
+	}
+	r.graph.cascade()
+
+	blocked := false
+	for _, gate := range rt.opts.Gates {
+		if err := gate.Admit(ctx, sub); err != nil {
+			r.emit(EventProposalRejected, "", map[string]any{"gate": gate.Name(), "reason": err.Error()})
+			for i := range r.nodes {
+				r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": gate.Name()})
+			}
+			blocked = true
+			break
+		}
+	}
+	if !blocked {
+		for i, reason := range r.graph.rejected {
+			if reason != "" {
+				r.finish(i, protocol.StatusRejected, nil, reason, map[string]any{"gate": "validator"})
+			}
+		}
+		r.execute(ctx)
+	}
+	res := r.result()
+	r.emit(EventProposalFinished, "", map[string]any{
+		"tool_calls": res.Cost.ToolCalls, "executed": res.Cost.ActionsExecuted,
+		"rejected": res.Cost.ActionsRejected, "skipped": res.Cost.ActionsSkipped,
+		"duration_ms": res.Cost.TotalDurationMs,
+	})
+	return res, nil
+}
+
+// normalize mints the ids a proposal left out.
+func normalize(p *protocol.ActionProposal) {
+	if p.ID == "" {
+		p.ID = shortID()
+	}
+	if p.Timestamp == "" {
+		p.Timestamp = time.Now().UTC().Format(time.RFC3339)
+	}
+	for i := range p.Actions {
+		if p.Actions[i].ID == "" {
+			p.Actions[i].ID = shortID()
+		}
+	}
+}
+
+// shortID is 12 hex characters of a random UUID.
+func shortID() string {
+	return strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+}
+
+// node is one action's execution record.
+type node struct {
+	action *protocol.Action
+	tool   *Tool
+	done   bool
+	result protocol.ActionResult
+}
+
+// run is the execution of one proposal.
+type run struct {
+	rt    *Runtime
+	sub   *Submission
+	graph *graph
+	nodes []node
+	start time.Time
+
+	mu        sync.Mutex // guards outputs, undo, counters and node results
+	outputs   map[string]any
+	undo      []undoEntry
+	toolCalls int
+	retries   int
+}
+
+// undoEntry restores one key to what it was before the proposal wrote it.
+type undoEntry struct {
+	key     string
+	prev    any
+	existed bool
+}
+
+func newRun(rt *Runtime, sub *Submission) *run {
+	p := sub.Proposal
+	r := &run{
+		rt:      rt,
+		sub:     sub,
+		graph:   buildGraph(p.Actions),
+		nodes:   make([]node, len(p.Actions)),
+		start:   time.Now(),
+		outputs: make(map[string]any),
+	}
+	for i := range p.Actions {
+		r.nodes[i].action = &p.Actions[i]
+	}
+	return r
+}
+
+// validateAction is the static check of one action: its tool exists, its
+// parameters fit the tool's schema, the built-in action types have the
+// parameters they need. It returns the rejection reason, or "".
+func (r *run) validateAction(i int) string {
+	a := r.nodes[i].action
+	switch a.Type {
+	case protocol.ActionToolCall:
+		t, ok := r.sub.Session.Tools.Lookup(a.Tool)
+		if !ok {
+			names := r.sub.Session.Tools.Names()
+			if len(names) == 0 {
+				return fmt.Sprintf("unknown tool '%s'; this connection has registered no tools (tools.register)", a.Tool)
+			}
+			return fmt.Sprintf("unknown tool '%s'; registered: %s", a.Tool, strings.Join(names, ", "))
+		}
+		r.nodes[i].tool = t
+		if !r.graph.hasRefs[i] {
+			if err := t.ValidateParams(any(a.Parameters)); err != nil {
+				return err.Error()
+			}
+		}
+	case protocol.ActionStateWrite:
+		if k, _ := a.Parameters["key"].(string); k == "" {
+			return "state_write needs parameters {key: string, value: any}"
+		}
+	case protocol.ActionStateRead:
+		_, one := a.Parameters["key"].(string)
+		_, many := a.Parameters["keys"].([]any)
+		if !one && !many {
+			return "state_read needs parameters {key: string} or {keys: string[]}"
+		}
+	case protocol.ActionAssertion:
+		if k, _ := a.Parameters["key"].(string); k == "" {
+			return "assertion needs parameters {key: string, operator?: string, value?: any}"
+		}
+	}
+	return ""
+}
+
+// execute runs the admitted actions in dependency order, at most
+// MaxConcurrency at once. The first action that fails with abort (or
+// exhausts its retries) stops scheduling: what has not started is skipped,
+// what is running is cancelled, and the proposal's state writes are undone.
+func (r *run) execute(parent context.Context) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+
+	n := len(r.nodes)
+	indeg := make([]int, n)
+	var ready []int
+	for i := 0; i < n; i++ {
+		if r.nodes[i].done {
+			continue
+		}
+		indeg[i] = len(r.graph.deps[i])
+		if indeg[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	doneCh := make(chan int)
+	running := 0
+	var stopCause error
+	for {
+		for stopCause == nil && len(ready) > 0 && running < r.rt.opts.MaxConcurrency {
+			i := ready[0]
+			ready = ready[1:]
+			running++
+			go func() {
+				r.runAction(ctx, i)
+				doneCh <- i
+			}()
+		}
+		if running == 0 {
+			break
+		}
+		i := <-doneCh
+		running--
+		res := r.nodeResult(i)
+		a := r.nodes[i].action
+		switch {
+		case res.Status == protocol.StatusSucceeded:
+			for _, d := range r.graph.dependents[i] {
+				if indeg[d]--; indeg[d] == 0 && !r.isDone(d) {
+					ready = append(ready, d)
+				}
+			}
+		case a.FailureBehavior == protocol.FailSkip && parent.Err() == nil && stopCause == nil:
+			r.skipDownstream(i)
+		case stopCause == nil:
+			stopCause = fmt.Errorf("proposal aborted: action '%s' %s", a.ID, res.Status)
+			if parent.Err() != nil {
+				stopCause = fmt.Errorf("proposal stopped: %w", context.Cause(parent))
+			}
+			cancel(stopCause)
+		}
+		if stopCause == nil && parent.Err() != nil {
+			stopCause = fmt.Errorf("proposal stopped: %w", context.Cause(parent))
+			cancel(stopCause)
+		}
+	}
+	if stopCause == nil {
+		return
+	}
+	for i := range r.nodes {
+		if !r.isDone(i) {
+			r.finish(i, protocol.StatusSkipped, nil, "not started: "+stopCause.Error(), nil)
+		}
+	}
+	r.rollback(stopCause)
+}
+
+// skipDownstream marks everything that waits on a skipped action as skipped.
+func (r *run) skipDownstream(i int) {
+	queue := []int{i}
+	for len(queue) > 0 {
+		j := queue[0]
+		queue = queue[1:]
+		for _, d := range r.graph.dependents[j] {
+			if r.isDone(d) {
+				continue
+			}
+			r.finish(d, protocol.StatusSkipped, nil, fmt.Sprintf("not started: dependency '%s' did not succeed", r.nodes[j].action.ID), nil)
+			queue = append(queue, d)
+		}
+	}
+}
+
+func (r *run) isDone(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[i].done
+}
+
+func (r *run) nodeResult(i int) protocol.ActionResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[i].result
+}
+
+// finish records an action's outcome and its event.
+func (r *run) finish(i int, status protocol.ActionStatus, output any, errText string, data map[string]any) {
+	now := time.Now()
+	r.mu.Lock()
+	nd := &r.nodes[i]
+	if nd.done {
+		r.mu.Unlock()
+		return
+	}
+	nd.done = true
+	nd.result.ActionID = nd.action.ID
+	nd.result.Status = status
+	nd.result.Output = output
+	if errText != "" {
+		nd.result.Error = &errText
+	}
+	if nd.result.StateChanges == nil {
+		nd.result.StateChanges = map[string]any{}
+	}
+	nd.result.Timestamp = now.UTC().Format(time.RFC3339Nano)
+	if status == protocol.StatusSucceeded {
+		r.outputs[nd.action.ID] = output
+	}
+	r.mu.Unlock()
+
+	kind := map[protocol.ActionStatus]EventKind{
+		protocol.StatusSucceeded: EventActionSucceeded,
+		protocol.StatusFailed:    EventActionFailed,
+		protocol.StatusRejected:  EventActionRejected,
+		protocol.StatusSkipped:   EventActionSkipped,
+	}[status]
+	if data == nil {
+		data = map[string]any{}
+	}
+	if nd.action.Tool != "" {
+		data["tool"] = nd.action.Tool
+	}
+	data["type"] = string(nd.action.Type)
+	data["duration_ms"] = nd.result.DurationMs
+	if errText != "" {
+		data["error"] = errText
+	}
+	r.emit(kind, nd.action.ID, data)
+}
+
+// output returns the output of a succeeded action, for references.
+func (r *run) output(id string) (any, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.outputs[id]
+	return v, ok
+}
+
+// write sets a state key, remembering how to undo it.
+func (r *run) write(key string, value any) {
+	prev, existed := r.rt.State.Set(r.sub.Tenant, key, value)
+	r.mu.Lock()
+	r.undo = append(r.undo, undoEntry{key: key, prev: prev, existed: existed})
+	r.mu.Unlock()
+}
+
+// rollback undoes this proposal's state writes, newest first.
+func (r *run) rollback(cause error) {
+	r.mu.Lock()
+	undo := r.undo
+	r.undo = nil
+	r.mu.Unlock()
+	if len(undo) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(undo))
+	for i := len(undo) - 1; i >= 0; i-- {
+		u := undo[i]
+		if u.existed {
+			r.rt.State.Set(r.sub.Tenant, u.key, u.prev)
+		} else {
+			r.rt.State.Delete(r.sub.Tenant, u.key)
+		}
+		keys = append(keys, u.key)
+	}
+	r.emit(EventStateRolledBack, "", map[string]any{"keys": keys, "reason": cause.Error(), "tenant": r.sub.Tenant})
+}
+
+func (r *run) emit(kind EventKind, actionID string, data map[string]any) {
+	r.rt.Events.Append(Event{Kind: kind, ProposalID: r.sub.Proposal.ID, ActionID: actionID, Connection: r.sub.Session.ID, Data: data})
+}
+
+// result assembles the ProposalResult in proposal order.
+func (r *run) result() *protocol.ProposalResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := &protocol.ProposalResult{ProposalID: r.sub.Proposal.ID, Results: make([]protocol.ActionResult, len(r.nodes))}
+	for i := range r.nodes {
+		ar := r.nodes[i].result
+		res.Results[i] = ar
+		switch ar.Status {
+		case protocol.StatusSucceeded, protocol.StatusFailed:
+			res.Cost.ActionsExecuted++
+		case protocol.StatusRejected:
+			res.Cost.ActionsRejected++
+		case protocol.StatusSkipped:
+			res.Cost.ActionsSkipped++
+		}
+	}
+	res.Cost.ToolCalls = r.toolCalls
+	res.Cost.Retries = r.retries
+	res.Cost.TotalDurationMs = msSince(r.start)
+	return res
+}
+
+func msSince(t time.Time) float64 {
+	return float64(time.Since(t).Microseconds()) / 1000
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// graph is a proposal's dependency graph over action indexes. Edges come
+// from three sources:
+//   - dependencies: the listed actions run first;
+//   - state_dependencies: an action reading key K runs after every earlier
+//     action (in proposal order) that writes K, through expected_effects or
+//     a state_write's key;
+//   - references: $<id>.output in parameters or expected_effects makes <id>
+//     a dependency.
+type graph struct {
+	actions    []protocol.Action
+	deps       [][]int // deps[i]: actions i waits for (deduplicated)
+	dependents [][]int // dependents[i]: actions waiting for i
+	hasRefs    []bool  // parameters or effects contain $<id>.output
+	rejected   []string
+}
+
+// buildGraph wires the edges and rejects what cannot run: duplicate ids,
+// dependencies and references on unknown ids, and cycles. Dependents of a
+// rejected action are rejected too.
+func buildGraph(actions []protocol.Action) *graph {
+	n := len(actions)
+	g := &graph{
+		actions:    actions,
+		deps:       make([][]int, n),
+		dependents: make([][]int, n),
+		hasRefs:    make([]bool, n),
+		rejected:   make([]string, n),
+	}
+	byID := make(map[string]int, n)
+	dup := make(map[string]bool)
+	for i, a := range actions {
+		if _, seen := byID[a.ID]; seen {
+			dup[a.ID] = true
+		}
+		byID[a.ID] = i
+	}
+	for i, a := range actions {
+		if dup[a.ID] {
+			g.rejected[i] = fmt.Sprintf("duplicate action id '%s': ids must be unique within a proposal", a.ID)
+		}
+	}
+	writers := make(map[string][]int) // key -> earlier writers, in order
+	for i := range actions {
+		a := &actions[i]
+		seen := make(map[int]bool)
+		add := func(j int) {
+			if !seen[j] {
+				seen[j] = true
+				g.deps[i] = append(g.deps[i], j)
+				g.dependents[j] = append(g.dependents[j], i)
+			}
+		}
+		for _, d := range a.Dependencies {
+			j, ok := byID[d]
+			if !ok {
+				g.reject(i, fmt.Sprintf("depends on unknown action '%s'", d))
+				continue
+			}
+			add(j)
+		}
+		refs := make(map[string]struct{})
+		referencedIDs(a.Parameters, refs)
+		referencedIDs(a.ExpectedEffects, refs)
+		g.hasRefs[i] = len(refs) > 0
+		for _, id := range sortedKeys(refs) {
+			j, ok := byID[id]
+			if !ok {
+				g.reject(i, fmt.Sprintf("parameters reference unknown action '%s' ($%s.output)", id, id))
+				continue
+			}
+			add(j)
+		}
+		for _, k := range a.StateDependencies {
+			for _, j := range writers[k] {
+				add(j)
+			}
+		}
+		for _, k := range writtenKeys(a) {
+			writers[k] = append(writers[k], i)
+		}
+	}
+	g.rejectCycles()
+	g.cascade()
+	return g
+}
+
+func (g *graph) reject(i int, reason string) {
+	if g.rejected[i] == "" {
+		g.rejected[i] = reason
+	}
+}
+
+// writtenKeys are the state keys an action declares it writes.
+func writtenKeys(a *protocol.Action) []string {
+	keys := sortedKeys(a.ExpectedEffects)
+	if a.Type == protocol.ActionStateWrite {
+		if k, ok := a.Parameters["key"].(string); ok && k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// rejectCycles rejects every action on a dependency cycle (Tarjan's strongly
+// connected components), naming the cycle.
+func (g *graph) rejectCycles() {
+	n := len(g.actions)
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	next := 0
+	var strong func(v int)
+	strong = func(v int) {
+		index[v], low[v] = next, next
+		next++
+		stack = append(stack, v)
+		onStack[v] = true
+		for _, w := range g.dependents[v] {
+			if index[w] < 0 {
+				strong(w)
+				low[v] = min(low[v], low[w])
+			} else if onStack[w] {
+				low[v] = min(low[v], index[w])
+			}
+		}
+		if low[v] != index[v] {
+			return
+		}
+		var comp []int
+		for {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[w] = false
+			comp = append(comp, w)
+			if w == v {
+				break
+			}
+		}
+		selfLoop := false
+		for _, d := range g.deps[v] {
+			if d == v {
+				selfLoop = true
+			}
+		}
+		if len(comp) == 1 && !selfLoop {
+			return
+		}
+		sort.Ints(comp)
+		ids := make([]string, len(comp))
+		for k, i := range comp {
+			ids[k] = g.actions[i].ID
+		}
+		msg := fmt.Sprintf("dependency cycle among actions %s", strings.Join(ids, ", "))
+		if selfLoop && len(comp) == 1 {
+			msg = fmt.Sprintf("action '%s' depends on itself", ids[0])
+		}
+		for _, i := range comp {
+			g.reject(i, msg)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if index[i] < 0 {
+			strong(i)
+		}
+	}
+}
+
+// cascade rejects every action downstream of a rejected one (car#622).
+func (g *graph) cascade() {
+	var queue []int
+	for i, r := range g.rejected {
+		if r != "" {
+			queue = append(queue, i)
+		}
+	}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		for _, d := range g.dependents[i] {
+			if g.rejected[d] == "" {
+				g.rejected[d] = fmt.Sprintf("depends on rejected action '%s'", g.actions[i].ID)
+				queue = append(queue, d)
+			}
+		}
+	}
+}
+
+// levels layers the actions that are not rejected: level 0 has no
+// dependencies, level k depends only on earlier levels. Actions in one level
+// are independent of each other.
+func (g *graph) levels() [][]string {
+	n := len(g.actions)
+	level := make([]int, n)
+	indeg := make([]int, n)
+	var queue []int
+	for i := 0; i < n; i++ {
+		if g.rejected[i] != "" {
+			continue
+		}
+		indeg[i] = len(g.deps[i])
+		if indeg[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	var out [][]string
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		for len(out) <= level[i] {
+			out = append(out, nil)
+		}
+		out[level[i]] = append(out[level[i]], g.actions[i].ID)
+		for _, d := range g.dependents[i] {
+			if g.rejected[d] != "" {
+				continue
+			}
+			level[d] = max(level[d], level[i]+1)
+			if indeg[d]--; indeg[d] == 0 {
+				queue = append(queue, d)
+			}
+		}
+	}
+	return out
+}

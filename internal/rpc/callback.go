@@ -1,0 +1,79 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// ExecuteTool implements engine.ToolExecutor by calling tools.execute on
+// this connection. When the engine gives up (timeout, abort, deadline,
+// shutdown) the client is told with a tools.cancel notification carrying the
+// same request_id.
+func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
+	<-c.ready
+	id := "cb-" + strconv.FormatUint(c.callbackSeq.Add(1), 10)
+	params := protocol.ToolExecuteParams{
+		ActionID:   call.ActionID,
+		Tool:       call.Tool,
+		Parameters: call.Parameters,
+		TimeoutMs:  uint64(call.Timeout.Milliseconds()),
+		Attempt:    call.Attempt,
+		RequestID:  id,
+		SessionID:  c.id,
+	}
+	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s': could not reach the client: %v", call.Tool, disconnectText(err))
+	}
+	var raw json.RawMessage
+	err = w.Wait(ctx, &raw)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		reason := context.Cause(ctx).Error()
+		c.sendCancel(id, call.ActionID, reason)
+		return nil, errors.New(reason)
+	case errors.Is(err, jsonrpc2.ErrClosed):
+		return nil, fmt.Errorf("tool '%s': the client disconnected before answering (request %s)", call.Tool, id)
+	default:
+		var rerr *jsonrpc2.Error
+		if errors.As(err, &rerr) {
+			return nil, errors.New(rerr.Message)
+		}
+		return nil, fmt.Errorf("tool '%s': %v", call.Tool, err)
+	}
+	out, err := decodeValue(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s' answered with a result that is not JSON: %v", call.Tool, err)
+	}
+	if m, ok := out.(map[string]any); ok {
+		if msg, ok := m["error"].(string); ok {
+			return nil, errors.New(msg)
+		}
+	}
+	return out, nil
+}
+
+// sendCancel tells the client the daemon gave up on a callback.
+func (c *conn) sendCancel(requestID, actionID, reason string) {
+	err := c.rpc.Notify(c.ctx, protocol.MethodToolsCancel, protocol.ToolCancelParams{RequestID: requestID, ActionID: actionID, Reason: reason})
+	if err != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
+		c.log.Debug("tools.cancel not sent", zap.String("request_id", requestID), zap.Error(err))
+	}
+}
+
+func disconnectText(err error) string {
+	if errors.Is(err, jsonrpc2.ErrClosed) {
+		return "the connection is closed"
+	}
+	return err.Error()
+}

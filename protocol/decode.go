@@ -1,0 +1,209 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DecodeError is a malformed proposal; its message names the field and the
+// action.
+type DecodeError struct{ Msg string }
+
+func (e *DecodeError) Error() string { return e.Msg }
+
+// actionWire is Action as it arrives, with pointers where a default applies.
+type actionWire struct {
+	ID                *string           `json:"id"`
+	Type              *string           `json:"type"`
+	Tool              *string           `json:"tool"`
+	Parameters        map[string]any    `json:"parameters"`
+	Preconditions     []Precondition    `json:"preconditions"`
+	ExpectedEffects   map[string]any    `json:"expected_effects"`
+	StateDependencies []string          `json:"state_dependencies"`
+	Dependencies      []string          `json:"dependencies"`
+	ReadSet           []string          `json:"read_set"`
+	WriteSet          []string          `json:"write_set"`
+	Assumptions       []json.RawMessage `json:"assumptions"`
+	InvocationMode    *string           `json:"invocation_mode"`
+	Reversibility     *string           `json:"reversibility"`
+	Compensation      json.RawMessage   `json:"compensation"`
+	Idempotent        *bool             `json:"idempotent"`
+	MaxRetries        *uint32           `json:"max_retries"`
+	FailureBehavior   *string           `json:"failure_behavior"`
+	TimeoutMs         *uint64           `json:"timeout_ms"`
+	Metadata          map[string]any    `json:"metadata"`
+}
+
+// DecodeProposal decodes a proposal and applies the IR's defaults. Unknown
+// fields are ignored; numbers stay exact (json.Number). Ids are not minted
+// here: the runtime does that.
+func DecodeProposal(raw []byte) (*ActionProposal, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, &DecodeError{Msg: "param 'proposal' is required: an ActionProposal object {id?, source?, actions: Action[]}"}
+	}
+	var head struct {
+		ID        *string           `json:"id"`
+		Source    *string           `json:"source"`
+		Timestamp *string           `json:"timestamp"`
+		Actions   []json.RawMessage `json:"actions"`
+		Context   map[string]any    `json:"context"`
+	}
+	if err := strictDecode(raw, &head); err != nil {
+		return nil, &DecodeError{Msg: "proposal: " + fieldError(err, "")}
+	}
+	if head.Actions == nil {
+		return nil, &DecodeError{Msg: "proposal: field 'actions' is required (an array of Action)"}
+	}
+	p := &ActionProposal{Actions: make([]Action, 0, len(head.Actions)), Context: head.Context}
+	p.ID = deref(head.ID)
+	p.Source = deref(head.Source)
+	if p.Source == "" {
+		p.Source = "unknown"
+	}
+	p.Timestamp = deref(head.Timestamp)
+	for i, ra := range head.Actions {
+		a, err := decodeAction(ra)
+		if err != nil {
+			where := fmt.Sprintf("proposal.actions[%d]", i)
+			if a.ID != "" {
+				where += fmt.Sprintf(" (id '%s')", a.ID)
+			}
+			return nil, &DecodeError{Msg: where + ": " + err.Error()}
+		}
+		p.Actions = append(p.Actions, a)
+	}
+	return p, nil
+}
+
+func decodeAction(raw json.RawMessage) (Action, error) {
+	var idOnly struct {
+		ID any `json:"id"`
+	}
+	_ = json.Unmarshal(raw, &idOnly)
+	var a Action
+	if s, ok := idOnly.ID.(string); ok {
+		a.ID = s
+	}
+	var w actionWire
+	if err := strictDecode(raw, &w); err != nil {
+		return a, errors.New(fieldError(err, "an Action object"))
+	}
+	a.ID = deref(w.ID)
+	if w.Type == nil {
+		return a, errors.New("field 'type' is required: one of tool_call, state_write, state_read, assertion")
+	}
+	a.Type = ActionType(*w.Type)
+	switch a.Type {
+	case ActionToolCall, ActionStateWrite, ActionStateRead, ActionAssertion:
+	default:
+		return a, fmt.Errorf("field 'type' must be one of tool_call, state_write, state_read, assertion; got '%s'", *w.Type)
+	}
+	a.Tool = deref(w.Tool)
+	if a.Type == ActionToolCall && strings.TrimSpace(a.Tool) == "" {
+		return a, errors.New("field 'tool' is required when type is tool_call")
+	}
+	a.Parameters = w.Parameters
+	if a.Parameters == nil {
+		a.Parameters = map[string]any{}
+	}
+	a.Preconditions = w.Preconditions
+	for i := range a.Preconditions {
+		if a.Preconditions[i].Key == "" {
+			return a, fmt.Errorf("field 'preconditions[%d].key' is required", i)
+		}
+		if a.Preconditions[i].Operator == "" {
+			a.Preconditions[i].Operator = "eq"
+		}
+	}
+	a.ExpectedEffects = w.ExpectedEffects
+	a.StateDependencies = w.StateDependencies
+	a.Dependencies = w.Dependencies
+	a.ReadSet, a.WriteSet, a.Assumptions = w.ReadSet, w.WriteSet, w.Assumptions
+	a.InvocationMode = deref(w.InvocationMode)
+	if a.InvocationMode == "" {
+		a.InvocationMode = "one_shot"
+	}
+	if a.InvocationMode != "one_shot" {
+		return a, fmt.Errorf("field 'invocation_mode' '%s' is not supported by this daemon; use one_shot", a.InvocationMode)
+	}
+	a.Reversibility = Irreversible
+	if w.Reversibility != nil {
+		a.Reversibility = Reversibility(*w.Reversibility)
+		switch a.Reversibility {
+		case Reversible, Compensable, Irreversible:
+		default:
+			return a, fmt.Errorf("field 'reversibility' must be reversible, compensable or irreversible; got '%s'", *w.Reversibility)
+		}
+	}
+	a.Compensation = w.Compensation
+	a.Idempotent = w.Idempotent != nil && *w.Idempotent
+	a.MaxRetries = 3
+	if w.MaxRetries != nil {
+		a.MaxRetries = *w.MaxRetries
+	}
+	a.FailureBehavior = FailAbort
+	if w.FailureBehavior != nil {
+		a.FailureBehavior = FailureBehavior(*w.FailureBehavior)
+		switch a.FailureBehavior {
+		case FailAbort, FailRetry, FailSkip:
+		default:
+			return a, fmt.Errorf("field 'failure_behavior' must be abort, retry or skip; got '%s'", *w.FailureBehavior)
+		}
+	}
+	a.TimeoutMs = w.TimeoutMs
+	if a.TimeoutMs != nil && *a.TimeoutMs == 0 {
+		return a, errors.New("field 'timeout_ms' must be at least 1 (omit it for the daemon's default budget)")
+	}
+	a.Metadata = w.Metadata
+	return a, nil
+}
+
+// strictDecode decodes with exact numbers.
+func strictDecode(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// fieldError turns a decoding error into "field 'x' must be ...".
+func fieldError(err error, whole string) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Sprintf("must be %s, got a JSON %s", whole, te.Value)
+		}
+		return fmt.Sprintf("field '%s' must be %s, got a JSON %s", te.Field, KindName(te.Type.Kind().String()), te.Value)
+	}
+	return err.Error()
+}
+
+// KindName names the JSON type a Go kind decodes from ("a string"), for
+// error messages that tell a client what to send.
+func KindName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct", "interface":
+		return "an object"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a non-negative integer"
+	case "int", "int8", "int16", "int32", "int64", "float32", "float64":
+		return "a number"
+	}
+	return "a " + kind
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

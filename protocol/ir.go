@@ -1,0 +1,151 @@
+package protocol
+
+import "encoding/json"
+
+// ActionType is what an action does.
+type ActionType string
+
+// Action types of the IR.
+const (
+	ActionToolCall   ActionType = "tool_call"   // invoke a registered tool
+	ActionStateWrite ActionType = "state_write" // set a state key, no tool
+	ActionStateRead  ActionType = "state_read"  // read state keys into the output
+	ActionAssertion  ActionType = "assertion"   // check a state predicate
+)
+
+// FailureBehavior is what happens when an action fails.
+type FailureBehavior string
+
+// Failure behaviours of the IR.
+const (
+	FailAbort FailureBehavior = "abort" // stop the proposal and roll state back (default)
+	FailRetry FailureBehavior = "retry" // retry up to max_retries, then abort
+	FailSkip  FailureBehavior = "skip"  // mark the action skipped and go on
+)
+
+// Reversibility is whether an action's effects can be undone.
+type Reversibility string
+
+// Reversibility values of the IR.
+const (
+	Reversible   Reversibility = "reversible"
+	Compensable  Reversibility = "compensable"
+	Irreversible Reversibility = "irreversible" // default
+)
+
+// ActionStatus is where an action ended up.
+type ActionStatus string
+
+// Statuses an ActionResult can carry.
+const (
+	StatusProposed  ActionStatus = "proposed"
+	StatusValidated ActionStatus = "validated"
+	StatusRejected  ActionStatus = "rejected"
+	StatusExecuting ActionStatus = "executing"
+	StatusSucceeded ActionStatus = "succeeded"
+	StatusFailed    ActionStatus = "failed"
+	StatusSkipped   ActionStatus = "skipped"
+)
+
+// ActionProposal is a batch of actions submitted in one round.
+type ActionProposal struct {
+	ID        string         `json:"id"`
+	Source    string         `json:"source"`
+	Timestamp string         `json:"timestamp"`
+	Actions   []Action       `json:"actions"`
+	Context   map[string]any `json:"context,omitempty"`
+}
+
+// Action is one unit of intent. Defaults (applied by DecodeProposal):
+// parameters {}, max_retries 3, failure_behavior abort, reversibility
+// irreversible, invocation_mode one_shot.
+type Action struct {
+	ID                string            `json:"id"`
+	Type              ActionType        `json:"type"`
+	Tool              string            `json:"tool,omitempty"`
+	Parameters        map[string]any    `json:"parameters"`
+	Preconditions     []Precondition    `json:"preconditions,omitempty"`
+	ExpectedEffects   map[string]any    `json:"expected_effects,omitempty"`
+	StateDependencies []string          `json:"state_dependencies,omitempty"`
+	Dependencies      []string          `json:"dependencies,omitempty"`
+	ReadSet           []string          `json:"read_set,omitempty"`
+	WriteSet          []string          `json:"write_set,omitempty"`
+	Assumptions       []json.RawMessage `json:"assumptions,omitempty"`
+	InvocationMode    string            `json:"invocation_mode,omitempty"`
+	Reversibility     Reversibility     `json:"reversibility"`
+	Compensation      json.RawMessage   `json:"compensation,omitempty"`
+	Idempotent        bool              `json:"idempotent"`
+	MaxRetries        uint32            `json:"max_retries"`
+	FailureBehavior   FailureBehavior   `json:"failure_behavior"`
+	TimeoutMs         *uint64           `json:"timeout_ms,omitempty"`
+	Metadata          map[string]any    `json:"metadata,omitempty"`
+}
+
+// Precondition is a state predicate that must hold before an action runs.
+type Precondition struct {
+	Key         string `json:"key"`
+	Operator    string `json:"operator"`
+	Value       any    `json:"value"`
+	Description string `json:"description,omitempty"`
+}
+
+// ActionResult is the outcome of one action.
+type ActionResult struct {
+	ActionID     string         `json:"action_id"`
+	Status       ActionStatus   `json:"status"`
+	Output       any            `json:"output"`
+	Error        *string        `json:"error"`
+	StateChanges map[string]any `json:"state_changes"`
+	DurationMs   float64        `json:"duration_ms"`
+	Timestamp    string         `json:"timestamp"`
+}
+
+// CostSummary is the accounting of one proposal. ActionsExecuted counts
+// succeeded plus failed actions (both did real work).
+type CostSummary struct {
+	ToolCalls       int     `json:"tool_calls"`
+	ActionsExecuted int     `json:"actions_executed"`
+	ActionsRejected int     `json:"actions_rejected"`
+	ActionsSkipped  int     `json:"actions_skipped"`
+	TotalDurationMs float64 `json:"total_duration_ms"`
+	Retries         int     `json:"retries"`
+}
+
+// ProposalResult is the reply to proposal.submit.
+type ProposalResult struct {
+	ProposalID string         `json:"proposal_id"`
+	Results    []ActionResult `json:"results"`
+	Cost       CostSummary    `json:"cost"`
+}
+
+// RuntimeScope attaches caller and tenant identity to one submission.
+type RuntimeScope struct {
+	CallerID string         `json:"callerId,omitempty"`
+	TenantID string         `json:"tenantId,omitempty"`
+	Claims   map[string]any `json:"claims,omitempty"`
+}
+
+// SubmitParams are the params of proposal.submit.
+type SubmitParams struct {
+	Proposal  json.RawMessage `json:"proposal"`
+	SessionID string          `json:"session_id,omitempty"`
+	Scope     *RuntimeScope   `json:"scope,omitempty"`
+}
+
+// ToolExecuteParams are the params of the tools.execute callback.
+type ToolExecuteParams struct {
+	ActionID   string         `json:"action_id"`
+	Tool       string         `json:"tool"`
+	Parameters map[string]any `json:"parameters"`
+	TimeoutMs  uint64         `json:"timeout_ms"`
+	Attempt    int            `json:"attempt"`
+	RequestID  string         `json:"request_id"`
+	SessionID  string         `json:"session_id,omitempty"`
+}
+
+// ToolCancelParams are the params of the tools.cancel notification.
+type ToolCancelParams struct {
+	RequestID string `json:"request_id"`
+	ActionID  string `json:"action_id"`
+	Reason    string `json:"reason"`
+}
