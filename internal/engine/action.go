@@ -188,7 +188,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (any, 
 			}
 			return out, nil
 		}
-		if cctx.Err() != nil {
+		if cause != nil {
 			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "reason": cause.Error()})
 		}
 		lastErr = err
