@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func chainedLog(t *testing.T, n int) *EventLog {
+	t.Helper()
+	l := NewEventLog(0)
+	l.Append(Event{Kind: EventProposalReceived}) // before chaining: skipped by verify
+	l.EnableChain()
+	for i := 0; i < n; i++ {
+		l.Append(Event{Kind: EventActionSucceeded, ActionID: string(rune('a' + i)), Data: map[string]any{"i": i}})
+	}
+	return l
+}
+
+func TestChainDetectsTampering(t *testing.T) {
+	cases := []struct {
+		name   string
+		tamper func(l *EventLog)
+		at     int
+	}{
+		{"edit data", func(l *EventLog) { l.events[3].Data = map[string]any{"i": 99} }, 3},
+		{"edit kind", func(l *EventLog) { l.events[2].Kind = EventActionFailed }, 2},
+		{"delete interior", func(l *EventLog) { l.events = append(l.events[:2], l.events[3:]...) }, 2},
+		{"reorder", func(l *EventLog) { l.events[2], l.events[3] = l.events[3], l.events[2] }, 2},
+		{"rehash an edit", func(l *EventLog) {
+			l.events[2].ActionID = "evil"
+			l.events[2].Hash = eventHash(&l.events[2]) // the next link still breaks
+		}, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := chainedLog(t, 5)
+			if v, at := l.VerifyChain(); at != -1 || v != 5 {
+				t.Fatalf("intact chain: verified %d, tampered at %d", v, at)
+			}
+			tc.tamper(l)
+			if _, at := l.VerifyChain(); at != tc.at {
+				t.Fatalf("tampered at %d, want %d", at, tc.at)
+			}
+		})
+	}
+}
+
+func TestEventLogBoundsAndRetention(t *testing.T) {
+	l := NewEventLog(3)
+	for i := 0; i < 5; i++ {
+		l.Append(Event{Kind: EventStateChanged})
+	}
+	if l.Count() != 3 || l.Query(EventQuery{})[0].Seq != 5 {
+		t.Fatalf("capacity not enforced: %d", l.Count())
+	}
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l = NewEventLog(0)
+	l.now = func() time.Time { return clock }
+	l.Append(Event{Kind: EventStateChanged})
+	clock = clock.Add(time.Hour)
+	l.Append(Event{Kind: EventStateChanged})
+	age := uint64(60)
+	if removed := l.SetRetention(RetentionPolicy{MaxAgeSecs: &age}); removed != 1 || l.Count() != 1 {
+		t.Fatalf("age sweep removed %d, kept %d", removed, l.Count())
+	}
+	since := clock.Add(-time.Minute)
+	if got := l.Query(EventQuery{Since: &since}); len(got) != 1 {
+		t.Fatalf("since filter: %d", len(got))
+	}
+	until := clock
+	if got := l.Query(EventQuery{Until: &until}); len(got) != 0 {
+		t.Fatalf("until is exclusive: %d", len(got))
+	}
+}

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// countingExecutor answers every call with its parameters and counts calls.
+type countingExecutor struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (e *countingExecutor) ExecuteTool(_ context.Context, call ToolCall) (any, error) {
+	e.mu.Lock()
+	e.calls++
+	e.mu.Unlock()
+	return call.Parameters, nil
+}
+
+type blockGate struct{}
+
+func (blockGate) Name() string { return "test_gate" }
+func (blockGate) Admit(context.Context, *Submission) error {
+	return errors.New("blocked: approve fingerprint abc123 first")
+}
+
+type denyTool struct{ tool string }
+
+func (d denyTool) Name() string { return "policy" }
+func (d denyTool) Check(_ context.Context, _ *Submission, a *protocol.Action) error {
+	if a.Tool == d.tool {
+		return errors.New("policy 'no_" + d.tool + "' denies tool '" + d.tool + "'")
+	}
+	return nil
+}
+
+func submitWith(t *testing.T, opts Options, actions ...protocol.Action) (*protocol.ProposalResult, *countingExecutor, *Runtime) {
+	t.Helper()
+	rt := NewRuntime(opts)
+	exec := &countingExecutor{}
+	s := rt.OpenSession("s1", exec)
+	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "read"}, {Name: "write"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range actions {
+		if actions[i].Parameters == nil {
+			actions[i].Parameters = map[string]any{}
+		}
+		if actions[i].FailureBehavior == "" {
+			actions[i].FailureBehavior = protocol.FailAbort
+		}
+	}
+	res, err := rt.Submit(context.Background(), &Submission{Proposal: &protocol.ActionProposal{Actions: actions}, Session: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, exec, rt
+}
+
+func TestAdmissionGateBlocksTheWholeProposal(t *testing.T) {
+	res, exec, rt := submitWith(t, Options{Gates: []AdmissionGate{blockGate{}}},
+		protocol.Action{ID: "w", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "k", "value": 1}},
+		protocol.Action{ID: "r", Type: protocol.ActionToolCall, Tool: "read"},
+	)
+	for _, r := range res.Results {
+		if r.Status != protocol.StatusRejected || !strings.Contains(*r.Error, "abc123") {
+			t.Fatalf("%s: %s %v", r.ActionID, r.Status, r.Error)
+		}
+	}
+	if exec.calls != 0 || len(rt.State.Keys("")) != 0 || res.Cost.ActionsRejected != 2 {
+		t.Fatalf("a blocked proposal dispatched %d calls or wrote state %v", exec.calls, rt.State.Keys(""))
+	}
+	if rt.Events.Summary().GateRejections != 1 {
+		t.Fatal("gate rejection not recorded")
+	}
+}
+
+func TestActionCheckRejectsOneAction(t *testing.T) {
+	res, exec, rt := submitWith(t, Options{Checks: []ActionCheck{denyTool{"write"}}},
+		protocol.Action{ID: "r", Type: protocol.ActionToolCall, Tool: "read"},
+		protocol.Action{ID: "w", Type: protocol.ActionToolCall, Tool: "write", FailureBehavior: protocol.FailSkip},
+	)
+	if res.Results[0].Status != protocol.StatusSucceeded || res.Results[1].Status != protocol.StatusRejected {
+		t.Fatalf("%+v", res.Results)
+	}
+	if exec.calls != 1 || rt.Events.Summary().PolicyViolations != 1 {
+		t.Fatalf("calls %d, summary %+v", exec.calls, rt.Events.Summary())
+	}
+}
+
+func TestMaxActions(t *testing.T) {
+	rt := NewRuntime(Options{MaxActions: 2})
+	_, err := rt.Submit(context.Background(), &Submission{
+		Proposal: &protocol.ActionProposal{Actions: make([]protocol.Action, 3)},
+		Session:  rt.OpenSession("s", nil),
+	})
+	var le *LimitError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "at most 2") {
+		t.Fatalf("want a LimitError, got %v", err)
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	rt := NewRuntime(Options{MaxConcurrency: 2})
+	var mu sync.Mutex
+	running, peak := 0, 0
+	release := make(chan struct{})
+	var once sync.Once
+	exec := execFunc(func(ctx context.Context, call ToolCall) (any, error) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		if running == 2 {
+			once.Do(func() { close(release) })
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil, nil
+	})
+	s := rt.OpenSession("s", exec)
+	_, _ = s.Tools.Register([]protocol.ToolSchema{{Name: "t"}})
+	acts := make([]protocol.Action, 6)
+	for i := range acts {
+		acts[i] = protocol.Action{ID: string(rune('a' + i)), Type: protocol.ActionToolCall, Tool: "t", Parameters: map[string]any{}, FailureBehavior: protocol.FailAbort}
+	}
+	res, err := rt.Submit(context.Background(), &Submission{Proposal: &protocol.ActionProposal{Actions: acts}, Session: s})
+	if err != nil || res.Cost.ActionsExecuted != 6 {
+		t.Fatalf("%v %+v", err, res.Cost)
+	}
+	if peak != 2 {
+		t.Fatalf("peak concurrency %d, bound 2", peak)
+	}
+}
+
+type execFunc func(ctx context.Context, call ToolCall) (any, error)
+
+func (f execFunc) ExecuteTool(ctx context.Context, call ToolCall) (any, error) { return f(ctx, call) }

@@ -1,0 +1,172 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// waitForEvent polls events.query until an event matches or the test's
+// deadline passes.
+func waitForEvent(t *testing.T, c *client.Client, q map[string]any) engine.Event {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for {
+		var res struct {
+			Events []engine.Event `json:"events"`
+		}
+		if err := c.Call(ctxT(t), protocol.MethodEventsQuery, q, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Events) > 0 {
+			return res.Events[0]
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("no event matching %v", q)
+		}
+	}
+}
+
+func TestClientDisconnectMidCallback(t *testing.T) {
+	ts := startServer(t, Options{})
+	called := make(chan struct{})
+	// The submitter answers nothing: it vanishes while the callback is open.
+	sub := ts.dial(t, "")
+	sub.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		close(called)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if err := sub.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "hang"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = sub.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(
+			toolCall("h", "hang", nil),
+			toolCall("next", "hang", nil, "dependencies", []string{"h"}),
+		)}, nil)
+	}()
+	select {
+	case <-called:
+	case <-time.After(testTimeout):
+		t.Fatal("callback never arrived")
+	}
+	sub.Close()
+
+	// The daemon finishes the proposal at once (no 300 s wait) and stays healthy.
+	observer := ts.dial(t, "")
+	ev := waitForEvent(t, observer, map[string]any{"kinds": []string{"action_failed"}, "action_id": "h"})
+	if msg, _ := ev.Data["error"].(string); !strings.Contains(msg, "disconnected") {
+		t.Fatalf("failure should say the client disconnected: %q", msg)
+	}
+	waitForEvent(t, observer, map[string]any{"kinds": []string{"proposal_finished"}, "proposal_id": "p-test"})
+	skipped := waitForEvent(t, observer, map[string]any{"kinds": []string{"action_skipped"}, "action_id": "next"})
+	if skipped.ProposalID != "p-test" {
+		t.Fatalf("skipped event %+v", skipped)
+	}
+	var keys []string
+	if err := observer.Call(ctxT(t), "state.keys", nil, &keys); err != nil {
+		t.Fatalf("daemon unhealthy after a client vanished: %v", err)
+	}
+}
+
+func TestEventsAndChainVerification(t *testing.T) {
+	ts := startServer(t, Options{})
+	tb := newToolbox(t, ts, map[string]toolFunc{"echo": echo})
+	ctx := ctxT(t)
+	tb.submit(t, proposal(toolCall("before", "echo", nil)))
+	var ok map[string]bool
+	if err := tb.Call(ctx, protocol.MethodEventsChainEnable, nil, &ok); err != nil || !ok["ok"] {
+		t.Fatalf("chain enable: %v %v", ok, err)
+	}
+	var count int
+	if err := tb.Call(ctx, protocol.MethodEventsCount, nil, &count); err != nil {
+		t.Fatal(err)
+	}
+	res := tb.submit(t, map[string]any{"id": "p-chained", "actions": []any{toolCall("a", "echo", nil)}})
+	if res.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatal(res.Results[0])
+	}
+	var after int
+	_ = tb.Call(ctx, protocol.MethodEventsCount, nil, &after)
+	var verify map[string]int
+	if err := tb.Call(ctx, protocol.MethodEventsChainVerify, nil, &verify); err != nil {
+		t.Fatal(err)
+	}
+	if _, tampered := verify["tampered_at"]; tampered || verify["verified"] != after-count {
+		t.Fatalf("verify %v; %d events appended since enabling", verify, after-count)
+	}
+
+	var q struct {
+		Count  int            `json:"count"`
+		Events []engine.Event `json:"events"`
+	}
+	if err := tb.Call(ctx, protocol.MethodEventsQuery, map[string]any{"proposal_id": "p-chained"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	kinds := make([]string, len(q.Events))
+	for i, e := range q.Events {
+		kinds[i] = string(e.Kind)
+		if e.Hash == "" || e.Connection == "" {
+			t.Fatalf("event without hash or connection: %+v", e)
+		}
+	}
+	want := "proposal_finished,action_succeeded,action_started,proposal_received" // newest first
+	if strings.Join(kinds, ",") != want {
+		t.Fatalf("events %s", strings.Join(kinds, ","))
+	}
+	if err := tb.Call(ctx, protocol.MethodEventsQuery, map[string]any{"data_matches": map[string]string{"tool": "echo"}, "limit": 1}, &q); err != nil || q.Count != 1 {
+		t.Fatalf("limit/data_matches: %+v %v", q, err)
+	}
+
+	var summary engine.MetricsSummary
+	if err := tb.Call(ctx, protocol.MethodMetricsSummary, nil, &summary); err != nil {
+		t.Fatal(err)
+	}
+	if summary.ActionsSucceeded != 2 || summary.ProposalsReceived != 2 || summary.SuccessRate != 1 {
+		t.Fatalf("summary %+v", summary)
+	}
+
+	var ret struct {
+		Policy  engine.RetentionPolicy `json:"policy"`
+		Removed int                    `json:"removed"`
+	}
+	if err := tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 3}}, &ret); err != nil {
+		t.Fatal(err)
+	}
+	if ret.Removed != after-3 || *ret.Policy.MaxEvents != 3 {
+		t.Fatalf("retention %+v (had %d)", ret, after)
+	}
+	_ = tb.Call(ctx, protocol.MethodEventsCount, nil, &count)
+	if count != 3 {
+		t.Fatalf("count after retention %d", count)
+	}
+}
+
+func TestProposalDeadlineDerivedFromBudgets(t *testing.T) {
+	cn := &conn{srv: NewServer(engine.NewRuntime(engine.Options{}), Options{})}
+	raw := json.RawMessage(`{"proposal":{"actions":[
+		{"type":"tool_call","tool":"a","timeout_ms":1000},
+		{"type":"tool_call","tool":"b","timeout_ms":2000,"failure_behavior":"retry","max_retries":2},
+		{"type":"tool_call","tool":"c","failure_behavior":"retry"}]}}`)
+	got := proposalDeadline(cn, &raw)
+	want := time.Second + 3*2*time.Second + 4*300*time.Second + proposalGrace
+	if got != want {
+		t.Fatalf("deadline %s, want %s", got, want)
+	}
+	bad := json.RawMessage(`{"proposal":7}`)
+	if proposalDeadline(cn, &bad) != 0 {
+		t.Fatal("unparseable params must keep the general deadline")
+	}
+}
+
