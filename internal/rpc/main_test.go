@@ -56,8 +56,14 @@ type testServer struct {
 }
 
 func startServer(t *testing.T, opts Options) *testServer {
+	return startServerTB(t, opts, 0)
+}
+
+// startServerTB starts a server for a test or benchmark; concurrency bounds
+// the actions of one proposal (0: the default).
+func startServerTB(t testing.TB, opts Options, concurrency int) *testServer {
 	t.Helper()
-	rt := engine.NewRuntime(engine.Options{RetryBase: time.Millisecond})
+	rt := engine.NewRuntime(engine.Options{RetryBase: time.Millisecond, MaxConcurrency: concurrency})
 	srv := NewServer(rt, opts)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

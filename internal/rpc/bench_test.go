@@ -1,0 +1,82 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// BenchmarkActionOverhead measures, in one run and over one real loopback
+// WebSocket, (a) a raw JSON-RPC round trip (state.exists) and (b) a proposal
+// of 1,000 independent tool calls answered by the client. It reports the
+// time per action as a ratio to one raw round trip, and allocations per
+// action (client and daemon together: both live in this process).
+func BenchmarkActionOverhead(b *testing.B) {
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) { benchOverhead(b, conc) })
+	}
+}
+
+func benchOverhead(b *testing.B, concurrency int) {
+	const actions = 1000
+	ts := startServerTB(b, Options{}, concurrency)
+	c, err := client.Dial(context.Background(), ts.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, _ json.RawMessage) (any, error) {
+		return map[string]any{"ok": true}, nil
+	})
+	ctx := context.Background()
+	if err := c.Call(ctx, protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "noop"}}, nil); err != nil {
+		b.Fatal(err)
+	}
+	list := make([]any, actions)
+	for i := range list {
+		list[i] = map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
+	}
+	params := map[string]any{"proposal": map[string]any{"actions": list}}
+	probe := map[string]any{"key": "k"}
+
+	var raw, prop time.Duration
+	var allocs uint64
+	var ms runtime.MemStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for j := 0; j < actions; j++ {
+			if err := c.Call(ctx, protocol.MethodStateExists, probe, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		raw += time.Since(start)
+
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		start = time.Now()
+		var res protocol.ProposalResult
+		if err := c.Call(ctx, protocol.MethodProposalSubmit, params, &res); err != nil {
+			b.Fatal(err)
+		}
+		prop += time.Since(start)
+		runtime.ReadMemStats(&ms)
+		allocs += ms.Mallocs - before
+		if res.Cost.ToolCalls != actions {
+			b.Fatalf("tool_calls %d", res.Cost.ToolCalls)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * actions)
+	b.ReportMetric(float64(raw.Nanoseconds())/n, "ns/roundtrip")
+	b.ReportMetric(float64(prop.Nanoseconds())/n, "ns/action")
+	b.ReportMetric(float64(prop)/float64(raw), "action/roundtrip")
+	b.ReportMetric(float64(allocs)/n, "allocs/action")
+}
+
