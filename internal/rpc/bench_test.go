@@ -79,4 +79,3 @@ func benchOverhead(b *testing.B, concurrency int) {
 	b.ReportMetric(float64(prop)/float64(raw), "action/roundtrip")
 	b.ReportMetric(float64(allocs)/n, "allocs/action")
 }
-

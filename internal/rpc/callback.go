@@ -38,12 +38,12 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	err = w.Wait(ctx, &raw)
 	switch {
 	case err == nil:
+	case errors.Is(err, jsonrpc2.ErrClosed) || errors.Is(context.Cause(ctx), errDisconnected):
+		return nil, fmt.Errorf("tool '%s': the client disconnected before answering (request %s)", call.Tool, id)
 	case ctx.Err() != nil:
 		reason := context.Cause(ctx).Error()
 		c.sendCancel(id, call.ActionID, reason)
 		return nil, errors.New(reason)
-	case errors.Is(err, jsonrpc2.ErrClosed):
-		return nil, fmt.Errorf("tool '%s': the client disconnected before answering (request %s)", call.Tool, id)
 	default:
 		var rerr *jsonrpc2.Error
 		if errors.As(err, &rerr) {
@@ -65,7 +65,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 
 // sendCancel tells the client the daemon gave up on a callback.
 func (c *conn) sendCancel(requestID, actionID, reason string) {
-	err := c.rpc.Notify(c.ctx, protocol.MethodToolsCancel, protocol.ToolCancelParams{RequestID: requestID, ActionID: actionID, Reason: reason})
+	err := c.rpc.Notify(context.Background(), protocol.MethodToolsCancel, protocol.ToolCancelParams{RequestID: requestID, ActionID: actionID, Reason: reason})
 	if err != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
 		c.log.Debug("tools.cancel not sent", zap.String("request_id", requestID), zap.Error(err))
 	}

@@ -29,8 +29,14 @@ type conn struct {
 	ready chan struct{}
 	sess  *engine.Session
 
-	ctx    context.Context // cancelled when the connection ends
+	ctx    context.Context // the connection's reads; cancelled when it ends
 	cancel context.CancelFunc
+
+	// hctx is the parent of every handler's context. It is cancelled, with
+	// the reason as its cause, when the client disconnects or when shutdown
+	// runs out of grace; callbacks pass that reason on in tools.cancel.
+	hctx    context.Context
+	hcancel context.CancelCauseFunc
 
 	authed      atomic.Bool
 	negotiated  atomic.Bool
@@ -46,15 +52,18 @@ type conn struct {
 // newConn prepares a connection; run serves it.
 func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
+	hctx, hcancel := context.WithCancelCause(context.Background())
 	c := &conn{
-		srv:    s,
-		id:     id,
-		log:    s.log.With(zap.String("conn", id)),
-		ws:     ws,
-		ctx:    ctx,
-		cancel: cancel,
-		sem:    make(chan struct{}, s.opts.MaxInFlight),
-		ready:  make(chan struct{}),
+		hctx:    hctx,
+		hcancel: hcancel,
+		srv:     s,
+		id:      id,
+		log:     s.log.With(zap.String("conn", id)),
+		ws:      ws,
+		ctx:     ctx,
+		cancel:  cancel,
+		sem:     make(chan struct{}, s.opts.MaxInFlight),
+		ready:   make(chan struct{}),
 	}
 	c.authed.Store(s.opts.Token == "")
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
@@ -74,6 +83,7 @@ func (c *conn) run(remote string) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.hcancel(errDisconnected)
 	c.cancel()
 	c.handlers.Wait()
 	c.srv.rt.CloseSession(c.sess)
@@ -153,7 +163,7 @@ func (c *conn) serve(req *jsonrpc2.Request) {
 			timeout = d
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	ctx, cancel := context.WithTimeout(c.hctx, timeout)
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	cancel()
@@ -209,12 +219,20 @@ func (c *conn) drain(ctx context.Context) {
 	select {
 	case <-idle:
 	case <-ctx.Done():
+		// Cancel the handlers while the connection is still open, so that
+		// their callbacks can send tools.cancel and their replies.
 		c.log.Warn("shutdown grace ended with requests in flight; cancelling them")
+		c.hcancel(errShuttingDown)
+		<-idle
 	}
 	_ = c.ws.Close(websocket.StatusGoingAway, "car-server shutting down")
 	c.cancel()
-	<-idle
 }
+
+var (
+	errDisconnected = errors.New("the client disconnected")
+	errShuttingDown = errors.New("car-server is shutting down")
+)
 
 func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000

@@ -170,3 +170,44 @@ func TestProposalDeadlineDerivedFromBudgets(t *testing.T) {
 	}
 }
 
+func TestShutdownCancelsCallbacksBeforeClosing(t *testing.T) {
+	rt := engine.NewRuntime(engine.Options{})
+	srv := NewServer(rt, Options{})
+	ts := &testServer{srv: srv, rt: rt}
+	l := listenLoopback(t)
+	ts.url = "ws://" + l.Addr().String() + "/"
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(l) }()
+
+	called := make(chan struct{})
+	tb := newToolbox(t, ts, map[string]toolFunc{"hang": func(ctx context.Context, _ protocol.ToolExecuteParams) (any, error) {
+		close(called)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	reply := make(chan protocol.ProposalResult, 1)
+	go func() {
+		var res protocol.ProposalResult
+		_ = tb.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(toolCall("h", "hang", nil))}, &res)
+		reply <- res
+	}()
+	<-called
+	graceOver, cancel := context.WithCancel(context.Background())
+	cancel() // no grace at all: in-flight work is cancelled at once
+	if err := srv.Shutdown(graceOver); err == nil {
+		t.Fatal("shutdown with no grace should report the cut")
+	}
+	<-served
+	select {
+	case c := <-tb.cancel:
+		if !strings.Contains(c.Reason, "shutting down") {
+			t.Fatalf("cancel reason %q", c.Reason)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("no tools.cancel before the connection closed")
+	}
+	res := <-reply
+	if len(res.Results) != 1 || res.Results[0].Status != protocol.StatusFailed {
+		t.Fatalf("the proposal should finish with the action failed: %+v", res)
+	}
+}

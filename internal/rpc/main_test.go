@@ -65,10 +65,7 @@ func startServerTB(t testing.TB, opts Options, concurrency int) *testServer {
 	t.Helper()
 	rt := engine.NewRuntime(engine.Options{RetryBase: time.Millisecond, MaxConcurrency: concurrency})
 	srv := NewServer(rt, opts)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenLoopback(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -83,6 +80,15 @@ func startServerTB(t testing.TB, opts Options, concurrency int) *testServer {
 		<-done
 	})
 	return &testServer{srv: srv, url: "ws://" + l.Addr().String() + "/", rt: rt}
+}
+
+func listenLoopback(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // dial connects a Go client, authenticated and negotiated with token.
