@@ -161,6 +161,19 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	return a, nil
 }
 
+// DecodeValue decodes one JSON value keeping numbers exact (json.Number);
+// empty input is null.
+func DecodeValue(raw []byte) (any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := strictDecode(raw, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // strictDecode decodes with exact numbers.
 func strictDecode(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))

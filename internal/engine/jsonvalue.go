@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -11,17 +10,6 @@ import (
 
 // Values in the engine are decoded JSON: nil, bool, json.Number (or float64
 // and int from Go callers), string, []any and map[string]any.
-
-// decodeJSON decodes raw keeping numbers exact.
-func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
 
 // toFloat coerces a JSON number to float64.
 func toFloat(v any) (float64, bool) {

@@ -51,7 +51,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		}
 		return nil, fmt.Errorf("tool '%s': %v", call.Tool, err)
 	}
-	out, err := decodeValue(raw)
+	out, err := protocol.DecodeValue(raw)
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s' answered with a result that is not JSON: %v", call.Tool, err)
 	}

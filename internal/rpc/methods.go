@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 
@@ -36,20 +35,6 @@ func init() {
 		protocol.MethodEventsRetention:   {handle: (*conn).eventsRetention},
 		protocol.MethodMetricsSummary:    {handle: (*conn).metricsSummary},
 	}
-}
-
-// decodeValue decodes a JSON value keeping numbers exact.
-func decodeValue(raw json.RawMessage) (any, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 func (c *conn) sessionInit(_ context.Context, params *json.RawMessage) (any, error) {

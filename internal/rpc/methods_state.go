@@ -47,7 +47,7 @@ func (c *conn) stateSet(_ context.Context, params *json.RawMessage) (any, error)
 	if err := requireString("key", p.Key, stateSetShape); err != nil {
 		return nil, err
 	}
-	v, err := decodeValue(p.Value)
+	v, err := protocol.DecodeValue(p.Value)
 	if err != nil {
 		return nil, invalidParams("param 'value' is not valid JSON: %v", err)
 	}
