@@ -8,6 +8,10 @@ const (
 	MethodSessionPolicyOpen  = "session.policy.open"
 	MethodSessionPolicyClose = "session.policy.close"
 
+	MethodPolicyRegister   = "policy.register"
+	MethodPolicyUnregister = "policy.unregister"
+	MethodPolicyList       = "policy.list"
+
 	MethodToolsRegister   = "tools.register"
 	MethodToolsList       = "tools.list"
 	MethodToolsUnregister = "tools.unregister"

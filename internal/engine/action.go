@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"time"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // runAction takes one admitted action through the per-action pipeline:
-// checks → preconditions → references → (tool: result cache → rate limit →
-// dispatch with retries) → effects. It always finishes the node.
+// references → checks (policies) → preconditions → (tool: result cache →
+// rate limit → dispatch with retries) → effects. It always finishes the node.
 func (r *run) runAction(ctx context.Context, i int) {
 	nd := &r.nodes[i]
 	a := nd.action
@@ -23,21 +24,6 @@ func (r *run) runAction(ctx context.Context, i int) {
 		r.mu.Unlock()
 	}
 
-	for _, chk := range r.rt.opts.Checks {
-		if err := chk.Check(ctx, r.sub, a); err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": chk.Name()})
-			return
-		}
-	}
-	for _, pc := range a.Preconditions {
-		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
-		if err := checkPrecondition(pc, v, ok); err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "precondition"})
-			return
-		}
-	}
 	params := a.Parameters
 	effects := a.ExpectedEffects
 	if r.graph.hasRefs[i] {
@@ -62,6 +48,28 @@ func (r *run) runAction(ctx context.Context, i int) {
 		}
 	}
 
+	// Checks see the parameters the tool would receive, references resolved.
+	checked := a
+	if r.graph.hasRefs[i] {
+		resolved := *a
+		resolved.Parameters = params
+		checked = &resolved
+	}
+	for _, chk := range r.rt.checks {
+		if err := chk.Check(ctx, r.sub, checked); err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": chk.Name()})
+			return
+		}
+	}
+	for _, pc := range a.Preconditions {
+		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
+		if err := checkPrecondition(pc, v, ok); err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "precondition"})
+			return
+		}
+	}
 	var output any
 	var err error
 	changes := map[string]any{}
@@ -138,7 +146,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (any, 
 	}
 	var cacheKey string
 	if t.cache != nil {
-		cacheKey = string(canonicalJSON(params))
+		cacheKey = string(jsonvalue.Canonical(params))
 		if out, ok := t.cache.get(cacheKey, time.Now()); ok {
 			return out, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"sync"
 	"time"
 )
@@ -25,6 +26,7 @@ const (
 	EventStateChanged     EventKind = "state_changed"
 	EventStateRolledBack  EventKind = "state_rolled_back"
 	EventToolCancelled    EventKind = "tool_cancelled"
+	EventPolicyViolation  EventKind = "policy_violation"
 )
 
 // Event is one entry of the audit trail. Data holds names and counts, never
@@ -185,7 +187,7 @@ func (q *EventQuery) matches(e *Event) bool {
 		}
 		s, isStr := got.(string)
 		if !isStr {
-			s = string(canonicalJSON(got))
+			s = string(jsonvalue.Canonical(got))
 		}
 		if s != want {
 			return false
@@ -275,9 +277,8 @@ func (l *EventLog) Summary() MetricsSummary {
 			s.ActionsFailed++
 		case EventActionRejected:
 			s.ActionsRejected++
-			if e.Data["gate"] == "policy" {
-				s.PolicyViolations++
-			}
+		case EventPolicyViolation:
+			s.PolicyViolations++
 		case EventActionSkipped:
 			s.ActionsSkipped++
 		case EventToolCancelled:
@@ -286,7 +287,7 @@ func (l *EventLog) Summary() MetricsSummary {
 			s.GateRejections++
 		}
 		if e.Kind == EventActionSucceeded || e.Kind == EventActionFailed {
-			if d, ok := toFloat(e.Data["duration_ms"]); ok {
+			if d, ok := jsonvalue.ToFloat(e.Data["duration_ms"]); ok {
 				latency += d
 				timed++
 			}

@@ -28,4 +28,6 @@ type Submission struct {
 	Proposal *protocol.ActionProposal
 	Session  *Session
 	Tenant   string // state namespace; "" is the unscoped one
+	// PolicySession names a sub-session of Session whose rules also apply.
+	PolicySession string
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"regexp"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func interpolate(v any, outputs func(id string) (any, bool)) (any, error) {
 			if s, ok := val.(string); ok {
 				return s
 			}
-			return string(canonicalJSON(val))
+			return string(jsonvalue.Canonical(val))
 		})
 		return out, firstErr
 	case []any:
@@ -111,7 +112,7 @@ func resolveRef(id, path string, outputs func(string) (any, bool)) (any, error) 
 			}
 			cur = c[i]
 		default:
-			return nil, fmt.Errorf("reference $%s.output%s: %s is %s, not an object or array", id, path, walked, canonicalJSON(c))
+			return nil, fmt.Errorf("reference $%s.output%s: %s is %s, not an object or array", id, path, walked, jsonvalue.Canonical(c))
 		}
 		walked += "." + step
 	}

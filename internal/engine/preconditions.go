@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"strings"
 
 	"github.com/parslee-ai/car-server/protocol"
@@ -13,12 +14,12 @@ func checkPrecondition(pc protocol.Precondition, value any, present bool) error 
 	ok := false
 	switch pc.Operator {
 	case "eq":
-		ok = present && jsonEqual(value, pc.Value)
+		ok = present && jsonvalue.Equal(value, pc.Value)
 	case "neq":
-		ok = !present || !jsonEqual(value, pc.Value)
+		ok = !present || !jsonvalue.Equal(value, pc.Value)
 	case "gt", "lt", "gte", "lte":
-		a, okA := toFloat(value)
-		b, okB := toFloat(pc.Value)
+		a, okA := jsonvalue.ToFloat(value)
+		b, okB := jsonvalue.ToFloat(pc.Value)
 		if present && okA && okB {
 			switch pc.Operator {
 			case "gt":
@@ -42,7 +43,7 @@ func checkPrecondition(pc protocol.Precondition, value any, present bool) error 
 			ok = isStr && strings.Contains(v, s)
 		case []any:
 			for _, e := range v {
-				if jsonEqual(e, pc.Value) {
+				if jsonvalue.Equal(e, pc.Value) {
 					ok = true
 					break
 				}
@@ -59,7 +60,7 @@ func checkPrecondition(pc protocol.Precondition, value any, present bool) error 
 		desc = " (" + pc.Description + ")"
 	}
 	if !present {
-		return fmt.Errorf("precondition failed%s: state key '%s' %s %s, but the key is not set", desc, pc.Key, pc.Operator, canonicalJSON(pc.Value))
+		return fmt.Errorf("precondition failed%s: state key '%s' %s %s, but the key is not set", desc, pc.Key, pc.Operator, jsonvalue.Canonical(pc.Value))
 	}
-	return fmt.Errorf("precondition failed%s: state key '%s' is %s, wanted %s %s", desc, pc.Key, canonicalJSON(value), pc.Operator, canonicalJSON(pc.Value))
+	return fmt.Errorf("precondition failed%s: state key '%s' is %s, wanted %s %s", desc, pc.Key, jsonvalue.Canonical(value), pc.Operator, jsonvalue.Canonical(pc.Value))
 }

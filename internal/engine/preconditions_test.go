@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"strings"
 	"testing"
 
@@ -73,8 +74,8 @@ func TestInterpolate(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || string(canonicalJSON(got)) != tc.want {
-			t.Errorf("%v: got %s (%v), want %s", tc.in, canonicalJSON(got), err, tc.want)
+		if err != nil || string(jsonvalue.Canonical(got)) != tc.want {
+			t.Errorf("%v: got %s (%v), want %s", tc.in, jsonvalue.Canonical(got), err, tc.want)
 		}
 	}
 }
@@ -88,7 +89,7 @@ func TestLevels(t *testing.T) {
 		{ID: "e", Type: protocol.ActionToolCall, Dependencies: []string{"zz"}},
 	}
 	g := buildGraph(acts)
-	got := string(canonicalJSON(g.levels()))
+	got := string(jsonvalue.Canonical(g.levels()))
 	if got != `[["a","b"],["c"],["d"]]` {
 		t.Fatalf("levels %s", got)
 	}

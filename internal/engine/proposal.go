@@ -40,7 +40,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	r.graph.cascade()
 
 	blocked := false
-	for _, gate := range rt.opts.Gates {
+	for _, gate := range rt.gates {
 		if err := gate.Admit(ctx, sub); err != nil {
 			r.emit(EventProposalRejected, "", map[string]any{"gate": gate.Name(), "reason": err.Error()})
 			for i := range r.nodes {

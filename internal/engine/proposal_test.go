@@ -32,7 +32,7 @@ func (blockGate) Admit(context.Context, *Submission) error {
 
 type denyTool struct{ tool string }
 
-func (d denyTool) Name() string { return "policy" }
+func (d denyTool) Name() string { return "test_check" }
 func (d denyTool) Check(_ context.Context, _ *Submission, a *protocol.Action) error {
 	if a.Tool == d.tool {
 		return errors.New("policy 'no_" + d.tool + "' denies tool '" + d.tool + "'")
@@ -89,7 +89,7 @@ func TestActionCheckRejectsOneAction(t *testing.T) {
 	if res.Results[0].Status != protocol.StatusSucceeded || res.Results[1].Status != protocol.StatusRejected {
 		t.Fatalf("%+v", res.Results)
 	}
-	if exec.calls != 1 || rt.Events.Summary().PolicyViolations != 1 {
+	if exec.calls != 1 || rt.Events.Summary().ActionsRejected != 1 {
 		t.Fatalf("calls %d, summary %+v", exec.calls, rt.Events.Summary())
 	}
 }

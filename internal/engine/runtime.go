@@ -2,7 +2,10 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/parslee-ai/car-server/internal/policy"
 )
 
 // Options configure a Runtime. Zero values take the defaults noted.
@@ -39,9 +42,12 @@ func (o *Options) setDefaults() {
 // shared by every connection; tools belong to the session that registered
 // them.
 type Runtime struct {
-	State  *State
-	Events *EventLog
-	opts   Options
+	State    *State
+	Events   *EventLog
+	opts     Options
+	operator atomic.Pointer[policy.Engine]
+	gates    []AdmissionGate // built-in gates, then Options.Gates
+	checks   []ActionCheck   // built-in checks, then Options.Checks
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -50,12 +56,16 @@ type Runtime struct {
 // NewRuntime returns a Runtime with empty state.
 func NewRuntime(opts Options) *Runtime {
 	opts.setDefaults()
-	return &Runtime{
+	rt := &Runtime{
 		State:    NewState(),
 		Events:   NewEventLog(opts.EventCapacity),
 		opts:     opts,
 		sessions: make(map[string]*Session),
 	}
+	rt.operator.Store(policy.NewEngine())
+	rt.gates = append([]AdmissionGate{policySessionGate{}}, opts.Gates...)
+	rt.checks = append([]ActionCheck{policyCheck{rt}}, opts.Checks...)
+	return rt
 }
 
 // ToolTimeout is the budget of a tool call that declares no timeout_ms.
@@ -66,12 +76,14 @@ func (rt *Runtime) ToolTimeout() time.Duration { return rt.opts.ToolTimeout }
 type Session struct {
 	ID       string
 	Tools    *ToolRegistry
+	Policies *policy.Engine // the connection's own rules
 	Executor ToolExecutor
+	subs     policySessions
 }
 
 // OpenSession creates the session of a new connection.
 func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
-	s := &Session{ID: id, Tools: NewToolRegistry(), Executor: exec}
+	s := &Session{ID: id, Tools: NewToolRegistry(), Policies: policy.NewEngine(), Executor: exec}
 	rt.mu.Lock()
 	rt.sessions[id] = s
 	rt.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -15,6 +16,12 @@ func init() {
 	methods = map[string]method{
 		protocol.MethodServerHandshake: {handle: (*conn).handleHandshake},
 		protocol.MethodSessionInit:     {handle: (*conn).sessionInit},
+
+		protocol.MethodSessionPolicyOpen:  {handle: (*conn).sessionPolicyOpen},
+		protocol.MethodSessionPolicyClose: {handle: (*conn).sessionPolicyClose},
+		protocol.MethodPolicyRegister:     {handle: (*conn).policyRegister},
+		protocol.MethodPolicyUnregister:   {handle: (*conn).policyUnregister},
+		protocol.MethodPolicyList:         {handle: (*conn).policyList},
 
 		protocol.MethodToolsRegister:   {handle: (*conn).toolsRegister},
 		protocol.MethodToolsList:       {handle: (*conn).toolsList},
@@ -43,12 +50,28 @@ func (c *conn) sessionInit(_ context.Context, params *json.RawMessage) (any, err
 	if err := optionalParams(params, &p, shape); err != nil {
 		return nil, err
 	}
-	if len(p.Policies) > 0 {
-		return nil, invalidParams("session.init: policies are not supported by this daemon yet; register the tools alone")
+	defs := make([]protocol.PolicyDefinition, len(p.Policies))
+	for i, raw := range p.Policies {
+		if err := json.Unmarshal(raw, &defs[i]); err != nil {
+			return nil, invalidParams("session.init: policies[%d] must be %s", i, policyDefinitionShape)
+		}
+		if _, err := policy.FromDefinition(defs[i]); err != nil {
+			return nil, invalidParams("session.init: policies[%d]: %v; nothing was registered", i, err)
+		}
+		if defs[i].SessionID != "" {
+			if _, err := c.policyLayer(defs[i].SessionID); err != nil {
+				return nil, err
+			}
+		}
 	}
 	n, err := c.sess.Tools.Register(p.Tools)
 	if err != nil {
-		return nil, invalidParams("session.init: %v", err)
+		return nil, invalidParams("session.init: %v; nothing was registered", err)
 	}
-	return protocol.SessionInitResult{SessionID: c.id, ToolsRegistered: n}, nil
+	for _, d := range defs {
+		if err := c.registerPolicy(d); err != nil {
+			return nil, err
+		}
+	}
+	return protocol.SessionInitResult{SessionID: c.id, ToolsRegistered: n, PoliciesRegistered: len(defs)}, nil
 }

@@ -21,10 +21,7 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
-	if p.SessionID != "" {
-		return nil, invalidParams("session_id '%s' is not an open policy session of this connection", p.SessionID)
-	}
-	sub := &engine.Submission{Proposal: prop, Session: c.sess}
+	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID}
 	if p.Scope != nil {
 		sub.Tenant = p.Scope.TenantID
 	}

@@ -1,18 +1,18 @@
-package engine
+// Package jsonvalue compares and prints decoded JSON values (nil, bool,
+// json.Number or Go numbers, string, []any, map[string]any) the same way
+// everywhere: the engine's preconditions and the policy rules agree on what
+// "equal" and "contains" mean.
+package jsonvalue
 
 import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"sort"
 	"strconv"
 )
 
-// Values in the engine are decoded JSON: nil, bool, json.Number (or float64
-// and int from Go callers), string, []any and map[string]any.
-
-// toFloat coerces a JSON number to float64.
-func toFloat(v any) (float64, bool) {
+// ToFloat coerces a JSON number to float64.
+func ToFloat(v any) (float64, bool) {
 	switch n := v.(type) {
 	case json.Number:
 		f, err := n.Float64()
@@ -31,11 +31,11 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// jsonEqual compares two values as JSON: numbers by value (1 == 1.0),
+// Equal compares two values as JSON: numbers by value (1 == 1.0),
 // objects by members, arrays element-wise.
-func jsonEqual(a, b any) bool {
-	if fa, ok := toFloat(a); ok {
-		fb, ok := toFloat(b)
+func Equal(a, b any) bool {
+	if fa, ok := ToFloat(a); ok {
+		fb, ok := ToFloat(b)
 		if !ok {
 			return false
 		}
@@ -59,7 +59,7 @@ func jsonEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}
@@ -71,7 +71,7 @@ func jsonEqual(a, b any) bool {
 		}
 		for k, v := range x {
 			w, ok := y[k]
-			if !ok || !jsonEqual(v, w) {
+			if !ok || !Equal(v, w) {
 				return false
 			}
 		}
@@ -101,9 +101,9 @@ func numString(v any) string {
 	return fmt.Sprint(v)
 }
 
-// canonicalJSON encodes v with sorted object keys (encoding/json sorts map
+// Canonical encodes v with sorted object keys (encoding/json sorts map
 // keys) and numbers as given, so equal values give equal bytes.
-func canonicalJSON(v any) []byte {
+func Canonical(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return []byte(fmt.Sprintf("%#v", v))
@@ -111,12 +111,11 @@ func canonicalJSON(v any) []byte {
 	return b
 }
 
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// String is a value's string form for substring rules: a string as it is,
+// anything else as canonical JSON.
+func String(v any) string {
+	if s, ok := v.(string); ok {
+		return s
 	}
-	sort.Strings(keys)
-	return keys
+	return string(Canonical(v))
 }

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Policies are layered: the operator's rules (daemon-wide, from files) ∧ the
+// connection's rules ∧ the rules of the sub-session a proposal names. Every
+// layer that applies is evaluated and every violation is reported; a narrower
+// layer can deny what a wider one allows, never allow what it denies.
+
+// SetOperatorPolicies replaces the operator's rules atomically.
+func (rt *Runtime) SetOperatorPolicies(e *policy.Engine) {
+	if e == nil {
+		e = policy.NewEngine()
+	}
+	rt.operator.Store(e)
+}
+
+// OperatorPolicies returns the operator's rules in force.
+func (rt *Runtime) OperatorPolicies() *policy.Engine {
+	return rt.operator.Load()
+}
+
+// policySessions are the sub-sessions a connection opened, each with its own
+// rules.
+type policySessions struct {
+	mu   sync.Mutex
+	subs map[string]*policy.Engine
+}
+
+// OpenPolicySession creates a sub-session and returns its id.
+func (s *Session) OpenPolicySession() string {
+	id := uuid.NewString()
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	if s.subs.subs == nil {
+		s.subs.subs = make(map[string]*policy.Engine)
+	}
+	s.subs.subs[id] = policy.NewEngine()
+	return id
+}
+
+// ClosePolicySession drops a sub-session and its rules; it reports whether it
+// existed.
+func (s *Session) ClosePolicySession(id string) bool {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	_, ok := s.subs.subs[id]
+	delete(s.subs.subs, id)
+	return ok
+}
+
+// PolicySession returns the rules of one of this connection's sub-sessions.
+func (s *Session) PolicySession(id string) (*policy.Engine, bool) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	e, ok := s.subs.subs[id]
+	return e, ok
+}
+
+// policySessionGate blocks a proposal that names a sub-session this
+// connection does not have (unknown, closed, or another connection's: the
+// answer is the same, so ids of other connections cannot be probed).
+type policySessionGate struct{}
+
+func (policySessionGate) Name() string { return "policy_session" }
+
+func (policySessionGate) Admit(_ context.Context, sub *Submission) error {
+	if sub.PolicySession == "" {
+		return nil
+	}
+	if _, ok := sub.Session.PolicySession(sub.PolicySession); !ok {
+		return fmt.Errorf("session_id '%s' is not an open policy session of this connection; open one with session.policy.open, or omit session_id", sub.PolicySession)
+	}
+	return nil
+}
+
+// policyCheck evaluates every policy layer on an action about to run.
+type policyCheck struct{ rt *Runtime }
+
+func (policyCheck) Name() string { return "policy" }
+
+func (c policyCheck) Check(_ context.Context, sub *Submission, a *protocol.Action) error {
+	state := func(key string) (any, bool) { return c.rt.State.Get(sub.Tenant, key) }
+	type layer struct {
+		name string
+		e    *policy.Engine
+	}
+	layers := []layer{{protocol.LayerOperator, c.rt.OperatorPolicies()}, {protocol.LayerConnection, sub.Session.Policies}}
+	if sub.PolicySession != "" {
+		if e, ok := sub.Session.PolicySession(sub.PolicySession); ok {
+			layers = append(layers, layer{protocol.LayerSession, e})
+		}
+	}
+	var reasons []string
+	for _, l := range layers {
+		for _, v := range l.e.Evaluate(a, state) {
+			c.rt.Events.Append(Event{
+				Kind: EventPolicyViolation, ProposalID: sub.Proposal.ID, ActionID: a.ID, Connection: sub.Session.ID,
+				Data: map[string]any{"policy_name": v.PolicyName, "reason": v.Reason, "layer": l.name, "tool": a.Tool},
+			})
+			reasons = append(reasons, fmt.Sprintf("denied by %s policy '%s': %s", l.name, v.PolicyName, v.Reason))
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(reasons, "; "))
+}
