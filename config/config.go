@@ -38,6 +38,7 @@ type Config struct {
 	ConfigFile  string // the config file that was read, if any
 	TokenPath   string // where the auth token is written
 	LockPath    string // the advisory lock of the state root
+	PoliciesDir string // the operator's policy files
 	ShowVersion bool   // --version was given
 }
 
@@ -159,6 +160,7 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 	_, homeFromEnv := lookupEnv("CAR_HOME")
 	cfg.TokenPath = tokenPath(home, homeFromEnv || fs.Changed("home") || v.IsSet("file.home"), userHome, lookupEnv)
 	cfg.LockPath = filepath.Join(home, "run", "daemon.lock")
+	cfg.PoliciesDir = filepath.Join(home, "policies")
 	return cfg, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
@@ -45,7 +46,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		return &config.UsageError{Msg: fmt.Sprintf("refusing to listen on %s without auth: binding beyond loopback needs auth on (drop --no-auth)", cfg.Bind)}
 	}
 
+	operator, files, err := policy.LoadDir(cfg.PoliciesDir)
+	if err != nil {
+		return fmt.Errorf("%w; fix the file (check it with: car-server policy check %s)", err, cfg.PoliciesDir)
+	}
 	rt := engine.NewRuntime(engine.Options{MaxActions: cfg.MaxActions, MaxConcurrency: cfg.MaxConcurrency, ToolTimeout: cfg.ToolTimeout})
+	rt.SetOperatorPolicies(operator)
+	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	srv := rpc.NewServer(rt, rpc.Options{
 		Token:          token,
 		AllowedOrigins: cfg.AllowedOrigins,
@@ -114,7 +121,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-hup:
-			log.Info("SIGHUP received: reload requested (nothing to reload yet)")
+			reloadPolicies(rt, cfg.PoliciesDir, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))
 			break loop
@@ -133,6 +140,18 @@ loop:
 	}
 	log.Info("car-server stopped")
 	return serveErr
+}
+
+// reloadPolicies re-reads the operator's policy directory. A good set
+// replaces the rules in force at once; a bad one keeps them and logs why.
+func reloadPolicies(rt *engine.Runtime, dir string, log *zap.Logger) {
+	e, files, err := policy.LoadDir(dir)
+	if err != nil {
+		log.Error("policy reload failed; the previous rules stay in force", zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	rt.SetOperatorPolicies(e)
+	log.Info("operator policies reloaded", zap.String("dir", dir), zap.Int("files", files), zap.Int("rules", e.Len()))
 }
 
 // listenUnix listens on path, replacing a stale socket file: the state-root
