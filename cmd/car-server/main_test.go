@@ -148,7 +148,7 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	d.waitLog(t, "SIGHUP received: reload requested (nothing to reload yet)")
+	d.waitLog(t, "operator policies reloaded")
 
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -237,5 +237,91 @@ func TestCommandLine(t *testing.T) {
 				t.Fatalf("exit %d (want %d), output:\n%s\nwant it to contain %q", code, tc.code, out, tc.contains)
 			}
 		})
+	}
+}
+
+func TestOperatorPoliciesLoadAndReload(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, "policies")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10-base.toml", `deny_tool = ["deploy"]`)
+	d := startDaemon(t, home)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	names := func() string {
+		var list struct {
+			Policies []struct{ Name, Layer string } `json:"policies"`
+		}
+		if err := c.Call(ctx, "policy.list", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range list.Policies {
+			out = append(out, p.Layer+":"+p.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(); got != "operator:deny_tool:deploy" {
+		t.Fatalf("at start: %s", got)
+	}
+
+	write("20-more.toml", "deny_keyword = [\"DROP TABLE\"]")
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	d.waitLog(t, "operator policies reloaded")
+	if got := names(); got != "operator:deny_tool:deploy,operator:deny_keyword:DROP TABLE" {
+		t.Fatalf("after a good reload: %s", got)
+	}
+
+	write("30-bad.toml", "deny_tools = [\"x\"]")
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	line := d.waitLog(t, "policy reload failed; the previous rules stay in force")
+	if !strings.Contains(fmt.Sprint(line["error"]), "30-bad.toml") {
+		t.Fatalf("the reload error should name the file: %v", line)
+	}
+	if got := names(); got != "operator:deny_tool:deploy,operator:deny_keyword:DROP TABLE" {
+		t.Fatalf("a bad reload changed the rules: %s", got)
+	}
+
+	// The same directory refuses a start, naming the file.
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+	out, err := exec.Command(binary, "--home", home, "--port", "0").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "30-bad.toml") || !strings.Contains(string(out), "unknown key deny_tools") {
+		t.Fatalf("start with a bad policy file: %v\n%s", err, out)
+	}
+}
+
+func TestPolicyCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.toml"), []byte(`deny_tool = ["rm", "deploy"]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "policy", "check", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: 2 rules from 1 files") || !strings.Contains(string(out), "deny_tool:rm") {
+		t.Fatalf("good dir: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.toml"), []byte("[[trace_rule]]\nx = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(binary, "policy", "check", dir).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "b.toml") {
+		t.Fatalf("bad dir: %v\n%s", err, out)
+	}
+	out, err = exec.Command(binary, "policy").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "usage") {
+		t.Fatalf("usage: %v\n%s", err, out)
 	}
 }

@@ -22,6 +22,13 @@ type Rule interface {
 	Evaluate(a *protocol.Action, state StateReader, now time.Time) (reason string, denied bool)
 }
 
+// ToolScoped is a Rule that can only deny calls to one tool. The engine
+// indexes such rules by tool, so an action is only evaluated against the
+// rules that could deny it.
+type ToolScoped interface {
+	ScopeTool() string
+}
+
 // Policy is a named rule with a human description.
 type Policy struct {
 	Name        string
@@ -33,12 +40,30 @@ type Policy struct {
 type Engine struct {
 	mu       sync.RWMutex
 	policies []Policy
+	byTool   map[string][]int // indexes of ToolScoped policies, by tool
+	general  []int            // indexes of every other policy
 	now      func() time.Time
 }
 
 // NewEngine returns an engine holding ps, in order.
 func NewEngine(ps ...Policy) *Engine {
-	return &Engine{policies: ps, now: time.Now}
+	e := &Engine{policies: ps, now: time.Now}
+	e.reindex()
+	return e
+}
+
+// reindex rebuilds the tool index; callers hold mu (or own e).
+func (e *Engine) reindex() {
+	e.byTool = make(map[string][]int)
+	e.general = e.general[:0]
+	for i, p := range e.policies {
+		if ts, ok := p.Rule.(ToolScoped); ok {
+			tool := ts.ScopeTool()
+			e.byTool[tool] = append(e.byTool[tool], i)
+		} else {
+			e.general = append(e.general, i)
+		}
+	}
 }
 
 // Add appends a policy. Names need not be unique.
@@ -46,6 +71,12 @@ func (e *Engine) Add(p Policy) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.policies = append(e.policies, p)
+	i := len(e.policies) - 1
+	if ts, ok := p.Rule.(ToolScoped); ok {
+		e.byTool[ts.ScopeTool()] = append(e.byTool[ts.ScopeTool()], i)
+	} else {
+		e.general = append(e.general, i)
+	}
 }
 
 // Remove drops every policy named name and returns how many it dropped.
@@ -60,6 +91,7 @@ func (e *Engine) Remove(name string) int {
 	}
 	removed := len(e.policies) - len(kept)
 	e.policies = kept
+	e.reindex()
 	return removed
 }
 
@@ -77,7 +109,8 @@ func (e *Engine) Len() int {
 	return len(e.policies)
 }
 
-// Evaluate runs every policy on a and returns every violation.
+// Evaluate runs every policy that applies to a and returns every violation,
+// in registration order.
 func (e *Engine) Evaluate(a *protocol.Action, state StateReader) []Violation {
 	if e == nil {
 		return nil
@@ -85,8 +118,22 @@ func (e *Engine) Evaluate(a *protocol.Action, state StateReader) []Violation {
 	now := e.now()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	var scoped []int
+	if a.Type == protocol.ActionToolCall {
+		scoped = e.byTool[a.Tool]
+	}
 	var out []Violation
-	for i := range e.policies {
+	// Merge the two sorted index lists to keep registration order.
+	g, s := 0, 0
+	for g < len(e.general) || s < len(scoped) {
+		var i int
+		if s >= len(scoped) || (g < len(e.general) && e.general[g] < scoped[s]) {
+			i = e.general[g]
+			g++
+		} else {
+			i = scoped[s]
+			s++
+		}
 		p := &e.policies[i]
 		if reason, denied := p.Rule.Evaluate(a, state, now); denied {
 			out = append(out, Violation{PolicyName: p.Name, ActionID: a.ID, Reason: reason})

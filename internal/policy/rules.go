@@ -15,6 +15,9 @@ import (
 // DenyTool denies every call to one tool.
 type DenyTool struct{ Tool string }
 
+// ScopeTool implements ToolScoped.
+func (r DenyTool) ScopeTool() string { return r.Tool }
+
 // Evaluate implements Rule.
 func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type == protocol.ActionToolCall && a.Tool == r.Tool {
@@ -33,6 +36,9 @@ type DenyToolParam struct {
 	HasEquals   bool
 	Contains    string
 }
+
+// ScopeTool implements ToolScoped.
+func (r DenyToolParam) ScopeTool() string { return r.Tool }
 
 // Evaluate implements Rule.
 func (r DenyToolParam) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
@@ -121,6 +127,9 @@ type AllowToolParam struct {
 	Allow       []string
 }
 
+// ScopeTool implements ToolScoped.
+func (r AllowToolParam) ScopeTool() string { return r.Tool }
+
 // Evaluate implements Rule.
 func (r AllowToolParam) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type != protocol.ActionToolCall || a.Tool != r.Tool {
@@ -157,6 +166,9 @@ func NewDenyToolParamMatching(tool, param, pattern string) *DenyToolParamMatchin
 	return &DenyToolParamMatching{Tool: tool, Param: param, re: re, compileErr: err}
 }
 
+// ScopeTool implements ToolScoped.
+func (r *DenyToolParamMatching) ScopeTool() string { return r.Tool }
+
 // Evaluate implements Rule.
 func (r *DenyToolParamMatching) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type != protocol.ActionToolCall || a.Tool != r.Tool {
@@ -184,6 +196,9 @@ type RateLimitTool struct {
 	mu       sync.Mutex
 	admitted []time.Time
 }
+
+// ScopeTool implements ToolScoped.
+func (r *RateLimitTool) ScopeTool() string { return r.Tool }
 
 // Evaluate implements Rule.
 func (r *RateLimitTool) Evaluate(a *protocol.Action, _ StateReader, now time.Time) (string, bool) {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,14 +89,20 @@ func TestRateLimitSlidingWindow(t *testing.T) {
 func TestEngineCollectsEveryViolationAndRemoves(t *testing.T) {
 	e := NewEngine(
 		Policy{Name: "no_shell", Rule: DenyTool{Tool: "shell"}},
+		Policy{Name: "flag", Rule: RequireState{Key: "flag", Value: true}},
 		Policy{Name: "no_rm", Rule: DenyToolParam{Tool: "shell", Param: "command", Contains: "rm"}},
+		Policy{Name: "no_read", Rule: DenyTool{Tool: "read"}},
 		Policy{Name: "no_shell", Rule: DenyToolParam{Tool: "shell", Param: "cwd"}},
 	)
 	v := e.Evaluate(call("shell", map[string]any{"command": "rm x", "cwd": "/"}), noState)
-	if len(v) != 3 || v[0].PolicyName != "no_shell" || v[1].PolicyName != "no_rm" || v[0].ActionID != "a1" {
-		t.Fatalf("violations %+v", v)
+	var names []string
+	for _, x := range v {
+		names = append(names, x.PolicyName)
 	}
-	if n := e.Remove("no_shell"); n != 2 || e.Len() != 1 {
+	if strings.Join(names, ",") != "no_shell,flag,no_rm,no_shell" || v[0].ActionID != "a1" {
+		t.Fatalf("want every violation in registration order, got %+v", v)
+	}
+	if n := e.Remove("no_shell"); n != 2 || e.Len() != 3 {
 		t.Fatalf("removed %d, left %d", n, e.Len())
 	}
 	if n := e.Remove("absent"); n != 0 {
@@ -212,20 +219,32 @@ func TestLoadFileRefusesMalformed(t *testing.T) {
 }
 
 // BenchmarkEvaluate1000Rules evaluates one action against 1,000 rules of
-// mixed kinds, none of which deny it (every rule runs).
+// mixed kinds (a quarter each: deny_tool, deny_tool_param, deny_keyword,
+// deny_tool_param_matching), none of which deny it. "all-on-tool": every
+// tool-scoped rule names the called tool, so all 1,000 run; "spread": the
+// rules name 25 tools, as an operator's set would.
 func BenchmarkEvaluate1000Rules(b *testing.B) {
+	b.Run("all-on-tool", func(b *testing.B) { benchRules(b, func(int) string { return "http" }) })
+	b.Run("spread", func(b *testing.B) {
+		benchRules(b, func(i int) string {
+			return []string{"http", "shell", "deploy", "sql", "mail"}[i%5] + string(rune('a'+i%5))
+		})
+	})
+}
+
+func benchRules(b *testing.B, toolOf func(int) string) {
 	var ps []Policy
 	for i := 0; i < 1000; i++ {
-		tool := "tool" + string(rune('a'+i%26))
+		tool := toolOf(i)
 		switch i % 4 {
 		case 0:
-			ps = append(ps, Policy{Name: "p", Rule: DenyTool{Tool: tool}})
+			ps = append(ps, Policy{Name: "p", Rule: DenyToolParam{Tool: tool, Param: "url", Equals: "x", HasEquals: true}})
 		case 1:
-			ps = append(ps, Policy{Name: "p", Rule: DenyToolParam{Tool: "http", Param: "url", Contains: "169.254." + tool}})
+			ps = append(ps, Policy{Name: "p", Rule: DenyToolParam{Tool: tool, Param: "url", Contains: fmt.Sprintf("169.254.%d", i)}})
 		case 2:
-			ps = append(ps, Policy{Name: "p", Rule: DenyKeyword{Keyword: "DROP " + tool}})
+			ps = append(ps, Policy{Name: "p", Rule: DenyKeyword{Keyword: fmt.Sprintf("DROP %d", i)}})
 		case 3:
-			ps = append(ps, Policy{Name: "p", Rule: NewDenyToolParamMatching("http", "body", "sk-"+tool+"[0-9]{8}")})
+			ps = append(ps, Policy{Name: "p", Rule: NewDenyToolParamMatching(tool, "body", fmt.Sprintf("sk-%d[0-9]{8}", i))})
 		}
 	}
 	e := NewEngine(ps...)
