@@ -1,0 +1,13 @@
+// Package journal is the durable, append-only JSONL log under both of the
+// daemon's journals (idempotency cache, approval ledger): one implementation
+// of append, fsync, replay, torn-tail recovery and compaction.
+//
+// Every record is one JSON object on one line with a string "key" and an
+// "op"; the last record for a key is the key's value, and an op of
+// "tombstone" deletes it. Records superseded or deleted are dead; when dead
+// records outnumber live ones the file is rewritten with the live ones only.
+//
+// Append returns only after its record is on disk (fsync). Concurrent
+// appends share one write and one fsync: the first appender to find no
+// flush in progress writes everything queued so far (group commit).
+package journal

@@ -1,0 +1,309 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// OpTombstone deletes a key.
+const OpTombstone = "tombstone"
+
+// header is the part of a record the journal reads.
+type header struct {
+	Key *string `json:"key"`
+	Op  string  `json:"op"`
+}
+
+// Report says what Open found.
+type Report struct {
+	Lines          int // records replayed
+	Live           int // keys with a value
+	TruncatedBytes int // a torn last line that was cut off (crash residue)
+}
+
+// Journal is an open journal file. It is safe for concurrent use.
+type Journal struct {
+	path string
+
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when a flush ends
+	f        *os.File
+	live     map[string][]byte // key -> its last record
+	lines    int               // records in the file
+	flushing bool
+	queue    []pending
+	broken   error // a failed write: no append succeeds until reopened
+	minDead  int   // compaction waits for at least this many dead records
+}
+
+type pending struct {
+	key  string
+	line []byte // with its newline
+	tomb bool
+	done chan error
+}
+
+// Open replays the journal at path (creating it, 0600, in a 0700 directory)
+// and opens it for appending. A last line without its newline is cut off and
+// reported; any other unreadable line is an error naming the file and line.
+func Open(path string) (*Journal, Report, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	j := &Journal{path: path, f: f, live: make(map[string][]byte), minDead: 64}
+	j.idle = sync.NewCond(&j.mu)
+	rep, err := j.replay()
+	if err != nil {
+		f.Close()
+		return nil, rep, err
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, rep, fmt.Errorf("journal %s: %w", path, err)
+	}
+	return j, rep, nil
+}
+
+// replay reads every record into the live map.
+func (j *Journal) replay() (Report, error) {
+	var rep Report
+	r := bufio.NewReaderSize(j.f, 1<<20)
+	var offset int64
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			if len(line) > 0 {
+				// Crash residue: the append of this line never returned.
+				if terr := j.f.Truncate(offset); terr != nil {
+					return rep, fmt.Errorf("journal %s: cut off the torn last line: %w", j.path, terr)
+				}
+				if serr := j.f.Sync(); serr != nil {
+					return rep, fmt.Errorf("journal %s: %w", j.path, serr)
+				}
+				rep.TruncatedBytes = len(line)
+			}
+			break
+		}
+		if err != nil {
+			return rep, fmt.Errorf("journal %s: %w", j.path, err)
+		}
+		offset += int64(len(line))
+		key, tomb, perr := parse(line)
+		if perr != nil {
+			return rep, fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", j.path, n, perr, j.path)
+		}
+		j.apply(key, line, tomb)
+		j.lines++
+	}
+	rep.Lines = j.lines
+	rep.Live = len(j.live)
+	return rep, nil
+}
+
+// parse reads a record's key and whether it is a tombstone.
+func parse(line []byte) (string, bool, error) {
+	body := bytes.TrimSuffix(line, []byte("\n"))
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", false, errors.New("empty line")
+	}
+	var h header
+	if err := json.Unmarshal(body, &h); err != nil {
+		return "", false, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if h.Key == nil || *h.Key == "" {
+		return "", false, errors.New(`record has no "key"`)
+	}
+	if h.Op == "" {
+		return "", false, errors.New(`record has no "op"`)
+	}
+	return *h.Key, h.Op == OpTombstone, nil
+}
+
+func (j *Journal) apply(key string, line []byte, tomb bool) {
+	if tomb {
+		delete(j.live, key)
+		return
+	}
+	j.live[key] = bytes.TrimSuffix(line, []byte("\n"))
+}
+
+// Get returns the last record of key (without its newline).
+func (j *Journal) Get(key string) ([]byte, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec, ok := j.live[key]
+	return rec, ok
+}
+
+// Append writes a record durably. rec must be a JSON object with "key" and
+// "op"; a tombstone deletes its key. It returns after the record is fsynced.
+func (j *Journal) Append(rec []byte) error {
+	key, tomb, err := parse(rec)
+	if err != nil {
+		return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
+	}
+	if bytes.ContainsAny(rec, "\n") {
+		return fmt.Errorf("journal %s: a record must be one line", j.path)
+	}
+	p := pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
+	j.mu.Lock()
+	if j.broken != nil {
+		j.mu.Unlock()
+		return j.broken
+	}
+	j.queue = append(j.queue, p)
+	if j.flushing {
+		j.mu.Unlock()
+		return <-p.done
+	}
+	j.flushing = true
+	j.flushLocked()
+	j.mu.Unlock()
+	return <-p.done
+}
+
+// flushLocked writes and fsyncs queued records until none are left. It is
+// called with mu held and flushing set, and drops mu while it does I/O.
+func (j *Journal) flushLocked() {
+	for len(j.queue) > 0 {
+		batch := j.queue
+		j.queue = nil
+		var buf []byte
+		for _, p := range batch {
+			buf = append(buf, p.line...)
+		}
+		f := j.f
+		j.mu.Unlock()
+		_, err := f.Write(buf)
+		if err == nil {
+			err = f.Sync()
+		}
+		j.mu.Lock()
+		if err != nil {
+			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
+			err = j.broken
+		} else {
+			for _, p := range batch {
+				j.apply(p.key, p.line, p.tomb)
+				j.lines++
+			}
+		}
+		for _, p := range batch {
+			p.done <- err
+		}
+	}
+	if j.broken == nil && j.lines-len(j.live) > len(j.live) && j.lines-len(j.live) >= j.minDead {
+		if err := j.compactLocked(); err != nil {
+			j.broken = err
+		}
+	}
+	j.flushing = false
+	j.idle.Broadcast()
+}
+
+// Stats returns the records in the file and how many of them are live.
+func (j *Journal) Stats() (lines, live int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lines, len(j.live)
+}
+
+// Compact rewrites the journal with its live records only, now.
+func (j *Journal) Compact() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.flushing {
+		j.idle.Wait()
+	}
+	if j.broken != nil {
+		return j.broken
+	}
+	return j.compactLocked()
+}
+
+// compactLocked writes the live records to a temp file, fsyncs it, renames
+// it over the journal and fsyncs the directory. Called with mu held and no
+// write in progress.
+func (j *Journal) compactLocked() error {
+	dir := filepath.Dir(j.path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(j.path)+".compact-*")
+	if err != nil {
+		return fmt.Errorf("journal %s: compact: %w", j.path, err)
+	}
+	defer os.Remove(tmp.Name())
+	keys := make([]string, 0, len(j.live))
+	for k := range j.live {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	for _, k := range keys {
+		w.Write(j.live[k])
+		w.WriteByte('\n')
+	}
+	err = w.Flush()
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), j.path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("journal %s: compact: %w", j.path, err)
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal %s: reopen after compaction: %w", j.path, err)
+	}
+	j.f.Close()
+	j.f = f
+	j.lines = len(keys)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Close waits for a flush in progress and closes the file.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.flushing {
+		j.idle.Wait()
+	}
+	if j.broken == nil {
+		j.broken = fmt.Errorf("journal %s is closed", j.path)
+	}
+	return j.f.Close()
+}

@@ -1,0 +1,195 @@
+package journal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func rec(key, op string, v int) []byte {
+	return []byte(fmt.Sprintf(`{"key":%q,"op":%q,"v":%d}`, key, op, v))
+}
+
+func mustOpen(t testing.TB, path string) (*Journal, Report) {
+	t.Helper()
+	j, rep, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, rep
+}
+
+func TestAppendReplayAndMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "j.jsonl")
+	j, _ := mustOpen(t, path)
+	for i := 0; i < 5; i++ {
+		if err := j.Append(rec(fmt.Sprint("k", i%3), "put", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Append(rec("k0", OpTombstone, 0)); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	st, _ := os.Stat(path)
+	dst, _ := os.Stat(filepath.Dir(path))
+	if st.Mode().Perm() != 0o600 || dst.Mode().Perm() != 0o700 {
+		t.Fatalf("modes %v %v", st.Mode(), dst.Mode())
+	}
+	j, rep := mustOpen(t, path)
+	defer j.Close()
+	if rep.Lines != 6 || rep.Live != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, ok := j.Get("k0"); ok {
+		t.Fatal("a tombstoned key came back")
+	}
+	if v, _ := j.Get("k1"); string(v) != `{"key":"k1","op":"put","v":4}` {
+		t.Fatalf("last record wins: %s", v)
+	}
+}
+
+func TestTornLastLineIsCutOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	body := string(rec("a", "put", 1)) + "\n" + `{"key":"b","op":"pu`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, rep := mustOpen(t, path)
+	if rep.TruncatedBytes != len(`{"key":"b","op":"pu`) || rep.Live != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if err := j.Append(rec("c", "put", 2)); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	data, _ := os.ReadFile(path)
+	if string(data) != string(rec("a", "put", 1))+"\n"+string(rec("c", "put", 2))+"\n" {
+		t.Fatalf("file after recovery:\n%s", data)
+	}
+}
+
+func TestCorruptInteriorLineRefuses(t *testing.T) {
+	cases := []struct{ line, want string }{
+		{`not json`, "line 2: not a JSON object"},
+		{`{"op":"put"}`, `line 2: record has no "key"`},
+		{`{"key":"x"}`, `line 2: record has no "op"`},
+		{``, "line 2: empty line"},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(t.TempDir(), "j.jsonl")
+		body := string(rec("a", "put", 1)) + "\n" + tc.line + "\n" + string(rec("b", "put", 2)) + "\n"
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Open(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: want an error naming %s and %q, got %v", tc.line, path, tc.want, err)
+		}
+		data, _ := os.ReadFile(path)
+		if string(data) != body {
+			t.Errorf("a refused journal was modified")
+		}
+	}
+}
+
+func TestCompactionKeepsExactlyTheLiveRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, _ := mustOpen(t, path)
+	j.minDead = 1 << 30 // only explicit compaction in this test
+	want := map[string]string{}
+	for i := 0; i < 200; i++ {
+		k := fmt.Sprint("k", i%50)
+		r := rec(k, "put", i)
+		if err := j.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = string(r)
+	}
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprint("k", i)
+		if err := j.Append(rec(k, OpTombstone, 0)); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, k)
+	}
+	if err := j.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if lines, live := j.Stats(); lines != 40 || live != 40 {
+		t.Fatalf("after compaction: %d lines, %d live", lines, live)
+	}
+	if err := j.Append(rec("after", "put", 1)); err != nil {
+		t.Fatal(err)
+	}
+	want["after"] = string(rec("after", "put", 1))
+	j.Close()
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d", len(lines), len(want))
+	}
+	for _, l := range lines {
+		k := l[strings.Index(l, `"key":"`)+7:]
+		k = k[:strings.Index(k, `"`)]
+		if want[k] != l {
+			t.Fatalf("line %s, want %s", l, want[k])
+		}
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after compaction %v", st.Mode())
+	}
+}
+
+func TestAutomaticCompactionWhenDeadOutnumberLive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, _ := mustOpen(t, path)
+	defer j.Close()
+	for i := 0; i < 500; i++ {
+		if err := j.Append(rec("same", "put", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, live := j.Stats()
+	if live != 1 || lines > 2*j.minDead {
+		t.Fatalf("no automatic compaction: %d lines for %d live", lines, live)
+	}
+}
+
+func TestConcurrentAppendsAllLand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, _ := mustOpen(t, path)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if err := j.Append(rec(fmt.Sprintf("w%d-%d", w, i), "put", i)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	j.Close()
+	j, rep := mustOpen(t, path)
+	defer j.Close()
+	if rep.Live != 800 {
+		t.Fatalf("replayed %d live records, want 800", rep.Live)
+	}
+}
+
+func TestAppendRefusesBadRecords(t *testing.T) {
+	j, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
+	defer j.Close()
+	for _, r := range []string{`{"op":"put"}`, `[]`, "{\"key\":\"a\",\"op\":\"put\",\n\"x\":1}"} {
+		if err := j.Append([]byte(r)); err == nil {
+			t.Errorf("accepted %q", r)
+		}
+	}
+}
