@@ -35,11 +35,12 @@ type Config struct {
 	LogFormat      string        // json or console
 	LogLevel       string        // debug, info, warn, error
 
-	ConfigFile  string // the config file that was read, if any
-	TokenPath   string // where the auth token is written
-	LockPath    string // the advisory lock of the state root
-	PoliciesDir string // the operator's policy files
-	ShowVersion bool   // --version was given
+	ConfigFile      string // the config file that was read, if any
+	TokenPath       string // where the auth token is written
+	LockPath        string // the advisory lock of the state root
+	PoliciesDir     string // the operator's policy files
+	IdempotencyPath string // the idempotency journal
+	ShowVersion     bool   // --version was given
 }
 
 // ErrHelp is returned by Load when --help was asked for; the usage has been
@@ -161,6 +162,7 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 	cfg.TokenPath = tokenPath(home, homeFromEnv || fs.Changed("home") || v.IsSet("file.home"), userHome, lookupEnv)
 	cfg.LockPath = filepath.Join(home, "run", "daemon.lock")
 	cfg.PoliciesDir = filepath.Join(home, "policies")
+	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
 	return cfg, nil
 }
 

@@ -98,6 +98,10 @@ type ActionResult struct {
 	StateChanges map[string]any `json:"state_changes"`
 	DurationMs   float64        `json:"duration_ms"`
 	Timestamp    string         `json:"timestamp"`
+	// CacheHit says the output came from a cache, not a tool call:
+	// "idempotency" (the durable idempotency cache) or "result" (the tool's
+	// cache_ttl_secs cache). Omitted when the tool ran.
+	CacheHit string `json:"cache_hit,omitempty"`
 }
 
 // CostSummary is the accounting of one proposal. ActionsExecuted counts

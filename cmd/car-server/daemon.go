@@ -14,6 +14,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
@@ -50,7 +51,23 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file (check it with: car-server policy check %s)", err, cfg.PoliciesDir)
 	}
-	rt := engine.NewRuntime(engine.Options{MaxActions: cfg.MaxActions, MaxConcurrency: cfg.MaxConcurrency, ToolTimeout: cfg.ToolTimeout})
+	idem, rep, err := idempotency.Open(cfg.IdempotencyPath)
+	if err != nil {
+		return err
+	}
+	defer idem.Close()
+	if rep.TruncatedBytes > 0 {
+		log.Warn("idempotency journal ended in a torn line (crash residue); cut it off",
+			zap.String("path", cfg.IdempotencyPath), zap.Int("bytes", rep.TruncatedBytes))
+	}
+	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Lines), zap.Int("live", rep.Live))
+
+	rt := engine.NewRuntime(engine.Options{
+		MaxActions:     cfg.MaxActions,
+		MaxConcurrency: cfg.MaxConcurrency,
+		ToolTimeout:    cfg.ToolTimeout,
+		Idempotency:    idem,
+	})
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	srv := rpc.NewServer(rt, rpc.Options{

@@ -24,8 +24,13 @@ func main() {
 // run is main with an exit code: 0 on a clean stop, 1 on a runtime failure,
 // 2 on a usage or configuration error.
 func run(args []string) int {
-	if len(args) > 0 && args[0] == "policy" {
-		return runPolicyCommand(args[1:], os.Stdout, os.Stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "policy":
+			return runPolicyCommand(args[1:], os.Stdout, os.Stderr)
+		case "journal":
+			return runJournalCommand(args[1:], os.Stdout, os.Stderr)
+		}
 	}
 	home, _ := os.UserHomeDir()
 	cfg, err := config.Load(args, os.LookupEnv, home, os.Stdout)

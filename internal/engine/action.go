@@ -7,6 +7,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -75,7 +76,13 @@ func (r *run) runAction(ctx context.Context, i int) {
 	changes := map[string]any{}
 	switch a.Type {
 	case protocol.ActionToolCall:
-		output, err = r.callTool(ctx, i, params)
+		var hit string
+		output, hit, err = r.callTool(ctx, i, params)
+		if hit != "" {
+			r.mu.Lock()
+			nd.result.CacheHit = hit
+			r.mu.Unlock()
+		}
 	case protocol.ActionStateWrite:
 		key := params["key"].(string)
 		output = params["value"]
@@ -116,8 +123,13 @@ func (r *run) runAction(ctx context.Context, i int) {
 	}
 	r.mu.Lock()
 	nd.result.StateChanges = changes
+	hit := nd.result.CacheHit
 	r.mu.Unlock()
-	r.finish(i, protocol.StatusSucceeded, output, "", nil)
+	var data map[string]any
+	if hit != "" {
+		data = map[string]any{"cache_hit": hit}
+	}
+	r.finish(i, protocol.StatusSucceeded, output, "", data)
 }
 
 // readState is the output of a state_read: the value at key, or an object of
@@ -137,19 +149,50 @@ func (r *run) readState(params map[string]any) any {
 	return out
 }
 
-// callTool dispatches a tool_call, retrying as its failure_behavior says.
-func (r *run) callTool(ctx context.Context, i int, params map[string]any) (any, error) {
+// callTool dispatches a tool_call, retrying as its failure_behavior says. An
+// idempotent call is answered from the idempotency cache when it can be, and
+// its result is journaled before callTool returns. hit names the cache that
+// answered, if one did.
+func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out any, hit string, err error) {
 	nd := &r.nodes[i]
 	a, t := nd.action, nd.tool
-	if r.sub.Session.Executor == nil {
-		return nil, errors.New("this session has no way to run tools")
+	var idemKey string
+	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
+		explicit, _ := a.Metadata["idempotency_key"].(string)
+		idemKey = idempotency.Key(r.sub.Tenant, a.Tool, params, explicit)
+		if out, ok := idem.Lookup(idemKey); ok {
+			return out, "idempotency", nil
+		}
 	}
 	var cacheKey string
 	if t.cache != nil {
 		cacheKey = string(jsonvalue.Canonical(params))
 		if out, ok := t.cache.get(cacheKey, time.Now()); ok {
-			return out, nil
+			return out, "result", nil
 		}
+	}
+	out, err = r.dispatch(ctx, a, t, params)
+	if err != nil {
+		return nil, "", err
+	}
+	if idemKey != "" {
+		if err := r.rt.opts.Idempotency.Record(idemKey, a.Tool, r.sub.Proposal.ID, out); err != nil {
+			return nil, "", fmt.Errorf("tool '%s' ran, but its result could not be journaled, so a re-submission may run it again: %v", a.Tool, err)
+		}
+		r.mu.Lock()
+		r.idemKeys = append(r.idemKeys, idemKey)
+		r.mu.Unlock()
+	}
+	if t.cache != nil {
+		t.cache.put(cacheKey, out, time.Now())
+	}
+	return out, "", nil
+}
+
+// dispatch calls the tool through the session's executor, with retries.
+func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
+	if r.sub.Session.Executor == nil {
+		return nil, errors.New("this session has no way to run tools")
 	}
 	timeout := r.rt.opts.ToolTimeout
 	if a.TimeoutMs != nil {
@@ -191,9 +234,6 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (any, 
 		cause := context.Cause(cctx)
 		cancel()
 		if err == nil {
-			if t.cache != nil {
-				t.cache.put(cacheKey, out, time.Now())
-			}
 			return out, nil
 		}
 		if cause != nil {

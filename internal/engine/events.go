@@ -14,19 +14,20 @@ type EventKind string
 
 // Kinds of events the engine records.
 const (
-	EventProposalReceived EventKind = "proposal_received"
-	EventProposalFinished EventKind = "proposal_finished"
-	EventProposalRejected EventKind = "proposal_rejected" // an admission gate blocked it
-	EventActionStarted    EventKind = "action_started"
-	EventActionSucceeded  EventKind = "action_succeeded"
-	EventActionFailed     EventKind = "action_failed"
-	EventActionRejected   EventKind = "action_rejected"
-	EventActionSkipped    EventKind = "action_skipped"
-	EventActionRetried    EventKind = "action_retried"
-	EventStateChanged     EventKind = "state_changed"
-	EventStateRolledBack  EventKind = "state_rolled_back"
-	EventToolCancelled    EventKind = "tool_cancelled"
-	EventPolicyViolation  EventKind = "policy_violation"
+	EventProposalReceived       EventKind = "proposal_received"
+	EventProposalFinished       EventKind = "proposal_finished"
+	EventProposalRejected       EventKind = "proposal_rejected" // an admission gate blocked it
+	EventActionStarted          EventKind = "action_started"
+	EventActionSucceeded        EventKind = "action_succeeded"
+	EventActionFailed           EventKind = "action_failed"
+	EventActionRejected         EventKind = "action_rejected"
+	EventActionSkipped          EventKind = "action_skipped"
+	EventActionRetried          EventKind = "action_retried"
+	EventStateChanged           EventKind = "state_changed"
+	EventStateRolledBack        EventKind = "state_rolled_back"
+	EventToolCancelled          EventKind = "tool_cancelled"
+	EventPolicyViolation        EventKind = "policy_violation"
+	EventIdempotencyInvalidated EventKind = "idempotency_invalidated"
 )
 
 // Event is one entry of the audit trail. Data holds names and counts, never

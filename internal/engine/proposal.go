@@ -108,6 +108,7 @@ type run struct {
 	undo      []undoEntry
 	toolCalls int
 	retries   int
+	idemKeys  []string // idempotency results this proposal recorded
 }
 
 // undoEntry restores one key to what it was before the proposal wrote it.
@@ -333,16 +334,28 @@ func (r *run) write(key string, value any) {
 	r.mu.Unlock()
 }
 
-// rollback undoes this proposal's state writes, newest first.
+// rollback undoes this proposal's state writes, newest first, and
+// invalidates the idempotent results it recorded (tombstones), so that a
+// re-submission runs them again rather than resuming a half-undone plan.
 func (r *run) rollback(cause error) {
 	r.mu.Lock()
 	undo := r.undo
 	r.undo = nil
+	keys := r.idemKeys
+	r.idemKeys = nil
 	r.mu.Unlock()
+	if len(keys) > 0 {
+		err := r.rt.opts.Idempotency.Invalidate(keys, r.sub.Proposal.ID)
+		data := map[string]any{"count": len(keys), "reason": cause.Error()}
+		if err != nil {
+			data["error"] = err.Error()
+		}
+		r.emit(EventIdempotencyInvalidated, "", data)
+	}
 	if len(undo) == 0 {
 		return
 	}
-	keys := make([]string, 0, len(undo))
+	written := make([]string, 0, len(undo))
 	for i := len(undo) - 1; i >= 0; i-- {
 		u := undo[i]
 		if u.existed {
@@ -350,9 +363,9 @@ func (r *run) rollback(cause error) {
 		} else {
 			r.rt.State.Delete(r.sub.Tenant, u.key)
 		}
-		keys = append(keys, u.key)
+		written = append(written, u.key)
 	}
-	r.emit(EventStateRolledBack, "", map[string]any{"keys": keys, "reason": cause.Error(), "tenant": r.sub.Tenant})
+	r.emit(EventStateRolledBack, "", map[string]any{"keys": written, "reason": cause.Error(), "tenant": r.sub.Tenant})
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {

@@ -5,17 +5,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
-	MaxActions     int           // actions per proposal (10,000)
-	MaxConcurrency int           // actions of one proposal running at once (16)
-	ToolTimeout    time.Duration // budget of a tool call without timeout_ms (300 s)
-	RetryBase      time.Duration // first retry backoff, doubled per retry (100 ms)
-	RetryCap       time.Duration // longest retry backoff (5 s)
-	EventCapacity  int           // events kept in memory (100,000)
+	MaxActions     int                // actions per proposal (10,000)
+	MaxConcurrency int                // actions of one proposal running at once (16)
+	ToolTimeout    time.Duration      // budget of a tool call without timeout_ms (300 s)
+	RetryBase      time.Duration      // first retry backoff, doubled per retry (100 ms)
+	RetryCap       time.Duration      // longest retry backoff (5 s)
+	EventCapacity  int                // events kept in memory (100,000)
+	Idempotency    *idempotency.Cache // durable idempotency cache; nil turns it off
 	Gates          []AdmissionGate
 	Checks         []ActionCheck
 }

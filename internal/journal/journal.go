@@ -80,40 +80,67 @@ func Open(path string) (*Journal, Report, error) {
 	return j, rep, nil
 }
 
-// replay reads every record into the live map.
+// replay reads every record into the live map, cutting off a torn tail.
 func (j *Journal) replay() (Report, error) {
-	var rep Report
-	r := bufio.NewReaderSize(j.f, 1<<20)
-	var offset int64
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			if len(line) > 0 {
-				// Crash residue: the append of this line never returned.
-				if terr := j.f.Truncate(offset); terr != nil {
-					return rep, fmt.Errorf("journal %s: cut off the torn last line: %w", j.path, terr)
-				}
-				if serr := j.f.Sync(); serr != nil {
-					return rep, fmt.Errorf("journal %s: %w", j.path, serr)
-				}
-				rep.TruncatedBytes = len(line)
-			}
-			break
+	lines, offset, torn, err := scan(j.f, j.path, j.apply)
+	rep := Report{Lines: lines, Live: len(j.live), TruncatedBytes: torn}
+	j.lines = lines
+	if err != nil {
+		return rep, err
+	}
+	if torn > 0 {
+		// Crash residue: the append of this line never returned.
+		if err := j.f.Truncate(offset); err != nil {
+			return rep, fmt.Errorf("journal %s: cut off the torn last line: %w", j.path, err)
 		}
-		if err != nil {
+		if err := j.f.Sync(); err != nil {
 			return rep, fmt.Errorf("journal %s: %w", j.path, err)
 		}
-		offset += int64(len(line))
+	}
+	return rep, nil
+}
+
+// scan reads records from r, calling apply for each. It returns the number
+// of records, the offset after the last whole line, and the length of a
+// torn last line (0 when the file ends with a newline).
+func scan(r io.Reader, path string, apply func(key string, line []byte, tomb bool)) (lines int, offset int64, torn int, err error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for n := 1; ; n++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr == io.EOF {
+			return lines, offset, len(line), nil
+		}
+		if rerr != nil {
+			return lines, offset, 0, fmt.Errorf("journal %s: %w", path, rerr)
+		}
 		key, tomb, perr := parse(line)
 		if perr != nil {
-			return rep, fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", j.path, n, perr, j.path)
+			return lines, offset, 0, fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", path, n, perr, path)
 		}
-		j.apply(key, line, tomb)
-		j.lines++
+		offset += int64(len(line))
+		apply(key, line, tomb)
+		lines++
 	}
-	rep.Lines = j.lines
-	rep.Live = len(j.live)
-	return rep, nil
+}
+
+// Verify reads the journal at path without changing it and reports what it
+// holds. A torn last line is reported (Open would cut it off); any other
+// unreadable line is an error naming the line.
+func Verify(path string) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	defer f.Close()
+	live := make(map[string]bool)
+	lines, _, torn, err := scan(f, path, func(key string, _ []byte, tomb bool) {
+		if tomb {
+			delete(live, key)
+		} else {
+			live[key] = true
+		}
+	})
+	return Report{Lines: lines, Live: len(live), TruncatedBytes: torn}, err
 }
 
 // parse reads a record's key and whether it is a tombstone.

@@ -140,3 +140,11 @@ func resultOf(t *testing.T, res protocol.ProposalResult, id string) protocol.Act
 	t.Fatalf("no result for action %s", id)
 	return protocol.ActionResult{}
 }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
