@@ -17,29 +17,31 @@ import (
 
 // Config is every setting of the daemon, resolved.
 type Config struct {
-	Home           string        // state root; absolute
-	Bind           string        // TCP listen host
-	Port           int           // TCP listen port; 0 picks a free one
-	Socket         string        // Unix socket path; empty disables it
-	NoAuth         bool          // turn token auth off
-	AuthToken      string        // use this token instead of a fresh one
-	AllowedOrigins []string      // Origin host patterns allowed besides same-host
-	MaxFrameBytes  int64         // largest frame accepted
-	MaxConnections int           // concurrent connections
-	MaxInFlight    int           // concurrent requests per connection
-	HandlerTimeout time.Duration // deadline of one request
-	ToolTimeout    time.Duration // default budget of one tool callback
-	ShutdownGrace  time.Duration // how long in-flight requests may finish on shutdown
-	MaxActions     int           // actions per proposal
-	MaxConcurrency int           // actions of one proposal running at once
-	LogFormat      string        // json or console
-	LogLevel       string        // debug, info, warn, error
+	Home               string        // state root; absolute
+	Bind               string        // TCP listen host
+	Port               int           // TCP listen port; 0 picks a free one
+	Socket             string        // Unix socket path; empty disables it
+	NoAuth             bool          // turn token auth off
+	AuthToken          string        // use this token instead of a fresh one
+	AllowedOrigins     []string      // Origin host patterns allowed besides same-host
+	MaxFrameBytes      int64         // largest frame accepted
+	MaxConnections     int           // concurrent connections
+	MaxInFlight        int           // concurrent requests per connection
+	HandlerTimeout     time.Duration // deadline of one request
+	ToolTimeout        time.Duration // default budget of one tool callback
+	ShutdownGrace      time.Duration // how long in-flight requests may finish on shutdown
+	SupervisionTimeout time.Duration // how long a parked proposal waits for a supervisor
+	MaxActions         int           // actions per proposal
+	MaxConcurrency     int           // actions of one proposal running at once
+	LogFormat          string        // json or console
+	LogLevel           string        // debug, info, warn, error
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
 	LockPath        string // the advisory lock of the state root
 	PoliciesDir     string // the operator's policy files
 	IdempotencyPath string // the idempotency journal
+	ApprovalsPath   string // the approval ledger
 	ShowVersion     bool   // --version was given
 }
 
@@ -74,6 +76,7 @@ var settings = []setting{
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
+	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
 	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
@@ -163,6 +166,7 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 	cfg.LockPath = filepath.Join(home, "run", "daemon.lock")
 	cfg.PoliciesDir = filepath.Join(home, "policies")
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
+	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
 	return cfg, nil
 }
 
@@ -232,6 +236,7 @@ func (c *Config) resolve(v *viper.Viper, fs *pflag.FlagSet) error {
 	c.HandlerTimeout = duration("handler_timeout")
 	c.ToolTimeout = duration("tool_timeout")
 	c.ShutdownGrace = duration("shutdown_grace")
+	c.SupervisionTimeout = duration("supervision_timeout")
 	c.MaxActions = integer("max_actions")
 	c.MaxConcurrency = integer("max_concurrency")
 	c.LogFormat = str("log_format")

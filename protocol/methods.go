@@ -24,6 +24,19 @@ const (
 
 	MethodProposalSubmit = "proposal.submit"
 
+	MethodPermissionGetTier  = "permission.get_tier"
+	MethodPermissionSetTier  = "permission.set_tier"
+	MethodPermissionClassify = "permission.classify"
+	MethodPermissionEvaluate = "permission.evaluate"
+	MethodPermissionPending  = "permission.pending"
+	MethodPermissionApprove  = "permission.approve"
+	MethodPermissionReject   = "permission.reject"
+
+	MethodSupervisionSubscribe   = "supervision.subscribe"
+	MethodSupervisionUnsubscribe = "supervision.unsubscribe"
+	MethodSupervisionPending     = "supervision.pending"
+	MethodSupervisionDecide      = "supervision.decide"
+
 	MethodEventsCount       = "events.count"
 	MethodEventsQuery       = "events.query"
 	MethodEventsChainEnable = "events.chain.enable"
@@ -36,4 +49,6 @@ const (
 const (
 	MethodToolsExecute = "tools.execute" // request: run a tool the client registered
 	MethodToolsCancel  = "tools.cancel"  // notification: the daemon gave up on a tools.execute
+
+	MethodSupervisionIntent = "supervision.intent" // notification: a proposal waits for a supervisor
 )

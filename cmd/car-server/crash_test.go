@@ -42,7 +42,7 @@ func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 		l.mu.Unlock()
 		return map[string]any{"charged": key}, nil
 	})
-	if err := c.Call(ctx, protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "charge", Idempotent: true}}, nil); err != nil {
+	if err := c.Call(ctx, protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "book_seat", Idempotent: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -52,7 +52,7 @@ func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 func (l *ledger) submit(c *client.Client, keys []string) error {
 	actions := make([]any, len(keys))
 	for i, k := range keys {
-		actions[i] = map[string]any{"id": fmt.Sprint("a", i), "type": "tool_call", "tool": "charge", "parameters": map[string]any{"k": k}}
+		actions[i] = map[string]any{"id": fmt.Sprint("a", i), "type": "tool_call", "tool": "book_seat", "parameters": map[string]any{"k": k}}
 	}
 	var res protocol.ProposalResult
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)

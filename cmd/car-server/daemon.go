@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/policy"
@@ -62,11 +63,24 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Lines), zap.Int("live", rep.Live))
 
+	ledger, lrep, err := approvals.Open(cfg.ApprovalsPath)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	if lrep.TruncatedBytes > 0 {
+		log.Warn("approval ledger ended in a torn line (crash residue); cut it off",
+			zap.String("path", cfg.ApprovalsPath), zap.Int("bytes", lrep.TruncatedBytes))
+	}
+	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", lrep.Lines), zap.Int("fingerprints", lrep.Live))
+
 	rt := engine.NewRuntime(engine.Options{
-		MaxActions:     cfg.MaxActions,
-		MaxConcurrency: cfg.MaxConcurrency,
-		ToolTimeout:    cfg.ToolTimeout,
-		Idempotency:    idem,
+		MaxActions:         cfg.MaxActions,
+		MaxConcurrency:     cfg.MaxConcurrency,
+		ToolTimeout:        cfg.ToolTimeout,
+		Idempotency:        idem,
+		Approvals:          ledger,
+		SupervisionTimeout: cfg.SupervisionTimeout,
 	})
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))

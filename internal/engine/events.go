@@ -28,6 +28,9 @@ const (
 	EventToolCancelled          EventKind = "tool_cancelled"
 	EventPolicyViolation        EventKind = "policy_violation"
 	EventIdempotencyInvalidated EventKind = "idempotency_invalidated"
+	EventPermissionDecision     EventKind = "permission_decision"
+	EventApprovalRecorded       EventKind = "approval_recorded"
+	EventSupervisionDecision    EventKind = "supervision_decision"
 )
 
 // Event is one entry of the audit trail. Data holds names and counts, never
@@ -286,6 +289,10 @@ func (l *EventLog) Summary() MetricsSummary {
 			s.ToolCancellations++
 		case EventProposalRejected:
 			s.GateRejections++
+		case EventPermissionDecision:
+			s.PermissionDecisions++
+		case EventApprovalRecorded:
+			s.ApprovalsRecorded++
 		}
 		if e.Kind == EventActionSucceeded || e.Kind == EventActionFailed {
 			if d, ok := jsonvalue.ToFloat(e.Data["duration_ms"]); ok {

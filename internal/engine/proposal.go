@@ -25,7 +25,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	if len(p.Actions) > rt.opts.MaxActions {
 		return nil, &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
 	}
-	normalize(p)
+	Normalize(p)
 	r := newRun(rt, sub)
 	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
 
@@ -67,8 +67,8 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	return res, nil
 }
 
-// normalize mints the ids a proposal left out.
-func normalize(p *protocol.ActionProposal) {
+// Normalize mints the ids a proposal left out.
+func Normalize(p *protocol.ActionProposal) {
 	if p.ID == "" {
 		p.ID = shortID()
 	}

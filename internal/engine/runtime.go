@@ -5,21 +5,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
-	MaxActions     int                // actions per proposal (10,000)
-	MaxConcurrency int                // actions of one proposal running at once (16)
-	ToolTimeout    time.Duration      // budget of a tool call without timeout_ms (300 s)
-	RetryBase      time.Duration      // first retry backoff, doubled per retry (100 ms)
-	RetryCap       time.Duration      // longest retry backoff (5 s)
-	EventCapacity  int                // events kept in memory (100,000)
-	Idempotency    *idempotency.Cache // durable idempotency cache; nil turns it off
-	Gates          []AdmissionGate
-	Checks         []ActionCheck
+	MaxActions         int                // actions per proposal (10,000)
+	MaxConcurrency     int                // actions of one proposal running at once (16)
+	ToolTimeout        time.Duration      // budget of a tool call without timeout_ms (300 s)
+	RetryBase          time.Duration      // first retry backoff, doubled per retry (100 ms)
+	RetryCap           time.Duration      // longest retry backoff (5 s)
+	EventCapacity      int                // events kept in memory (100,000)
+	Idempotency        *idempotency.Cache // durable idempotency cache; nil turns it off
+	Approvals          *approvals.Ledger  // durable approval ledger; nil: nothing can be approved
+	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
+	Gates              []AdmissionGate
+	Checks             []ActionCheck
 }
 
 func (o *Options) setDefaults() {
@@ -35,6 +38,9 @@ func (o *Options) setDefaults() {
 	if o.RetryBase <= 0 {
 		o.RetryBase = 100 * time.Millisecond
 	}
+	if o.SupervisionTimeout <= 0 {
+		o.SupervisionTimeout = 30 * time.Second
+	}
 	if o.RetryCap <= 0 {
 		o.RetryCap = 5 * time.Second
 	}
@@ -44,12 +50,13 @@ func (o *Options) setDefaults() {
 // shared by every connection; tools belong to the session that registered
 // them.
 type Runtime struct {
-	State    *State
-	Events   *EventLog
-	opts     Options
-	operator atomic.Pointer[policy.Engine]
-	gates    []AdmissionGate // built-in gates, then Options.Gates
-	checks   []ActionCheck   // built-in checks, then Options.Checks
+	State       *State
+	Events      *EventLog
+	Supervisors *Supervisors
+	opts        Options
+	operator    atomic.Pointer[policy.Engine]
+	gates       []AdmissionGate // built-in gates, then Options.Gates
+	checks      []ActionCheck   // built-in checks, then Options.Checks
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -64,8 +71,9 @@ func NewRuntime(opts Options) *Runtime {
 		opts:     opts,
 		sessions: make(map[string]*Session),
 	}
+	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
 	rt.operator.Store(policy.NewEngine())
-	rt.gates = append([]AdmissionGate{policySessionGate{}}, opts.Gates...)
+	rt.gates = append([]AdmissionGate{policySessionGate{}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}}, opts.Checks...)
 	return rt
 }
@@ -81,19 +89,23 @@ type Session struct {
 	Policies *policy.Engine // the connection's own rules
 	Executor ToolExecutor
 	subs     policySessions
+	tier     atomic.Int32 // a policy.Tier
 }
 
 // OpenSession creates the session of a new connection.
 func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
 	s := &Session{ID: id, Tools: NewToolRegistry(), Policies: policy.NewEngine(), Executor: exec}
+	s.tier.Store(int32(policy.SandboxEdit))
 	rt.mu.Lock()
 	rt.sessions[id] = s
 	rt.mu.Unlock()
 	return s
 }
 
-// CloseSession drops everything the session owned.
+// CloseSession drops everything the session owned, including its
+// supervision subscription (intents it left parked stay parked).
 func (rt *Runtime) CloseSession(s *Session) {
+	rt.Supervisors.Unsubscribe(s.ID)
 	rt.mu.Lock()
 	delete(rt.sessions, s.ID)
 	rt.mu.Unlock()

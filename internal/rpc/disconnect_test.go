@@ -121,7 +121,7 @@ func TestEventsAndChainVerification(t *testing.T) {
 			t.Fatalf("event without hash or connection: %+v", e)
 		}
 	}
-	want := "proposal_finished,action_succeeded,action_started,proposal_received" // newest first
+	want := "proposal_finished,action_succeeded,action_started,permission_decision,proposal_received" // newest first
 	if strings.Join(kinds, ",") != want {
 		t.Fatalf("events %s", strings.Join(kinds, ","))
 	}

@@ -39,11 +39,11 @@ func TestIdempotentResultsAreServedFromTheJournal(t *testing.T) {
 		n++
 		return map[string]any{"charge_id": n, "amount": call.Parameters["amount"]}, nil
 	}
-	tb := newToolbox(t, ts, map[string]toolFunc{"charge": charge})
-	tb.register(t, charge, map[string]any{"name": "refund", "idempotent": true})
+	tb := newToolbox(t, ts, map[string]toolFunc{"book_seat": charge})
+	tb.register(t, charge, map[string]any{"name": "reserve", "idempotent": true})
 
-	first := tb.submit(t, proposal(toolCall("c", "charge", map[string]any{"amount": 5}, "idempotent", true)))
-	again := tb.submit(t, proposal(toolCall("c", "charge", map[string]any{"amount": 5}, "idempotent", true)))
+	first := tb.submit(t, proposal(toolCall("c", "book_seat", map[string]any{"amount": 5}, "idempotent", true)))
+	again := tb.submit(t, proposal(toolCall("c", "book_seat", map[string]any{"amount": 5}, "idempotent", true)))
 	if n != 1 {
 		t.Fatalf("the card was charged %d times", n)
 	}
@@ -60,20 +60,20 @@ func TestIdempotentResultsAreServedFromTheJournal(t *testing.T) {
 	}
 
 	// Different parameters, a different tenant, or no idempotency: the tool runs.
-	tb.submit(t, proposal(toolCall("c", "charge", map[string]any{"amount": 6}, "idempotent", true)))
+	tb.submit(t, proposal(toolCall("c", "book_seat", map[string]any{"amount": 6}, "idempotent", true)))
 	var res protocol.ProposalResult
 	mustCall(t, tb, protocol.MethodProposalSubmit, map[string]any{
-		"proposal": proposal(toolCall("c", "charge", map[string]any{"amount": 5}, "idempotent", true)),
+		"proposal": proposal(toolCall("c", "book_seat", map[string]any{"amount": 5}, "idempotent", true)),
 		"scope":    map[string]any{"tenantId": "other"},
 	}, &res)
-	tb.submit(t, proposal(toolCall("c", "charge", map[string]any{"amount": 5})))
+	tb.submit(t, proposal(toolCall("c", "book_seat", map[string]any{"amount": 5})))
 	if n != 4 {
 		t.Fatalf("calls %d, want 4", n)
 	}
 
 	// An explicit key replaces the parameters; the tool schema's flag counts.
-	tb.submit(t, proposal(toolCall("r", "refund", map[string]any{"nonce": 1}, "metadata", map[string]any{"idempotency_key": "order-7"})))
-	r := tb.submit(t, proposal(toolCall("r", "refund", map[string]any{"nonce": 2}, "metadata", map[string]any{"idempotency_key": "order-7"})))
+	tb.submit(t, proposal(toolCall("r", "reserve", map[string]any{"nonce": 1}, "metadata", map[string]any{"idempotency_key": "order-7"})))
+	r := tb.submit(t, proposal(toolCall("r", "reserve", map[string]any{"nonce": 2}, "metadata", map[string]any{"idempotency_key": "order-7"})))
 	if n != 5 || r.Results[0].CacheHit != "idempotency" {
 		t.Fatalf("explicit key: calls %d, %+v", n, r.Results[0])
 	}
@@ -84,12 +84,12 @@ func TestAbortTombstonesThisProposalsResults(t *testing.T) {
 	ts := startIdemServer(t, path)
 	n := 0
 	tb := newToolbox(t, ts, map[string]toolFunc{
-		"charge": func(context.Context, protocol.ToolExecuteParams) (any, error) { n++; return "charged", nil },
-		"ship":   func(context.Context, protocol.ToolExecuteParams) (any, error) { return nil, errors.New("no stock") },
+		"book_seat": func(context.Context, protocol.ToolExecuteParams) (any, error) { n++; return "charged", nil },
+		"pack_box": func(context.Context, protocol.ToolExecuteParams) (any, error) { return nil, errors.New("no stock") },
 	})
 	plan := proposal(
-		toolCall("pay", "charge", map[string]any{"order": 1}, "idempotent", true),
-		toolCall("send", "ship", nil, "dependencies", []string{"pay"}),
+		toolCall("pay", "book_seat", map[string]any{"order": 1}, "idempotent", true),
+		toolCall("send", "pack_box", nil, "dependencies", []string{"pay"}),
 	)
 	res := tb.submit(t, plan)
 	if s := statuses(res); s["pay"] != protocol.StatusSucceeded || s["send"] != protocol.StatusFailed {

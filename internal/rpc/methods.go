@@ -35,6 +35,19 @@ func init() {
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, deadline: proposalDeadline},
 
+		protocol.MethodPermissionGetTier:  {handle: (*conn).permissionGetTier},
+		protocol.MethodPermissionSetTier:  {handle: (*conn).permissionSetTier},
+		protocol.MethodPermissionClassify: {handle: (*conn).permissionClassify},
+		protocol.MethodPermissionEvaluate: {handle: (*conn).permissionEvaluate},
+		protocol.MethodPermissionPending:  {handle: (*conn).permissionPending},
+		protocol.MethodPermissionApprove:  {handle: (*conn).permissionApprove},
+		protocol.MethodPermissionReject:   {handle: (*conn).permissionReject},
+
+		protocol.MethodSupervisionSubscribe:   {handle: (*conn).supervisionSubscribe},
+		protocol.MethodSupervisionUnsubscribe: {handle: (*conn).supervisionUnsubscribe},
+		protocol.MethodSupervisionPending:     {handle: (*conn).supervisionPending},
+		protocol.MethodSupervisionDecide:      {handle: (*conn).supervisionDecide},
+
 		protocol.MethodEventsCount:       {handle: (*conn).eventsCount},
 		protocol.MethodEventsQuery:       {handle: (*conn).eventsQuery},
 		protocol.MethodEventsChainEnable: {handle: (*conn).eventsChainEnable},

@@ -26,20 +26,20 @@ func submitIn(t *testing.T, tb *toolbox, sessionID string, actions ...map[string
 
 func TestPolicyLayers(t *testing.T) {
 	ts := startServer(t, Options{})
-	ts.rt.SetOperatorPolicies(policy.NewEngine(policy.Policy{Name: "deny_tool:deploy", Rule: policy.DenyTool{Tool: "deploy"}}))
-	tools := map[string]toolFunc{"shell": echo, "deploy": echo, "read": echo}
+	ts.rt.SetOperatorPolicies(policy.NewEngine(policy.Policy{Name: "deny_tool:stage_site", Rule: policy.DenyTool{Tool: "stage_site"}}))
+	tools := map[string]toolFunc{"runner": echo, "stage_site": echo, "read": echo}
 	a := newToolbox(t, ts, tools)
 	b := newToolbox(t, ts, tools)
 
 	// Connection A denies rm -rf in shell; B is untouched by it.
 	var reg map[string]any
-	mustCall(t, a, protocol.MethodPolicyRegister, map[string]any{"name": "no_rm", "rule": "deny_tool_param", "target": "shell", "key": "command", "pattern": "rm -rf"}, &reg)
+	mustCall(t, a, protocol.MethodPolicyRegister, map[string]any{"name": "no_rm", "rule": "deny_tool_param", "target": "runner", "key": "target", "pattern": "/tmp/build"}, &reg)
 	if reg["registered"] != "no_rm" || reg["scope"] != "global" {
 		t.Fatalf("register reply %v", reg)
 	}
-	rm := toolCall("x", "shell", map[string]any{"command": "rm -rf /tmp/build"}, "failure_behavior", "skip")
+	rm := toolCall("x", "runner", map[string]any{"target": "/tmp/build/out"}, "failure_behavior", "skip")
 	if r := submitIn(t, a, "", rm); r.Results[0].Status != protocol.StatusRejected ||
-		errText(r.Results[0]) != "denied by connection policy 'no_rm': parameter 'command' of tool 'shell' contains the denied pattern 'rm -rf'" {
+		errText(r.Results[0]) != "denied by connection policy 'no_rm': parameter 'target' of tool 'runner' contains the denied pattern '/tmp/build'" {
 		t.Fatalf("A: %+v %q", r.Results[0].Status, errText(r.Results[0]))
 	}
 	if r := submitIn(t, b, "", rm); r.Results[0].Status != protocol.StatusSucceeded {
@@ -47,8 +47,8 @@ func TestPolicyLayers(t *testing.T) {
 	}
 	// Nobody can allow what the operator denies.
 	for _, tb := range []*toolbox{a, b} {
-		r := submitIn(t, tb, "", toolCall("d", "deploy", nil))
-		if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by operator policy 'deny_tool:deploy'") {
+		r := submitIn(t, tb, "", toolCall("d", "stage_site", nil))
+		if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by operator policy 'deny_tool:stage_site'") {
 			t.Fatalf("operator rule: %q", errText(r.Results[0]))
 		}
 	}
@@ -90,7 +90,7 @@ func TestPolicyLayers(t *testing.T) {
 	for _, p := range list.Policies {
 		got = append(got, p.Layer+":"+p.Name)
 	}
-	if strings.Join(got, ",") != "operator:deny_tool:deploy,connection:no_rm,session:no_read" {
+	if strings.Join(got, ",") != "operator:deny_tool:stage_site,connection:no_rm,session:no_read" {
 		t.Fatalf("policy.list %v", got)
 	}
 	mustCall(t, b, protocol.MethodPolicyList, nil, &list)
@@ -125,15 +125,15 @@ func TestPolicyLayers(t *testing.T) {
 
 func TestPolicyDenialOutcomes(t *testing.T) {
 	ts := startServer(t, Options{})
-	tb := newToolbox(t, ts, map[string]toolFunc{"shell": echo, "read": echo})
-	mustCall(t, tb, protocol.MethodPolicyRegister, map[string]any{"name": "no_shell", "rule": "deny_tool", "target": "shell"}, nil)
+	tb := newToolbox(t, ts, map[string]toolFunc{"runner": echo, "read": echo})
+	mustCall(t, tb, protocol.MethodPolicyRegister, map[string]any{"name": "no_runner", "rule": "deny_tool", "target": "runner"}, nil)
 	mustCall(t, tb, protocol.MethodPolicyRegister, map[string]any{"name": "gate", "rule": "require_state", "key": "ready", "value": true}, nil)
 	mustCall(t, tb, "state.set", map[string]any{"key": "ready", "value": true}, nil)
 
 	// retry counts as abort: the rest is skipped, state rolled back, no callback.
 	res := tb.submit(t, proposal(
 		map[string]any{"id": "w", "type": "state_write", "parameters": map[string]any{"key": "k", "value": 1}},
-		toolCall("s", "shell", nil, "dependencies", []string{"w"}, "failure_behavior", "retry"),
+		toolCall("s", "runner", nil, "dependencies", []string{"w"}, "failure_behavior", "retry"),
 		toolCall("r", "read", nil, "dependencies", []string{"s"}),
 	))
 	want := map[string]protocol.ActionStatus{"w": protocol.StatusSucceeded, "s": protocol.StatusRejected, "r": protocol.StatusSkipped}
@@ -176,17 +176,17 @@ func TestPolicyDenialOutcomes(t *testing.T) {
 
 func TestSessionInitRegistersPolicies(t *testing.T) {
 	ts := startServer(t, Options{})
-	tb := newToolbox(t, ts, map[string]toolFunc{"shell": echo})
+	tb := newToolbox(t, ts, map[string]toolFunc{"runner": echo})
 	var res protocol.SessionInitResult
 	mustCall(t, tb, protocol.MethodSessionInit, map[string]any{
-		"tools":    []any{map[string]any{"name": "shell"}},
-		"policies": []any{map[string]any{"name": "no_shell", "rule": "deny_tool", "target": "shell"}},
+		"tools":    []any{map[string]any{"name": "runner"}},
+		"policies": []any{map[string]any{"name": "no_runner", "rule": "deny_tool", "target": "runner"}},
 	}, &res)
 	if res.PoliciesRegistered != 1 || res.ToolsRegistered != 1 {
 		t.Fatalf("%+v", res)
 	}
-	r := tb.submit(t, proposal(toolCall("s", "shell", nil)))
-	if r.Results[0].Status != protocol.StatusRejected {
+	r := tb.submit(t, proposal(toolCall("s", "runner", nil)))
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "policy 'no_runner'") {
 		t.Fatal("policy from session.init not enforced")
 	}
 	code, msg := rpcCode(t, tb.Call(ctxT(t), protocol.MethodSessionInit, map[string]any{

@@ -1,0 +1,95 @@
+// Package approvals is the durable approval ledger: human decisions about
+// operations, keyed by a fingerprint of the operation (action type, tool and
+// canonical parameters). It is daemon-wide — a decision recorded on one
+// connection is seen by every other — and survives restarts in a journal.
+// The last decision for a fingerprint wins.
+package approvals
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Decisions a record can carry.
+const (
+	Approved = "approved"
+	Rejected = "rejected"
+)
+
+// Record is one decision, as stored and as returned by permission.approve.
+type Record struct {
+	Fingerprint  string    `json:"fingerprint"`
+	Decision     string    `json:"decision"`
+	RequiredTier string    `json:"required_tier"`
+	Reviewer     string    `json:"reviewer"`
+	Reason       string    `json:"reason,omitempty"`
+	Evidence     any       `json:"evidence,omitempty"`
+	RecordedAt   time.Time `json:"recorded_at"`
+}
+
+// line is a Record as a journal line.
+type line struct {
+	Op  string `json:"op"`
+	Key string `json:"key"`
+	Record
+}
+
+// Fingerprint identifies an operation: its type, tool and canonical
+// parameters. The action's id is not part of it, so the same operation in
+// a later proposal has the same fingerprint.
+func Fingerprint(a *protocol.Action) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", a.Type, a.Tool)
+	h.Write(jsonvalue.Canonical(a.Parameters))
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Ledger is the approval ledger over its journal.
+type Ledger struct {
+	j *journal.Journal
+}
+
+// Open replays the ledger at path.
+func Open(path string) (*Ledger, journal.Report, error) {
+	j, rep, err := journal.Open(path)
+	if err != nil {
+		return nil, rep, err
+	}
+	return &Ledger{j: j}, rep, nil
+}
+
+// Record stores a decision durably and returns it.
+func (l *Ledger) Record(r Record) (Record, error) {
+	if r.Decision != Approved && r.Decision != Rejected {
+		return r, fmt.Errorf("decision must be %s or %s", Approved, Rejected)
+	}
+	r.RecordedAt = time.Now().UTC()
+	b, err := json.Marshal(line{Op: "decision", Key: r.Fingerprint, Record: r})
+	if err != nil {
+		return r, err
+	}
+	return r, l.j.Append(b)
+}
+
+// Decision returns the last decision for a fingerprint.
+func (l *Ledger) Decision(fingerprint string) (Record, bool) {
+	b, ok := l.j.Get(fingerprint)
+	if !ok {
+		return Record{}, false
+	}
+	var ln line
+	if err := json.Unmarshal(b, &ln); err != nil {
+		return Record{}, false
+	}
+	return ln.Record, true
+}
+
+// Close closes the journal.
+func (l *Ledger) Close() error { return l.j.Close() }

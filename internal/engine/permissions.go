@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Permission decisions.
+const (
+	DecisionAllow         = "allow"
+	DecisionNeedsApproval = "needs_approval"
+	DecisionDeny          = "deny"
+)
+
+// PermissionRow is the permission verdict on one action (permission.evaluate).
+type PermissionRow struct {
+	ActionID      string                 `json:"action_id"`
+	Tool          string                 `json:"tool,omitempty"`
+	Fingerprint   string                 `json:"fingerprint"`
+	Decision      string                 `json:"decision"`
+	Required      policy.Tier            `json:"required"`
+	Reversibility protocol.Reversibility `json:"reversibility"`
+	Granted       policy.Tier            `json:"granted"`
+	Reason        string                 `json:"reason,omitempty"`
+}
+
+// Tier is the session's standing permission tier (default sandbox_edit).
+func (s *Session) Tier() policy.Tier { return policy.Tier(s.tier.Load()) }
+
+// SetTier changes the session's standing tier.
+func (s *Session) SetTier(t policy.Tier) { s.tier.Store(int32(t)) }
+
+// Approvals is the daemon's approval ledger, or nil when it has none.
+func (rt *Runtime) Approvals() *approvals.Ledger { return rt.opts.Approvals }
+
+// EvaluatePermissions decides every action of p against the granted tier and
+// the approval ledger: a rejected fingerprint denies; a full_access action,
+// or one above the grant, needs an approval recorded at or above its true
+// tier; everything else is allowed.
+func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted policy.Tier) []PermissionRow {
+	rows := make([]PermissionRow, len(p.Actions))
+	for i := range p.Actions {
+		a := &p.Actions[i]
+		c := policy.Classify(a)
+		row := PermissionRow{ActionID: a.ID, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow}
+		var rec approvals.Record
+		var recorded bool
+		if rt.opts.Approvals != nil {
+			rec, recorded = rt.opts.Approvals.Decision(row.Fingerprint)
+		}
+		switch {
+		case recorded && rec.Decision == approvals.Rejected:
+			row.Decision = DecisionDeny
+			row.Reason = fmt.Sprintf("rejected by %s", rec.Reviewer)
+			if rec.Reason != "" {
+				row.Reason += ": " + rec.Reason
+			}
+		case c.Tier == policy.FullAccess || c.Tier > granted:
+			if recorded && approvedAtOrAbove(rec, c.Tier) {
+				row.Reason = fmt.Sprintf("approved by %s", rec.Reviewer)
+				break
+			}
+			row.Decision = DecisionNeedsApproval
+			row.Reason = fmt.Sprintf("needs %s (%s)", c.Tier, strings.Join(c.Signals, ", "))
+			if c.Tier == policy.FullAccess {
+				row.Reason += "; full_access always needs a recorded approval"
+			}
+			if recorded {
+				row.Reason += fmt.Sprintf("; the approval on record is for %s only", rec.RequiredTier)
+			}
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+// approvedAtOrAbove: an approval counts only at or above the true tier, so an
+// under-scoped approval cannot widen access.
+func approvedAtOrAbove(rec approvals.Record, tier policy.Tier) bool {
+	t, err := policy.ParseTier(rec.RequiredTier)
+	return err == nil && rec.Decision == approvals.Approved && t >= tier
+}
+
+// RecordDecision stores a human decision on the daemon-wide ledger.
+func (rt *Runtime) RecordDecision(connID string, r approvals.Record) (approvals.Record, error) {
+	if rt.opts.Approvals == nil {
+		return r, fmt.Errorf("this daemon has no approval ledger")
+	}
+	rec, err := rt.opts.Approvals.Record(r)
+	if err != nil {
+		return rec, err
+	}
+	rt.Events.Append(Event{Kind: EventApprovalRecorded, Connection: connID, Data: map[string]any{
+		"fingerprint": rec.Fingerprint, "decision": rec.Decision, "required_tier": rec.RequiredTier, "reviewer": rec.Reviewer,
+	}})
+	return rec, nil
+}
+
+// permissionGate admits a proposal only when every action is allowed for
+// the submitting session's tier and the ledger; otherwise the whole proposal
+// is blocked and the error names what to approve.
+type permissionGate struct{ rt *Runtime }
+
+func (permissionGate) Name() string { return "permission" }
+
+func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
+	rows := g.rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
+	var problems []string
+	for _, r := range rows {
+		g.rt.Events.Append(Event{Kind: EventPermissionDecision, ProposalID: sub.Proposal.ID, ActionID: r.ActionID, Connection: sub.Session.ID, Data: map[string]any{
+			"decision": r.Decision, "required": r.Required.String(), "granted": r.Granted.String(), "reversibility": string(r.Reversibility), "fingerprint": r.Fingerprint, "tool": r.Tool,
+		}})
+		switch r.Decision {
+		case DecisionNeedsApproval:
+			problems = append(problems, fmt.Sprintf("action '%s' needs %s (granted %s): approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
+				r.ActionID, r.Required, r.Granted, r.Fingerprint, r.Fingerprint, r.Required))
+		case DecisionDeny:
+			problems = append(problems, fmt.Sprintf("action '%s' (fingerprint %s, needs %s, granted %s) is denied: %s", r.ActionID, r.Fingerprint, r.Required, r.Granted, r.Reason))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("permission gate blocked the proposal: %s", strings.Join(problems, "; "))
+}

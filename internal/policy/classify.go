@@ -1,0 +1,294 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Tier is the authority an action needs: who may authorize it.
+type Tier int
+
+// Tiers, lowest first.
+const (
+	ReadOnly Tier = iota
+	SandboxEdit
+	FullAccess
+)
+
+var tierNames = [...]string{"read_only", "sandbox_edit", "full_access"}
+
+func (t Tier) String() string { return tierNames[t] }
+
+// ParseTier reads a tier name.
+func ParseTier(s string) (Tier, error) {
+	for i, n := range tierNames {
+		if n == s {
+			return Tier(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown tier '%s' (use read_only, sandbox_edit or full_access)", s)
+}
+
+// MarshalText writes the tier's name.
+func (t Tier) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Classification is what the classifier infers about one action.
+type Classification struct {
+	Tier          Tier
+	Reversibility protocol.Reversibility
+	Signals       []string // why, for humans: "tool segment 'deploy'", "command keyword 'rm'"
+}
+
+// Word lists. Tool names are split into segments (snake, kebab, dotted,
+// camel); command lines into words; parameter keys into segments. Nothing
+// here is matched as a bare substring of a value.
+var (
+	readVerbs = set("read", "get", "list", "ls", "search", "find", "query", "fetch", "view", "show", "describe",
+		"stat", "head", "cat", "grep", "lookup", "count", "inspect", "status", "info", "diff", "log", "logs", "tail", "peek", "check", "watch", "browse", "load", "open")
+	editVerbs = set("write", "edit", "create", "update", "set", "put", "patch", "append", "move", "mv", "rename",
+		"copy", "cp", "mkdir", "touch", "save", "insert", "upsert", "add", "replace", "format", "generate", "build", "compile", "test", "lint", "run")
+	fullVerbs = set("deploy", "send", "email", "mail", "sms", "publish", "release", "push", "delete", "remove", "rm", "drop",
+		"destroy", "purge", "wipe", "kill", "exec", "execute", "shell", "bash", "sh", "zsh", "powershell", "sudo", "charge", "pay", "payment",
+		"transfer", "purchase", "buy", "refund", "secret", "secrets", "credential", "credentials", "password", "terminate",
+		"shutdown", "reboot", "install", "uninstall", "ssh", "scp", "curl", "wget", "merge", "apply", "provision", "grant", "revoke")
+	// Reversibility by tool segment.
+	compensableVerbs  = set("insert", "upsert", "create", "add", "commit", "push", "deploy", "merge", "provision", "grant", "install", "release", "publish", "apply")
+	irreversibleVerbs = set("send", "email", "mail", "sms", "charge", "pay", "payment", "transfer", "purchase", "buy", "refund",
+		"delete", "remove", "rm", "drop", "destroy", "purge", "wipe", "kill", "terminate", "shutdown", "reboot", "exec", "execute", "shell", "bash", "sh", "sudo", "revoke")
+
+	// Command lines: single words and two-word phrases, only in these params.
+	commandParams   = set("command", "cmd", "args", "argv", "flags")
+	commandWords    = set("rm", "sudo", "curl", "wget", "ssh", "scp", "rsync", "dd", "mkfs", "chmod", "chown", "kill", "pkill", "killall", "shutdown", "reboot", "aws", "gcloud", "az", "nc", "eval")
+	commandPhrases  = []string{"terraform apply", "terraform destroy", "kubectl delete", "kubectl apply", "git push", "git reset", "npm publish", "docker push", "helm install", "helm upgrade", "drop database"}
+	credentialWords = set("password", "passwd", "secret", "token", "apikey", "credential", "credentials", "passphrase")
+	credentialPairs = []string{"api key", "private key", "access key", "secret key", "client secret"}
+	pathParams      = set("path", "file", "filename", "filepath", "dest", "destination", "target", "src", "source", "output", "input", "dir", "directory", "to", "from")
+	dangerPhrases   = []string{"drop table", "drop database", "delete from", "truncate table", "rm -rf", "rm -fr", "git reset", "git push --force", "mkfs", ":(){"}
+	secretPaths     = regexp.MustCompile(`(?i)(^|/)(\.ssh/|\.aws/credentials|\.gnupg/|\.kube/config|\.netrc|\.docker/config\.json|id_rsa|id_ed25519|id_ecdsa)|\.pem$|\.key$|\.p12$|\.pfx$|(^|/)\.env$|^/etc/(shadow|sudoers)`)
+)
+
+func set(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+// Classify infers an action's required tier and its reversibility, each on
+// its own axis. An unrecognised tool is sandbox_edit and irreversible.
+func Classify(a *protocol.Action) Classification {
+	switch a.Type {
+	case protocol.ActionStateRead, protocol.ActionAssertion:
+		return Classification{Tier: ReadOnly, Reversibility: protocol.Reversible, Signals: []string{"built-in " + string(a.Type)}}
+	case protocol.ActionStateWrite:
+		return Classification{Tier: SandboxEdit, Reversibility: protocol.Reversible, Signals: []string{"built-in state_write"}}
+	}
+	c := Classification{Tier: SandboxEdit, Reversibility: protocol.Irreversible}
+	raise := func(t Tier, why string) {
+		c.Tier = max(c.Tier, t)
+		c.Signals = append(c.Signals, why)
+	}
+	segs := segments(a.Tool)
+	read, edit, full := false, false, false
+	for _, s := range segs {
+		switch {
+		case fullVerbs[s]:
+			full = true
+			raise(FullAccess, fmt.Sprintf("tool segment '%s'", s))
+		case editVerbs[s]:
+			edit = true
+		case readVerbs[s]:
+			read = true
+		}
+	}
+	if read && !edit && !full {
+		c.Tier = ReadOnly
+	}
+	c.Reversibility = reversibility(segs, read && !edit)
+
+	for _, k := range sortedParamKeys(a.Parameters) {
+		v := a.Parameters[k]
+		lk := strings.ToLower(k)
+		if commandParams[lk] {
+			if w := commandSignal(v); w != "" {
+				raise(FullAccess, fmt.Sprintf("command keyword '%s' in '%s'", w, k))
+			}
+		}
+		if pathParams[lk] {
+			if s, ok := v.(string); ok && secretPaths.MatchString(s) {
+				raise(FullAccess, fmt.Sprintf("'%s' targets a credential path", k))
+			}
+		}
+	}
+	if key := credentialKey(a.Parameters, ""); key != "" {
+		raise(FullAccess, fmt.Sprintf("parameter key '%s' names a credential", key))
+	}
+	if p := dangerPhrase(a.Parameters); p != "" {
+		raise(FullAccess, fmt.Sprintf("dangerous phrase '%s'", p))
+	}
+	if len(c.Signals) == 0 {
+		if c.Tier == ReadOnly {
+			c.Signals = []string{"read-only tool name"}
+		} else {
+			c.Signals = []string{"unrecognised tool: sandbox_edit by default"}
+		}
+	}
+	return c
+}
+
+// reversibility is the second axis, from the tool name alone.
+func reversibility(segs []string, readOnly bool) protocol.Reversibility {
+	worst := protocol.Reversible
+	known := readOnly
+	for _, s := range segs {
+		switch {
+		case irreversibleVerbs[s]:
+			return protocol.Irreversible
+		case compensableVerbs[s]:
+			worst, known = protocol.Compensable, true
+		case editVerbs[s]:
+			known = true
+		}
+	}
+	if !known {
+		return protocol.Irreversible
+	}
+	return worst
+}
+
+// segments splits a tool name at _ - . / and camelCase boundaries, lowercased.
+func segments(name string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	runes := []rune(name)
+	for i, r := range runes {
+		switch {
+		case r == '_' || r == '-' || r == '.' || r == '/' || r == ' ' || r == ':':
+			flush()
+		case unicode.IsUpper(r) && i > 0 && (unicode.IsLower(runes[i-1]) || (i+1 < len(runes) && unicode.IsLower(runes[i+1]))):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+	}
+	flush()
+	return out
+}
+
+// words splits text into lowercase words at anything that is not a letter,
+// digit or one of -_.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' || r == '.')
+	})
+}
+
+// commandSignal finds a dangerous word or phrase in a command-line param.
+func commandSignal(v any) string {
+	var text string
+	switch x := v.(type) {
+	case string:
+		text = x
+	case []any:
+		parts := make([]string, 0, len(x))
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				parts = append(parts, s)
+			}
+		}
+		text = strings.Join(parts, " ")
+	default:
+		return ""
+	}
+	ws := words(text)
+	joined := " " + strings.Join(ws, " ") + " "
+	for _, p := range commandPhrases {
+		if strings.Contains(joined, " "+p+" ") {
+			return p
+		}
+	}
+	for _, w := range ws {
+		base := w
+		if i := strings.LastIndexByte(w, '/'); i >= 0 {
+			base = w[i+1:]
+		}
+		if commandWords[base] {
+			return base
+		}
+	}
+	return ""
+}
+
+// credentialKey returns the first parameter key, at any depth, that names a
+// credential ("api_key", "db_password", "auth.token").
+func credentialKey(m map[string]any, prefix string) string {
+	for _, k := range sortedParamKeys(m) {
+		segs := segments(k)
+		joined := " " + strings.Join(segs, " ") + " "
+		hit := false
+		for _, s := range segs {
+			if credentialWords[s] {
+				hit = true
+			}
+		}
+		for _, p := range credentialPairs {
+			if strings.Contains(joined, " "+p+" ") {
+				hit = true
+			}
+		}
+		if hit {
+			return prefix + k
+		}
+		if sub, ok := m[k].(map[string]any); ok {
+			if found := credentialKey(sub, prefix+k+"."); found != "" {
+				return found
+			}
+		}
+	}
+	return ""
+}
+
+// dangerPhrase finds an always-dangerous phrase in any string value, at word
+// boundaries.
+func dangerPhrase(v any) string {
+	switch x := v.(type) {
+	case string:
+		joined := " " + strings.Join(strings.Fields(strings.ToLower(x)), " ") + " "
+		for _, p := range dangerPhrases {
+			if strings.Contains(joined, " "+p+" ") || (strings.HasPrefix(p, ":(") && strings.Contains(joined, p)) {
+				return p
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if p := dangerPhrase(e); p != "" {
+				return p
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p := dangerPhrase(x[k]); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,147 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// decodeProposalParam reads {proposal} for the permission methods, with ids
+// minted as proposal.submit would.
+func decodeProposalParam(params *json.RawMessage) (*protocol.ActionProposal, error) {
+	var p struct {
+		Proposal json.RawMessage `json:"proposal"`
+	}
+	if err := decodeParams(params, &p, "{proposal: ActionProposal}"); err != nil {
+		return nil, err
+	}
+	prop, err := protocol.DecodeProposal(p.Proposal)
+	if err != nil {
+		return nil, invalidParams("%v", err)
+	}
+	engine.Normalize(prop)
+	return prop, nil
+}
+
+func (c *conn) permissionGetTier(context.Context, *json.RawMessage) (any, error) {
+	return map[string]any{"granted_tier": c.sess.Tier()}, nil
+}
+
+func (c *conn) permissionSetTier(_ context.Context, params *json.RawMessage) (any, error) {
+	var p struct {
+		Tier string `json:"tier"`
+	}
+	const shape = "{tier: read_only|sandbox_edit|full_access}"
+	if err := decodeParams(params, &p, shape); err != nil {
+		return nil, err
+	}
+	t, err := policy.ParseTier(p.Tier)
+	if err != nil {
+		return nil, invalidParams("param 'tier': %v", err)
+	}
+	c.sess.SetTier(t)
+	return map[string]any{"granted_tier": t}, nil
+}
+
+func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (any, error) {
+	prop, err := decodeProposalParam(params)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		ActionID            string                 `json:"action_id"`
+		Tool                string                 `json:"tool,omitempty"`
+		RequiredTier        policy.Tier            `json:"required_tier"`
+		Reversibility       protocol.Reversibility `json:"reversibility"`
+		MissingCompensation bool                   `json:"missing_compensation"`
+		Signals             []string               `json:"signals"`
+	}
+	rows := make([]row, len(prop.Actions))
+	contract := protocol.Reversible // an empty batch has nothing to undo
+	rankOf := map[protocol.Reversibility]int{protocol.Reversible: 0, protocol.Compensable: 1, protocol.Irreversible: 2}
+	for i := range prop.Actions {
+		a := &prop.Actions[i]
+		cl := policy.Classify(a)
+		rows[i] = row{ActionID: a.ID, Tool: a.Tool, RequiredTier: cl.Tier, Reversibility: cl.Reversibility, Signals: cl.Signals,
+			MissingCompensation: a.Reversibility == protocol.Compensable && len(a.Compensation) == 0}
+		if rankOf[a.Reversibility] > rankOf[contract] {
+			contract = a.Reversibility
+		}
+	}
+	return map[string]any{"classifications": rows, "declared_rollback_contract": contract}, nil
+}
+
+func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
+	prop, err := decodeProposalParam(params)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"decisions": c.srv.rt.EvaluatePermissions(prop, c.sess.Tier())}, nil
+}
+
+func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (any, error) {
+	prop, err := decodeProposalParam(params)
+	if err != nil {
+		return nil, err
+	}
+	pending := []engine.PermissionRow{}
+	for _, r := range c.srv.rt.EvaluatePermissions(prop, c.sess.Tier()) {
+		if r.Decision == engine.DecisionNeedsApproval {
+			pending = append(pending, r)
+		}
+	}
+	return map[string]any{"pending": pending}, nil
+}
+
+func (c *conn) permissionApprove(_ context.Context, params *json.RawMessage) (any, error) {
+	return c.recordDecision(params, approvals.Approved)
+}
+
+func (c *conn) permissionReject(_ context.Context, params *json.RawMessage) (any, error) {
+	return c.recordDecision(params, approvals.Rejected)
+}
+
+// recordDecision takes {fingerprint, required_tier, reason?, evidence?} or
+// {action, reason?, evidence?}. The reviewer is this connection, stamped
+// here: it is never read from params.
+func (c *conn) recordDecision(params *json.RawMessage, decision string) (any, error) {
+	var p struct {
+		Fingerprint  string          `json:"fingerprint"`
+		RequiredTier string          `json:"required_tier"`
+		Action       json.RawMessage `json:"action"`
+		Reason       string          `json:"reason"`
+		Evidence     any             `json:"evidence"`
+	}
+	const shape = "{fingerprint: string, required_tier: string, reason?, evidence?} or {action: Action, reason?, evidence?}"
+	if err := decodeParams(params, &p, shape); err != nil {
+		return nil, err
+	}
+	rec := approvals.Record{Decision: decision, Reviewer: "conn:" + c.id, Reason: p.Reason, Evidence: p.Evidence}
+	switch {
+	case len(p.Action) > 0 && string(p.Action) != "null":
+		prop, err := protocol.DecodeProposal([]byte(`{"actions":[` + string(p.Action) + `]}`))
+		if err != nil {
+			return nil, invalidParams("param 'action': %v", err)
+		}
+		a := &prop.Actions[0]
+		rec.Fingerprint = approvals.Fingerprint(a)
+		rec.RequiredTier = policy.Classify(a).Tier.String()
+	case p.Fingerprint != "":
+		t, err := policy.ParseTier(p.RequiredTier)
+		if err != nil {
+			return nil, invalidParams("param 'required_tier': %v (it is in the permission.evaluate row)", err)
+		}
+		rec.Fingerprint, rec.RequiredTier = p.Fingerprint, t.String()
+	default:
+		return nil, invalidParams("params must be %s", shape)
+	}
+	stored, err := c.srv.rt.RecordDecision(c.id, rec)
+	if err != nil {
+		return nil, internalError("record the decision: %v", err)
+	}
+	return stored, nil
+}
