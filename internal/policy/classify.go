@@ -292,3 +292,13 @@ func dangerPhrase(v any) string {
 	}
 	return ""
 }
+
+// UnmarshalText reads a tier's name.
+func (t *Tier) UnmarshalText(b []byte) error {
+	v, err := ParseTier(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}

@@ -18,7 +18,14 @@ func startIdemServer(t *testing.T, path string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := engine.NewRuntime(engine.Options{Idempotency: cache, RetryBase: 1})
+	return startRuntime(t, engine.Options{Idempotency: cache, RetryBase: 1}, func() { cache.Close() })
+}
+
+// startRuntime serves a runtime built from opts; cleanup runs after the
+// server has shut down.
+func startRuntime(t *testing.T, opts engine.Options, cleanup func()) *testServer {
+	t.Helper()
+	rt := engine.NewRuntime(opts)
 	srv := NewServer(rt, Options{})
 	l := listenLoopback(t)
 	done := make(chan struct{})
@@ -26,7 +33,7 @@ func startIdemServer(t *testing.T, path string) *testServer {
 	t.Cleanup(func() {
 		_ = srv.Shutdown(context.Background())
 		<-done
-		cache.Close()
+		cleanup()
 	})
 	return &testServer{srv: srv, url: "ws://" + l.Addr().String() + "/", rt: rt}
 }
@@ -85,7 +92,7 @@ func TestAbortTombstonesThisProposalsResults(t *testing.T) {
 	n := 0
 	tb := newToolbox(t, ts, map[string]toolFunc{
 		"book_seat": func(context.Context, protocol.ToolExecuteParams) (any, error) { n++; return "charged", nil },
-		"pack_box": func(context.Context, protocol.ToolExecuteParams) (any, error) { return nil, errors.New("no stock") },
+		"pack_box":  func(context.Context, protocol.ToolExecuteParams) (any, error) { return nil, errors.New("no stock") },
 	})
 	plan := proposal(
 		toolCall("pay", "book_seat", map[string]any{"order": 1}, "idempotent", true),

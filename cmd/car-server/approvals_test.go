@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+func TestApprovalsSurviveARestart(t *testing.T) {
+	home := t.TempDir()
+	action := map[string]any{"id": "d", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}}
+	plan := map[string]any{"proposal": map[string]any{"actions": []any{action}}}
+	decision := func(d *daemon) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var res struct {
+			Decisions []struct {
+				Decision string `json:"decision"`
+			} `json:"decisions"`
+		}
+		if err := c.Call(ctx, protocol.MethodPermissionEvaluate, plan, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Decisions[0].Decision
+	}
+
+	d := startDaemon(t, home)
+	if got := decision(d); got != "needs_approval" {
+		t.Fatalf("before approval: %s", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	approver, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approver.Call(ctx, protocol.MethodPermissionApprove, map[string]any{"action": action, "reason": "change 42"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	approver.Close()
+	_ = d.cmd.Process.Signal(syscall.SIGKILL) // no graceful path: the fsync must have happened
+	_ = d.cmd.Wait()
+
+	st, err := os.Stat(filepath.Join(home, "approvals.jsonl"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("ledger file: %v %v", st, err)
+	}
+	d = startDaemon(t, home)
+	if got := decision(d); got != "allow" {
+		t.Fatalf("after a restart the approval was lost: %s", got)
+	}
+}

@@ -1,0 +1,300 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+func startGovernedServer(t *testing.T, supervisionTimeout time.Duration) *testServer {
+	t.Helper()
+	ledger, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startRuntime(t, engine.Options{Approvals: ledger, SupervisionTimeout: supervisionTimeout}, func() { ledger.Close() })
+}
+
+var fingerprintRE = regexp.MustCompile(`approve fingerprint ([0-9a-f]{32})`)
+
+func TestPermissionBlockApproveExecute(t *testing.T) {
+	ts := startGovernedServer(t, 0)
+	runner := newToolbox(t, ts, map[string]toolFunc{"deploy_service": echo})
+	approver := ts.dial(t, "")
+	plan := proposal(
+		map[string]any{"id": "mark", "type": "state_write", "parameters": map[string]any{"key": "deploying", "value": true}},
+		toolCall("ship", "deploy_service", map[string]any{"env": "prod"}, "dependencies", []string{"mark"}),
+	)
+	res := runner.submit(t, plan)
+	for _, r := range res.Results {
+		if r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "action 'ship' needs full_access (granted sandbox_edit)") {
+			t.Fatalf("%s: %s %q", r.ActionID, r.Status, errText(r))
+		}
+	}
+	var exists bool
+	mustCall(t, runner, "state.exists", map[string]any{"key": "deploying"}, &exists)
+	if exists || len(runner.callLog()) != 0 {
+		t.Fatal("a blocked proposal changed state or dispatched")
+	}
+	fp := fingerprintRE.FindStringSubmatch(errText(res.Results[1]))[1]
+
+	// The pending queue shows the same fingerprint.
+	var pending struct {
+		Pending []engine.PermissionRow `json:"pending"`
+	}
+	mustCall(t, runner, protocol.MethodPermissionPending, map[string]any{"proposal": plan}, &pending)
+	if len(pending.Pending) != 1 || pending.Pending[0].Fingerprint != fp || pending.Pending[0].Reversibility != protocol.Compensable {
+		t.Fatalf("pending %+v", pending.Pending)
+	}
+
+	// An approval under the true tier does not count.
+	var rec approvals.Record
+	if err := approver.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{"fingerprint": fp, "required_tier": "sandbox_edit"}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if r := runner.submit(t, plan); r.Results[1].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[1]), "approve fingerprint") {
+		t.Fatalf("an under-scoped approval widened access: %s", errText(r.Results[1]))
+	}
+
+	// The approver's decision, on another connection, opens it; the reviewer
+	// is stamped by the server whatever params say.
+	if err := approver.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{
+		"fingerprint": fp, "required_tier": "full_access", "reason": "release window", "reviewer": "mallory", "evidence": map[string]any{"ticket": "OPS-1"},
+	}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.Reviewer, "conn:") || rec.Decision != "approved" || rec.RequiredTier != "full_access" || rec.Reason != "release window" {
+		t.Fatalf("record %+v", rec)
+	}
+	res = runner.submit(t, plan)
+	if s := statuses(res); s["mark"] != protocol.StatusSucceeded || s["ship"] != protocol.StatusSucceeded {
+		t.Fatalf("after approval: %v %q", s, errText(res.Results[1]))
+	}
+	var summary engine.MetricsSummary
+	mustCall(t, runner, protocol.MethodMetricsSummary, nil, &summary)
+	if summary.ApprovalsRecorded != 2 || summary.GateRejections != 2 || summary.PermissionDecisions != 6 {
+		t.Fatalf("summary %+v", summary)
+	}
+}
+
+func TestPermissionRejectAndTiers(t *testing.T) {
+	ts := startGovernedServer(t, 0)
+	tb := newToolbox(t, ts, map[string]toolFunc{"write_file": echo, "read_file": echo})
+	write := toolCall("w", "write_file", map[string]any{"path": "/tmp/a"})
+	read := toolCall("r", "read_file", map[string]any{"path": "/tmp/a"})
+
+	var tier map[string]string
+	mustCall(t, tb, protocol.MethodPermissionGetTier, nil, &tier)
+	if tier["granted_tier"] != "sandbox_edit" {
+		t.Fatalf("default tier %v", tier)
+	}
+	mustCall(t, tb, protocol.MethodPermissionSetTier, map[string]any{"tier": "read_only"}, &tier)
+	if r := tb.submit(t, proposal(write)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "needs sandbox_edit (granted read_only)") {
+		t.Fatalf("read_only tier let a write through: %q", errText(r.Results[0]))
+	}
+	if r := tb.submit(t, proposal(read)); r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatal("read_only tier blocked a read")
+	}
+	code, _ := rpcCode(t, tb.Call(ctxT(t), protocol.MethodPermissionSetTier, map[string]any{"tier": "root"}, nil))
+	if code != protocol.CodeInvalidParams {
+		t.Fatal("an unknown tier was accepted")
+	}
+	mustCall(t, tb, protocol.MethodPermissionSetTier, map[string]any{"tier": "sandbox_edit"}, &tier)
+
+	// A rejection recorded by action denies that operation outright.
+	var rec approvals.Record
+	mustCall(t, tb, protocol.MethodPermissionReject, map[string]any{"action": write, "reason": "not on prod hosts"}, &rec)
+	if rec.Decision != "rejected" || rec.RequiredTier != "sandbox_edit" {
+		t.Fatalf("%+v", rec)
+	}
+	r := tb.submit(t, proposal(write, read))
+	if !strings.Contains(errText(r.Results[0]), "is denied: rejected by conn:") || !strings.Contains(errText(r.Results[0]), "not on prod hosts") || r.Results[1].Status != protocol.StatusRejected {
+		t.Fatalf("rejection: %q", errText(r.Results[0]))
+	}
+	var eval struct {
+		Decisions []engine.PermissionRow `json:"decisions"`
+	}
+	mustCall(t, tb, protocol.MethodPermissionEvaluate, map[string]any{"proposal": proposal(write, read)}, &eval)
+	if eval.Decisions[0].Decision != "deny" || eval.Decisions[1].Decision != "allow" {
+		t.Fatalf("evaluate %+v", eval.Decisions)
+	}
+	var cls struct {
+		Classifications []struct {
+			ActionID     string `json:"action_id"`
+			RequiredTier string `json:"required_tier"`
+		} `json:"classifications"`
+		Contract string `json:"declared_rollback_contract"`
+	}
+	mustCall(t, tb, protocol.MethodPermissionClassify, map[string]any{"proposal": proposal(write, read)}, &cls)
+	if cls.Classifications[0].RequiredTier != "sandbox_edit" || cls.Classifications[1].RequiredTier != "read_only" || cls.Contract != "irreversible" {
+		t.Fatalf("classify %+v", cls)
+	}
+}
+
+// supervisor is a connection that subscribes and collects intents.
+type supervisor struct {
+	*toolbox
+	intents chan engine.Intent
+}
+
+func newSupervisor(t *testing.T, ts *testServer, filter map[string]any) *supervisor {
+	t.Helper()
+	s := &supervisor{toolbox: newToolbox(t, ts, map[string]toolFunc{}), intents: make(chan engine.Intent, 16)}
+	s.HandleNotification(protocol.MethodSupervisionIntent, func(raw json.RawMessage) {
+		var in engine.Intent
+		_ = json.Unmarshal(raw, &in)
+		s.intents <- in
+	})
+	var res map[string]any
+	mustCall(t, s.toolbox, protocol.MethodSupervisionSubscribe, map[string]any{"filter": filter}, &res)
+	if res["subscribed"] != true {
+		t.Fatalf("subscribe %v", res)
+	}
+	return s
+}
+
+func (s *supervisor) next(t *testing.T) engine.Intent {
+	t.Helper()
+	select {
+	case in := <-s.intents:
+		return in
+	case <-time.After(testTimeout):
+		t.Fatal("no supervision.intent")
+		return engine.Intent{}
+	}
+}
+
+func (s *supervisor) decide(t *testing.T, id, kind, reason string) error {
+	return s.Call(ctxT(t), protocol.MethodSupervisionDecide, map[string]any{"intent_id": id, "decision": map[string]any{"kind": kind, "reason": reason}}, nil)
+}
+
+// submitAsync submits on its own goroutine; the result arrives on the channel.
+func submitAsync(tb *toolbox, p any) chan protocol.ProposalResult {
+	ch := make(chan protocol.ProposalResult, 1)
+	go func() {
+		var res protocol.ProposalResult
+		_ = tb.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": p}, &res)
+		ch <- res
+	}()
+	return ch
+}
+
+func TestSupervision(t *testing.T) {
+	ts := startGovernedServer(t, 0)
+	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo, "read_file": echo})
+	sup := newSupervisor(t, ts, map[string]any{"tools": []string{"stage_site"}})
+	stage := toolCall("s", "stage_site", map[string]any{"note": "secret-value-123", "site": "blog"})
+
+	// allow
+	ch := submitAsync(runner, proposal(stage))
+	in := sup.next(t)
+	raw, _ := json.Marshal(in)
+	if strings.Contains(string(raw), "secret-value-123") || strings.Contains(string(raw), "blog") {
+		t.Fatalf("an intent carried parameter values: %s", raw)
+	}
+	if len(in.Actions) != 1 || strings.Join(in.Actions[0].ParameterKeys, ",") != "note,site" || !strings.HasPrefix(in.Actions[0].ParametersDigest, "sha256:") {
+		t.Fatalf("intent %s", raw)
+	}
+	var pend struct {
+		Intents []engine.Intent `json:"intents"`
+	}
+	mustCall(t, sup.toolbox, protocol.MethodSupervisionPending, nil, &pend)
+	if len(pend.Intents) != 1 || pend.Intents[0].ID != in.ID {
+		t.Fatalf("pending %+v", pend)
+	}
+	if err := sup.decide(t, in.ID, "deny", ""); err == nil {
+		t.Fatal("deny without a reason was accepted")
+	}
+	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatalf("allowed: %q", errText(r.Results[0]))
+	}
+	code, msg := rpcCode(t, sup.decide(t, in.ID, "allow", ""))
+	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "not pending") {
+		t.Fatalf("deciding twice: %d %q", code, msg)
+	}
+
+	// deny
+	ch = submitAsync(runner, proposal(stage))
+	in = sup.next(t)
+	if err := sup.decide(t, in.ID, "deny", "not during the freeze"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by supervisor conn:") || !strings.Contains(errText(r.Results[0]), "not during the freeze") {
+		t.Fatalf("denied: %q", errText(r.Results[0]))
+	}
+
+	// escalate: blocked until the ledger approves, then admitted on re-submission.
+	ch = submitAsync(runner, proposal(stage))
+	in = sup.next(t)
+	if err := sup.decide(t, in.ID, "escalate", "needs a human"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	m := fingerprintRE.FindStringSubmatch(errText(r.Results[0]))
+	if r.Results[0].Status != protocol.StatusRejected || m == nil || !strings.Contains(errText(r.Results[0]), "escalated") {
+		t.Fatalf("escalated: %q", errText(r.Results[0]))
+	}
+	mustCall(t, sup.toolbox, protocol.MethodPermissionApprove, map[string]any{"fingerprint": m[1], "required_tier": "sandbox_edit"}, nil)
+	ch = submitAsync(runner, proposal(stage))
+	in = sup.next(t)
+	if err := sup.decide(t, in.ID, "escalate", "needs a human"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatalf("escalated after approval: %q", errText(r.Results[0]))
+	}
+
+	// A proposal the filter does not match is not parked.
+	if r := runner.submit(t, proposal(toolCall("r", "read_file", map[string]any{"path": "/tmp/x"}))); r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatal("an unmatched proposal was gated")
+	}
+	// allow does not bypass the other checks: the runner's own policy still denies.
+	mustCall(t, runner, protocol.MethodPolicyRegister, map[string]any{"name": "no_staging", "rule": "deny_tool", "target": "stage_site"}, nil)
+	ch = submitAsync(runner, proposal(stage))
+	in = sup.next(t)
+	_ = sup.decide(t, in.ID, "allow", "")
+	if r := <-ch; r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "no_staging") {
+		t.Fatalf("a supervisor's allow bypassed a policy: %q", errText(r.Results[0]))
+	}
+	// A proposal the permission gate blocks never reaches a supervisor.
+	r = runner.submit(t, proposal(toolCall("s3", "stage_site", map[string]any{"command": "rm -rf /"})))
+	if r.Results[0].Status != protocol.StatusRejected || len(sup.intents) != 0 {
+		t.Fatalf("permission-blocked proposal: %q, intents queued %d", errText(r.Results[0]), len(sup.intents))
+	}
+}
+
+func TestSupervisionTimesOutClosedAndSurvivesDisconnect(t *testing.T) {
+	ts := startGovernedServer(t, 100*time.Millisecond)
+	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
+	sup := newSupervisor(t, ts, map[string]any{"min_reversibility": "compensable"})
+	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	sup.next(t)
+	sup.Close() // a supervisor that vanishes does not release its intents
+	r := <-ch
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "fail-closed") {
+		t.Fatalf("timeout: %q", errText(r.Results[0]))
+	}
+	if len(runner.callLog()) != 0 {
+		t.Fatal("dispatched after a timeout")
+	}
+	// With no supervisor left, proposals run ungated.
+	if r := runner.submit(t, proposal(toolCall("s", "stage_site", nil))); r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatalf("after the supervisor left: %q", errText(r.Results[0]))
+	}
+	bad := ts.dial(t, "")
+	code, _ := rpcCode(t, bad.Call(ctxT(t), protocol.MethodSupervisionSubscribe, map[string]any{"filter": map[string]any{"min_reversibility": "sometimes"}}, nil))
+	if code != protocol.CodeInvalidParams {
+		t.Fatal("a bad filter was accepted")
+	}
+}
