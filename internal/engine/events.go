@@ -127,7 +127,13 @@ func (l *EventLog) Append(e Event) {
 		limit = int(*l.policy.MaxEvents)
 	}
 	if over := len(l.events) - limit; over > 0 {
-		l.events = append(l.events[:0:0], l.events[over:]...)
+		// Drop the oldest by reslicing; copy into a fresh array only once the
+		// dropped prefix is as large as what is kept, so a full log costs
+		// amortized O(1) per append.
+		l.events = l.events[over:]
+		if cap(l.events) > 2*limit+1024 {
+			l.events = append(make([]Event, 0, limit+limit/4+16), l.events...)
+		}
 	}
 }
 

@@ -111,7 +111,12 @@ func (permissionGate) Name() string { return "permission" }
 func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
 	rows := g.rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
 	var problems []string
+	allowed := 0
 	for _, r := range rows {
+		if r.Decision == DecisionAllow {
+			allowed++
+			continue
+		}
 		g.rt.Events.Append(Event{Kind: EventPermissionDecision, ProposalID: sub.Proposal.ID, ActionID: r.ActionID, Connection: sub.Session.ID, Data: map[string]any{
 			"decision": r.Decision, "required": r.Required.String(), "granted": r.Granted.String(), "reversibility": string(r.Reversibility), "fingerprint": r.Fingerprint, "tool": r.Tool,
 		}})
@@ -122,6 +127,12 @@ func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
 		case DecisionDeny:
 			problems = append(problems, fmt.Sprintf("action '%s' (fingerprint %s, needs %s, granted %s) is denied: %s", r.ActionID, r.Fingerprint, r.Required, r.Granted, r.Reason))
 		}
+	}
+	// Allowed actions are summed up in one event rather than one each.
+	if allowed > 0 {
+		g.rt.Events.Append(Event{Kind: EventPermissionDecision, ProposalID: sub.Proposal.ID, Connection: sub.Session.ID, Data: map[string]any{
+			"decision": DecisionAllow, "actions": allowed, "granted": sub.Session.Tier().String(),
+		}})
 	}
 	if len(problems) == 0 {
 		return nil

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/parslee-ai/car-server/protocol"
@@ -21,22 +22,35 @@ type frameProbe struct {
 // JSON (-32700), batches and envelopes that are not JSON-RPC 2.0 (-32600).
 // Answering here keeps one bad frame from closing the whole connection.
 func checkFrame(frame []byte) ([]byte, bool) {
-	if !json.Valid(frame) {
+	trimmed := bytes.TrimLeft(frame, " \t\r\n")
+	notJSON := func() ([]byte, bool) {
 		return errorFrame(nil, protocol.CodeParseError,
 			"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame"), false
 	}
-	trimmed := bytes.TrimLeft(frame, " \t\r\n")
+	if len(trimmed) == 0 {
+		return notJSON()
+	}
 	switch trimmed[0] {
 	case '{':
 	case '[':
+		if !json.Valid(frame) {
+			return notJSON()
+		}
 		return errorFrame(nil, protocol.CodeInvalidRequest,
 			"invalid request: batch requests (JSON arrays) are not supported; send each request as its own frame"), false
 	default:
+		if !json.Valid(frame) {
+			return notJSON()
+		}
 		return errorFrame(nil, protocol.CodeInvalidRequest,
 			"invalid request: a frame must be a JSON-RPC 2.0 object"), false
 	}
 	var p frameProbe
 	if err := json.Unmarshal(frame, &p); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(frame) {
+			return notJSON()
+		}
 		return errorFrame(nil, protocol.CodeInvalidRequest, "invalid request: "+err.Error()), false
 	}
 	id, idOK := validID(p.ID)

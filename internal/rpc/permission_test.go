@@ -80,7 +80,7 @@ func TestPermissionBlockApproveExecute(t *testing.T) {
 	}
 	var summary engine.MetricsSummary
 	mustCall(t, runner, protocol.MethodMetricsSummary, nil, &summary)
-	if summary.ApprovalsRecorded != 2 || summary.GateRejections != 2 || summary.PermissionDecisions != 6 {
+	if summary.ApprovalsRecorded != 2 || summary.GateRejections != 2 || summary.PermissionDecisions != 5 {
 		t.Fatalf("summary %+v", summary)
 	}
 }
