@@ -72,3 +72,17 @@ func TestEventLogBoundsAndRetention(t *testing.T) {
 		t.Fatalf("until is exclusive: %d", len(got))
 	}
 }
+
+func TestEventLogStaysBoundedUnderManyAppends(t *testing.T) {
+	l := NewEventLog(3)
+	for i := 0; i < 5000; i++ {
+		l.Append(Event{Kind: EventStateChanged})
+	}
+	got := l.Query(EventQuery{})
+	if len(got) != 3 || got[0].Seq != 5000 || got[2].Seq != 4998 {
+		t.Fatalf("kept %d events, newest %d", len(got), got[0].Seq)
+	}
+	if c := cap(l.events); c > 2*3+1024 {
+		t.Fatalf("backing array grew to %d", c)
+	}
+}
