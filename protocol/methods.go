@@ -24,6 +24,12 @@ const (
 
 	MethodProposalSubmit = "proposal.submit"
 
+	MethodVerify           = "verify"
+	MethodSimulate         = "simulate"
+	MethodEquivalent       = "equivalent"
+	MethodOptimize         = "optimize"
+	MethodVerifyMonteCarlo = "verify.monte_carlo"
+
 	MethodPermissionGetTier  = "permission.get_tier"
 	MethodPermissionSetTier  = "permission.set_tier"
 	MethodPermissionClassify = "permission.classify"

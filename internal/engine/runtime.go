@@ -78,6 +78,9 @@ func NewRuntime(opts Options) *Runtime {
 	return rt
 }
 
+// MaxActions is the largest proposal accepted.
+func (rt *Runtime) MaxActions() int { return rt.opts.MaxActions }
+
 // ToolTimeout is the budget of a tool call that declares no timeout_ms.
 func (rt *Runtime) ToolTimeout() time.Duration { return rt.opts.ToolTimeout }
 

@@ -35,6 +35,12 @@ func init() {
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, deadline: proposalDeadline},
 
+		protocol.MethodVerify:           {handle: (*conn).verify},
+		protocol.MethodSimulate:         {handle: (*conn).simulate},
+		protocol.MethodEquivalent:       {handle: (*conn).equivalent},
+		protocol.MethodOptimize:         {handle: (*conn).optimize},
+		protocol.MethodVerifyMonteCarlo: {handle: (*conn).monteCarlo},
+
 		protocol.MethodPermissionGetTier:  {handle: (*conn).permissionGetTier},
 		protocol.MethodPermissionSetTier:  {handle: (*conn).permissionSetTier},
 		protocol.MethodPermissionClassify: {handle: (*conn).permissionClassify},
