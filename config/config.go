@@ -42,6 +42,7 @@ type Config struct {
 	PoliciesDir     string // the operator's policy files
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
+	MessagesPath    string // delivered messaging.send idempotency keys
 	ShowVersion     bool   // --version was given
 }
 
@@ -167,6 +168,7 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 	cfg.PoliciesDir = filepath.Join(home, "policies")
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
+	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
 	return cfg, nil
 }
 

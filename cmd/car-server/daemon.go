@@ -16,6 +16,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/idempotency"
+	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
@@ -74,12 +75,23 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", lrep.Lines), zap.Int("fingerprints", lrep.Live))
 
+	messages, mrep, err := messaging.OpenLedger(cfg.MessagesPath)
+	if err != nil {
+		return err
+	}
+	defer messages.Close()
+	if mrep.TruncatedBytes > 0 {
+		log.Warn("message ledger ended in a torn line (crash residue); cut it off",
+			zap.String("path", cfg.MessagesPath), zap.Int("bytes", mrep.TruncatedBytes))
+	}
+
 	rt := engine.NewRuntime(engine.Options{
 		MaxActions:         cfg.MaxActions,
 		MaxConcurrency:     cfg.MaxConcurrency,
 		ToolTimeout:        cfg.ToolTimeout,
 		Idempotency:        idem,
 		Approvals:          ledger,
+		Messages:           messages,
 		SupervisionTimeout: cfg.SupervisionTimeout,
 	})
 	rt.SetOperatorPolicies(operator)

@@ -191,7 +191,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 
 // dispatch calls the tool through the session's executor, with retries.
 func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
-	if r.sub.Session.Executor == nil {
+	if r.sub.Session.Executor == nil && !t.builtin {
 		return nil, errors.New("this session has no way to run tools")
 	}
 	timeout := r.rt.opts.ToolTimeout
@@ -223,14 +223,21 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 		r.mu.Unlock()
 		cctx, cancel := context.WithTimeoutCause(ctx, timeout,
 			fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
-		out, err := r.sub.Session.Executor.ExecuteTool(cctx, ToolCall{
+		call := ToolCall{
 			ProposalID: r.sub.Proposal.ID,
 			ActionID:   a.ID,
 			Tool:       a.Tool,
 			Parameters: params,
 			Timeout:    timeout,
 			Attempt:    attempt,
-		})
+		}
+		var out any
+		var err error
+		if t.builtin {
+			out, err = r.rt.sendMessage(cctx, r.sub, call)
+		} else {
+			out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
+		}
 		cause := context.Cause(cctx)
 		cancel()
 		if err == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/idempotency"
+	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
@@ -20,6 +21,7 @@ type Options struct {
 	EventCapacity      int                // events kept in memory (100,000)
 	Idempotency        *idempotency.Cache // durable idempotency cache; nil turns it off
 	Approvals          *approvals.Ledger  // durable approval ledger; nil: nothing can be approved
+	Messages           *messaging.Ledger  // delivered messaging.send idempotency keys; nil: keys are refused
 	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
 	Gates              []AdmissionGate
 	Checks             []ActionCheck

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/time/rate"
 
+	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -22,6 +23,7 @@ type Tool struct {
 	validator *jsonschema.Schema
 	limiter   *rate.Limiter // nil without rate_limit
 	cache     *resultCache  // nil without cache_ttl_secs
+	builtin   bool          // run by the daemon (messaging.send), not by a callback
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -48,9 +50,13 @@ type ToolRegistry struct {
 	tools map[string]*Tool
 }
 
-// NewToolRegistry returns an empty registry.
+// NewToolRegistry returns a registry holding the built-in messaging.send.
+// Its parameters are checked by the verb's own parser, whose errors name the
+// field and the accepted shape, so its schema is advertised, not compiled.
 func NewToolRegistry() *ToolRegistry {
-	return &ToolRegistry{tools: make(map[string]*Tool)}
+	r := &ToolRegistry{tools: make(map[string]*Tool)}
+	r.tools[messaging.ToolName] = &Tool{Schema: messaging.Schema(), builtin: true}
+	return r
 }
 
 // Register compiles every schema first and registers all of the tools or none
@@ -58,6 +64,9 @@ func NewToolRegistry() *ToolRegistry {
 func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 	compiled := make([]*Tool, 0, len(schemas))
 	for i, s := range schemas {
+		if s.Name == messaging.ToolName {
+			return 0, fmt.Errorf("tool %d: '%s' is built in (the daemon governs and dedups it, the client delivers it through %s); it cannot be registered", i, s.Name, messaging.DeliveryTool)
+		}
 		t, err := compileTool(s)
 		if err != nil {
 			return 0, fmt.Errorf("tool %d: %w", i, err)
@@ -73,14 +82,19 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 }
 
 // Unregister removes the named tool and returns 1, or 0 when it was absent.
-func (r *ToolRegistry) Unregister(name string) int {
+// Built-in tools cannot be removed.
+func (r *ToolRegistry) Unregister(name string) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.tools[name]; !ok {
-		return 0
+	t, ok := r.tools[name]
+	if !ok {
+		return 0, nil
+	}
+	if t.builtin {
+		return 0, fmt.Errorf("'%s' is built in and cannot be unregistered; deny it with a policy instead", name)
 	}
 	delete(r.tools, name)
-	return 1
+	return 1, nil
 }
 
 // Lookup returns the named tool.

@@ -54,7 +54,7 @@ func TestVerifyDetections(t *testing.T) {
 		{"repeated identical calls", `{"actions":[{"id":"p1","type":"tool_call","tool":"poll"},{"id":"p2","type":"tool_call","tool":"poll"},{"id":"p3","type":"tool_call","tool":"poll"}]}`,
 			nil, "p3", "warning", TierHeuristic, "3 times with identical parameters"},
 		{"unknown tool", `{"actions":[{"id":"x","type":"tool_call","tool":"shel"}]}`,
-			nil, "x", "error", TierDecision, "unknown tool 'shel'; registered: deploy, poll, read_file, test"},
+			nil, "x", "error", TierDecision, "unknown tool 'shel'; registered: deploy, messaging.send, poll, read_file, test"},
 		{"schema violation", `{"actions":[{"id":"r","type":"tool_call","tool":"read_file","parameters":{"path":3}}]}`,
 			nil, "r", "error", TierDecision, "do not match the schema"},
 		{"cycle", `{"actions":[{"id":"a","type":"tool_call","tool":"test","dependencies":["b"]},{"id":"b","type":"tool_call","tool":"test","dependencies":["a"]}]}`,

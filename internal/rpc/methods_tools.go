@@ -35,5 +35,9 @@ func (c *conn) toolsUnregister(_ context.Context, params *json.RawMessage) (any,
 	if err := requireString("name", p.Name, shape); err != nil {
 		return nil, err
 	}
-	return protocol.ToolsUnregisterResult{Unregistered: p.Name, Removed: c.sess.Tools.Unregister(p.Name)}, nil
+	removed, err := c.sess.Tools.Unregister(p.Name)
+	if err != nil {
+		return nil, invalidParams("%v", err)
+	}
+	return protocol.ToolsUnregisterResult{Unregistered: p.Name, Removed: removed}, nil
 }

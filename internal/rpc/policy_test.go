@@ -198,7 +198,7 @@ func TestSessionInitRegistersPolicies(t *testing.T) {
 	}
 	var list protocol.ToolsListResult
 	mustCall(t, tb, protocol.MethodToolsList, nil, &list)
-	if list.Count != 1 {
+	if list.Count != 2 {
 		t.Fatalf("a refused session.init registered tools anyway: %+v", list.Tools)
 	}
 }

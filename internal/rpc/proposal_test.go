@@ -319,7 +319,7 @@ func TestValidationRejectsWithoutCallbacks(t *testing.T) {
 		toolCall("fine", "typed", map[string]any{"path": "/tmp/x"}),
 	))
 	reasons := map[string]string{
-		"unknown":       "unknown tool 'shel'; registered: echo, typed",
+		"unknown":       "unknown tool 'shel'; registered: echo, messaging.send, typed",
 		"after-unknown": "depends on rejected action 'unknown'",
 		"c1":            "dependency cycle among actions c1, c2",
 		"c2":            "dependency cycle among actions c1, c2",

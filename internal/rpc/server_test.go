@@ -160,16 +160,23 @@ func TestToolsAreOwnedByTheirConnection(t *testing.T) {
 	if err := a.Call(ctx, "tools.register", defs, &n); err != nil || n != 2 {
 		t.Fatalf("register: %d %v", n, err)
 	}
-	var list json.RawMessage
-	if err := a.Call(ctx, "tools.list", nil, &list); err != nil {
+	var listed struct {
+		Tools []json.RawMessage `json:"tools"`
+		Count int               `json:"count"`
+	}
+	if err := a.Call(ctx, "tools.list", nil, &listed); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"tools":[{"name":"alpha","description":"","parameters":{"required":["path"],"type":"object"},"returns":{"type":"string"},"idempotent":true,"cache_ttl_secs":60,"rate_limit":{"max_calls":5,"interval_secs":1.5}},{"name":"zeta","description":"last","parameters":{"type":"object"},"idempotent":false}],"count":2}`
+	if listed.Count != 3 || !strings.Contains(string(listed.Tools[1]), `"name":"messaging.send"`) {
+		t.Fatalf("the built-in messaging.send is missing: %d %s", listed.Count, listed.Tools)
+	}
+	list, _ := json.Marshal(map[string]any{"tools": []json.RawMessage{listed.Tools[0], listed.Tools[2]}, "count": 2})
+	want := `{"count":2,"tools":[{"name":"alpha","description":"","parameters":{"required":["path"],"type":"object"},"returns":{"type":"string"},"idempotent":true,"cache_ttl_secs":60,"rate_limit":{"max_calls":5,"interval_secs":1.5}},{"name":"zeta","description":"last","parameters":{"type":"object"},"idempotent":false}]}`
 	if string(list) != want {
 		t.Fatalf("tools.list\n got %s\nwant %s", list, want)
 	}
 	var other protocol.ToolsListResult
-	if err := b.Call(ctx, "tools.list", nil, &other); err != nil || other.Count != 0 {
+	if err := b.Call(ctx, "tools.list", nil, &other); err != nil || other.Count != 1 {
 		t.Fatalf("b sees a's tools: %+v %v", other, err)
 	}
 	var un protocol.ToolsUnregisterResult
@@ -204,7 +211,7 @@ func TestToolsRegisterRejectsBadInput(t *testing.T) {
 		})
 	}
 	var list protocol.ToolsListResult
-	if err := c.Call(ctx, "tools.list", nil, &list); err != nil || list.Count != 0 {
+	if err := c.Call(ctx, "tools.list", nil, &list); err != nil || list.Count != 1 {
 		t.Fatalf("a failed register left tools behind: %+v", list)
 	}
 }

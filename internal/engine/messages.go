@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/parslee-ai/car-server/internal/messaging"
+)
+
+// sendMessage runs the built-in messaging.send: parse, dedup by
+// idempotency_key against the durable ledger, deliver through the submitting
+// connection's messaging.channel_send callback, record the key. The receipt
+// is the action's output.
+func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCall) (any, error) {
+	msg, err := messaging.ParseParams(call.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var key string
+	if msg.IdempotencyKey != "" {
+		if rt.opts.Messages == nil {
+			return nil, errors.New("messaging.send: idempotency_key needs the daemon's message ledger, which is not configured")
+		}
+		key = messaging.Key(sub.Tenant, msg.IdempotencyKey)
+		if prev, ok := rt.opts.Messages.Delivered(key); ok {
+			prev.Deduplicated = true
+			prev.Reason = "already delivered under this idempotency_key; not sent again"
+			return receiptValue(prev), nil
+		}
+	}
+	if sub.Session.Executor == nil {
+		return nil, errors.New("messaging.send: this session has no way to deliver messages")
+	}
+	call.Tool = messaging.DeliveryTool
+	call.Parameters = msg.DeliveryParams()
+	out, err := sub.Session.Executor.ExecuteTool(ctx, call)
+	if err != nil {
+		if strings.HasPrefix(strings.ToLower(err.Error()), "unknown tool") {
+			return nil, fmt.Errorf("messaging.send: this client does not deliver messages: it answered 'unknown tool' to %s; a client delivers a message by handling that tools.execute callback", messaging.DeliveryTool)
+		}
+		return nil, err
+	}
+	receipt := messaging.Receipt{Channel: msg.Channel, Delivered: true}
+	if m, ok := out.(map[string]any); ok {
+		if id, ok := m["message_id"].(string); ok && id != "" {
+			receipt.MessageID = &id
+		}
+	}
+	if key != "" {
+		if err := rt.opts.Messages.Record(key, receipt); err != nil {
+			return nil, fmt.Errorf("messaging.send: the message was delivered, but its idempotency_key could not be recorded, so a repeat may send it again: %v", err)
+		}
+	}
+	return receiptValue(receipt), nil
+}
+
+// receiptValue turns a receipt into a JSON value, so references like
+// $a1.output.message_id can walk it.
+func receiptValue(r messaging.Receipt) any {
+	b, _ := json.Marshal(r)
+	var v map[string]any
+	_ = json.Unmarshal(b, &v)
+	return v
+}
