@@ -5,6 +5,8 @@ const (
 	MethodSessionAuth        = "session.auth"
 	MethodServerHandshake    = "server.handshake"
 	MethodSessionInit        = "session.init"
+	MethodServerStatus       = "server.status"  // operator: version, uptime, connections, in-flight proposals
+	MethodApprovalsList      = "approvals.list" // operator: every decision on the approval ledger
 	MethodSessionPolicyOpen  = "session.policy.open"
 	MethodSessionPolicyClose = "session.policy.close"
 

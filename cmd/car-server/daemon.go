@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"go.uber.org/zap"
 
@@ -157,6 +160,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		zap.String("config_file", cfg.ConfigFile),
 	)
 
+	stopNotify := notifyReady(log)
+	defer stopNotify()
+
 	var serveErr error
 loop:
 	for {
@@ -171,7 +177,8 @@ loop:
 		}
 	}
 
-	log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace), zap.Int("connections", srv.ConnectionCount()))
+	log.Info("shutting down", zap.String("grace", cfg.ShutdownGrace.String()), zap.Int("connections", srv.ConnectionCount()))
+	notify(log, sddaemon.SdNotifyStopping)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -195,6 +202,42 @@ func reloadPolicies(rt *engine.Runtime, dir string, log *zap.Logger) {
 	}
 	rt.SetOperatorPolicies(e)
 	log.Info("operator policies reloaded", zap.String("dir", dir), zap.Int("files", files), zap.Int("rules", e.Len()))
+}
+
+// notifyReady tells systemd (Type=notify) the daemon is listening and, when
+// the unit sets WatchdogSec, keeps the watchdog fed at half its interval. It
+// returns a function that stops the keep-alives. Outside systemd it does
+// nothing.
+func notifyReady(log *zap.Logger) (stop func()) {
+	notify(log, sddaemon.SdNotifyReady)
+	interval, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(interval / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				notify(log, sddaemon.SdNotifyWatchdog)
+			case <-done:
+				return
+			}
+		}
+	}()
+	log.Info("systemd watchdog keep-alives on", zap.String("interval", interval.String()))
+	return func() { close(done); <-stopped }
+}
+
+// notify sends one state to systemd's notify socket, if there is one.
+func notify(log *zap.Logger, state string) {
+	if _, err := sddaemon.SdNotify(false, state); err != nil {
+		log.Warn("systemd notify failed", zap.String("state", state), zap.Error(err))
+	}
 }
 
 // listenUnix listens on path, replacing a stale socket file: the state-root

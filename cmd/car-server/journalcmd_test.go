@@ -10,13 +10,21 @@ import (
 
 func runBinary(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	out, err := exec.Command(binary, args...).CombinedOutput()
+	out, err := execBinary(args...).CombinedOutput()
+	return string(out), exitCode(t, err)
+}
+
+func execBinary(args ...string) *exec.Cmd { return exec.Command(binary, args...) }
+
+// exitCode is the process's exit code; any other error fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); ok {
-		return string(out), ee.ExitCode()
+		return ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return string(out), 0
+	return 0
 }
 
 func TestJournalCommands(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -89,6 +90,19 @@ func (l *Ledger) Decision(fingerprint string) (Record, bool) {
 		return Record{}, false
 	}
 	return ln.Record, true
+}
+
+// List returns the current decision of every fingerprint, newest first.
+func (l *Ledger) List() []Record {
+	var out []Record
+	l.j.Each(func(_ string, b []byte) {
+		var ln line
+		if json.Unmarshal(b, &ln) == nil {
+			out = append(out, ln.Record)
+		}
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RecordedAt.After(out[j].RecordedAt) })
+	return out
 }
 
 // Close closes the journal.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/idempotency"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 

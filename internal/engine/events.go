@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
 // EventKind names what happened.
@@ -122,6 +125,7 @@ func (l *EventLog) Append(e Event) {
 		l.lastHash = e.Hash
 	}
 	l.events = append(l.events, e)
+	observe(&e)
 	limit := l.capacity
 	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
 		limit = int(*l.policy.MaxEvents)
@@ -315,6 +319,34 @@ func (l *EventLog) Summary() MetricsSummary {
 		s.AvgLatencyMs = latency / float64(timed)
 	}
 	return s
+}
+
+// observe moves the Prometheus counters an event stands for.
+func observe(e *Event) {
+	switch e.Kind {
+	case EventProposalReceived:
+		metrics.Proposals.Inc()
+	case EventActionSucceeded:
+		metrics.Actions.WithLabelValues("succeeded").Inc()
+	case EventActionFailed:
+		metrics.Actions.WithLabelValues("failed").Inc()
+	case EventActionRejected:
+		metrics.Actions.WithLabelValues("rejected").Inc()
+	case EventActionSkipped:
+		metrics.Actions.WithLabelValues("skipped").Inc()
+	case EventPermissionDecision:
+		n := 1.0
+		if c, ok := e.Data["actions"].(int); ok {
+			n = float64(c)
+		}
+		metrics.GateDecisions.WithLabelValues("permission", fmt.Sprint(e.Data["decision"])).Add(n)
+	case EventProposalRejected:
+		metrics.GateDecisions.WithLabelValues(fmt.Sprint(e.Data["gate"]), "reject").Inc()
+	case EventSupervisionDecision:
+		metrics.GateDecisions.WithLabelValues("supervision", fmt.Sprint(e.Data["decision"])).Inc()
+	case EventPolicyViolation:
+		metrics.GateDecisions.WithLabelValues("policy", "deny").Inc()
+	}
 }
 
 // eventHash is SHA-256 over the event's content and its link.

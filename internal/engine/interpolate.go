@@ -2,10 +2,11 @@ package engine
 
 import (
 	"fmt"
-	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // refPattern matches a reference to an earlier action's output:

@@ -2,9 +2,9 @@ package engine
 
 import (
 	"fmt"
-	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"strings"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 

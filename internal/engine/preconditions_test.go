@@ -2,10 +2,10 @@ package engine
 
 import (
 	"encoding/json"
-	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"strings"
 	"testing"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 

@@ -26,6 +26,8 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		return nil, &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
 	}
 	Normalize(p)
+	rt.inFlight.Add(1)
+	defer rt.inFlight.Add(-1)
 	r := newRun(rt, sub)
 	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
 

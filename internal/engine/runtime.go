@@ -58,7 +58,9 @@ type Runtime struct {
 	opts        Options
 	operator    atomic.Pointer[policy.Engine]
 	gates       []AdmissionGate // built-in gates, then Options.Gates
-	checks      []ActionCheck   // built-in checks, then Options.Checks
+	inFlight    atomic.Int64    // proposals being executed
+	started     time.Time
+	checks      []ActionCheck // built-in checks, then Options.Checks
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -74,10 +76,35 @@ func NewRuntime(opts Options) *Runtime {
 		sessions: make(map[string]*Session),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
+	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
 	rt.gates = append([]AdmissionGate{policySessionGate{}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}}, opts.Checks...)
 	return rt
+}
+
+// Status is a snapshot for operators.
+type Status struct {
+	UptimeSecs        float64 `json:"uptime_secs"`
+	Sessions          int     `json:"sessions"`
+	ProposalsInFlight int64   `json:"proposals_in_flight"`
+	Supervisors       int     `json:"supervisors"`
+	ParkedIntents     int     `json:"parked_intents"`
+	OperatorPolicies  int     `json:"operator_policies"`
+	Events            int     `json:"events"`
+}
+
+// Status reports what the Runtime is doing now.
+func (rt *Runtime) Status() Status {
+	return Status{
+		UptimeSecs:        time.Since(rt.started).Seconds(),
+		Sessions:          rt.SessionCount(),
+		ProposalsInFlight: rt.inFlight.Load(),
+		Supervisors:       int(rt.Supervisors.count.Load()),
+		ParkedIntents:     len(rt.Supervisors.Pending()),
+		OperatorPolicies:  rt.OperatorPolicies().Len(),
+		Events:            rt.Events.Count(),
+	}
 }
 
 // MaxActions is the largest proposal accepted.

@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
 // OpTombstone deletes a key.
@@ -217,10 +220,12 @@ func (j *Journal) flushLocked() {
 		}
 		f := j.f
 		j.mu.Unlock()
+		start := time.Now()
 		_, err := f.Write(buf)
 		if err == nil {
 			err = f.Sync()
 		}
+		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
 		j.mu.Lock()
 		if err != nil {
 			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
@@ -242,6 +247,24 @@ func (j *Journal) flushLocked() {
 	}
 	j.flushing = false
 	j.idle.Broadcast()
+}
+
+// Each calls f with every live record, in key order.
+func (j *Journal) Each(f func(key string, rec []byte)) {
+	j.mu.Lock()
+	keys := make([]string, 0, len(j.live))
+	for k := range j.live {
+		keys = append(keys, k)
+	}
+	recs := make(map[string][]byte, len(keys))
+	for _, k := range keys {
+		recs[k] = j.live[k]
+	}
+	j.mu.Unlock()
+	sort.Strings(keys)
+	for _, k := range keys {
+		f(k, recs[k])
+	}
 }
 
 // Stats returns the records in the file and how many of them are live.

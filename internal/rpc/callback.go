@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -35,16 +37,22 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		return nil, fmt.Errorf("tool '%s': could not reach the client: %v", call.Tool, disconnectText(err))
 	}
 	var raw json.RawMessage
+	start := time.Now()
 	err = w.Wait(ctx, &raw)
+	outcome := "ok"
+	defer func() { metrics.CallbackSeconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds()) }()
 	switch {
 	case err == nil:
 	case errors.Is(err, jsonrpc2.ErrClosed) || errors.Is(context.Cause(ctx), errDisconnected):
+		outcome = "disconnected"
 		return nil, fmt.Errorf("tool '%s': the client disconnected before answering (request %s)", call.Tool, id)
 	case ctx.Err() != nil:
+		outcome = "cancelled"
 		reason := context.Cause(ctx).Error()
 		c.sendCancel(id, call.ActionID, reason)
 		return nil, errors.New(reason)
 	default:
+		outcome = "error"
 		var rerr *jsonrpc2.Error
 		if errors.As(err, &rerr) {
 			return nil, errors.New(rerr.Message)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -78,6 +79,8 @@ func (c *conn) run(remote string) {
 	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}))
 	close(c.ready)
 	c.log.Info("connection opened", zap.String("remote", remote))
+	metrics.Connections.Inc()
+	defer metrics.Connections.Dec()
 
 	<-c.rpc.DisconnectNotify()
 	c.mu.Lock()
@@ -153,6 +156,8 @@ func (c *conn) serve(req *jsonrpc2.Request) {
 	start := time.Now()
 	m, ok := methods[req.Method]
 	if !ok {
+		// One label for every unknown name keeps the metric's cardinality bounded.
+		metrics.Requests.WithLabelValues("unknown", metrics.Code(protocol.CodeMethodNotFound)).Inc()
 		c.reply(req, nil, rpcError(protocol.CodeMethodNotFound,
 			"method not found: '%s'; the README lists the methods this daemon serves", req.Method))
 		return
@@ -172,6 +177,7 @@ func (c *conn) serve(req *jsonrpc2.Request) {
 			"handler '%s' exceeded its %s response deadline; the operation may have committed, so check with a read before retrying",
 			req.Method, timeout)
 	}
+	metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
 	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", msSince(start))}
 	if err != nil {
 		c.log.Info("request failed", append(fields, zap.String("error", err.Error()))...)
@@ -233,6 +239,18 @@ var (
 	errDisconnected = errors.New("the client disconnected")
 	errShuttingDown = errors.New("car-server is shutting down")
 )
+
+// errorCode is the JSON-RPC code of err as a metric label ("0" for success).
+func errorCode(err error) string {
+	if err == nil {
+		return "0"
+	}
+	var rerr *jsonrpc2.Error
+	if errors.As(err, &rerr) {
+		return metrics.Code(rerr.Code)
+	}
+	return metrics.Code(protocol.CodeInternal)
+}
 
 func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000

@@ -16,6 +16,8 @@ func init() {
 	methods = map[string]method{
 		protocol.MethodServerHandshake: {handle: (*conn).handleHandshake},
 		protocol.MethodSessionInit:     {handle: (*conn).sessionInit},
+		protocol.MethodServerStatus:    {handle: (*conn).serverStatus},
+		protocol.MethodApprovalsList:   {handle: (*conn).approvalsList},
 
 		protocol.MethodSessionPolicyOpen:  {handle: (*conn).sessionPolicyOpen},
 		protocol.MethodSessionPolicyClose: {handle: (*conn).sessionPolicyClose},

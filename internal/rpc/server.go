@@ -10,9 +10,11 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
@@ -78,6 +80,7 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{})}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/{$}", s.serveWebSocket)
 	return s
 }

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Exit codes of the operator subcommands.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // the daemon answered with an error
+	exitUsage       = 2
+	exitUnreachable = 3 // no daemon answers on the socket
+	exitAuth        = 4 // the daemon refused the token
+)
+
+const opsUsage = `usage:
+  car-server status [--json]                            version, uptime, connections, proposals in flight
+  car-server policies [--json]                          the operator policies in force
+  car-server approvals list [--json]                    every decision on the approval ledger
+  car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--json]
+  car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
+
+They talk to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
+with the token from $CAR_AUTH_TOKEN or the daemon's token file.
+Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
+
+// runOpsCommand serves status, policies and approvals.
+func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	tier := fs.String("tier", "", "required tier of the operation")
+	reason := fs.String("reason", "", "why")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "car-server %s: %v\n%s\n", cmd, err, opsUsage)
+		return exitUsage
+	}
+	rest := fs.Args()
+	var method string
+	var params any
+	switch {
+	case cmd == "status" && len(rest) == 0:
+		method = protocol.MethodServerStatus
+	case cmd == "policies" && len(rest) == 0:
+		method = protocol.MethodPolicyList
+	case cmd == "approvals" && len(rest) == 1 && rest[0] == "list":
+		method = protocol.MethodApprovalsList
+	case cmd == "approvals" && len(rest) == 2 && (rest[0] == "approve" || rest[0] == "reject"):
+		if *tier == "" {
+			fmt.Fprintf(stderr, "car-server approvals %s: --tier is required (read_only, sandbox_edit or full_access; see permission.evaluate)\n", rest[0])
+			return exitUsage
+		}
+		method = protocol.MethodPermissionApprove
+		if rest[0] == "reject" {
+			method = protocol.MethodPermissionReject
+		}
+		params = map[string]any{"fingerprint": rest[1], "required_tier": *tier, "reason": *reason}
+	default:
+		fmt.Fprintln(stderr, opsUsage)
+		return exitUsage
+	}
+
+	home, _ := os.UserHomeDir()
+	cfg, err := config.Load(nil, os.LookupEnv, home, io.Discard)
+	if err != nil {
+		fmt.Fprintln(stderr, "car-server:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, code := dialDaemon(ctx, cfg, stderr)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+	var out json.RawMessage
+	if err := c.Call(ctx, method, params, &out); err != nil {
+		fmt.Fprintf(stderr, "car-server %s: %v\n", cmd, err)
+		return exitFailed
+	}
+	if *asJSON {
+		fmt.Fprintln(stdout, string(out))
+		return exitOK
+	}
+	printHuman(stdout, method, out)
+	return exitOK
+}
+
+// dialDaemon connects over the Unix socket and authenticates.
+func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*client.Client, int) {
+	if cfg.Socket == "" {
+		fmt.Fprintln(stderr, "car-server: the Unix socket is turned off (socket: off); the operator commands need it")
+		return nil, exitUnreachable
+	}
+	token := strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN"))
+	if token == "" {
+		if b, err := os.ReadFile(cfg.TokenPath); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
+	}
+	c, err := client.Dial(ctx, "ws://car-server/", &client.Options{SocketPath: cfg.Socket, SkipHandshake: true})
+	if err != nil {
+		fmt.Fprintf(stderr, "car-server: no daemon answers on %s (is it running? start it with car-server, or point CAR_HOME at its state root): %v\n", cfg.Socket, err)
+		return nil, exitUnreachable
+	}
+	if err := c.Auth(ctx, token); err != nil {
+		c.Close()
+		fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", tokenSource(), err)
+		return nil, exitAuth
+	}
+	if _, err := c.Handshake(ctx); err != nil {
+		c.Close()
+		fmt.Fprintf(stderr, "car-server: %v\n", err)
+		return nil, exitFailed
+	}
+	return c, exitOK
+}
+
+func tokenSource() string {
+	if strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN")) != "" {
+		return "CAR_AUTH_TOKEN"
+	}
+	return "the token file"
+}
+
+// printHuman renders a reply for people.
+func printHuman(w io.Writer, method string, raw json.RawMessage) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch method {
+	case protocol.MethodServerStatus:
+		var s struct {
+			Version     string `json:"version"`
+			Connections int    `json:"connections"`
+			Runtime     struct {
+				UptimeSecs        float64 `json:"uptime_secs"`
+				ProposalsInFlight int     `json:"proposals_in_flight"`
+				Supervisors       int     `json:"supervisors"`
+				ParkedIntents     int     `json:"parked_intents"`
+				OperatorPolicies  int     `json:"operator_policies"`
+				Events            int     `json:"events"`
+			} `json:"runtime"`
+		}
+		_ = json.Unmarshal(raw, &s)
+		fmt.Fprintf(tw, "version\t%s\n", s.Version)
+		fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(s.Runtime.UptimeSecs) * time.Second).String())
+		fmt.Fprintf(tw, "connections\t%d\n", s.Connections)
+		fmt.Fprintf(tw, "proposals in flight\t%d\n", s.Runtime.ProposalsInFlight)
+		fmt.Fprintf(tw, "supervisors\t%d (%d intents parked)\n", s.Runtime.Supervisors, s.Runtime.ParkedIntents)
+		fmt.Fprintf(tw, "operator policies\t%d\n", s.Runtime.OperatorPolicies)
+		fmt.Fprintf(tw, "events retained\t%d\n", s.Runtime.Events)
+	case protocol.MethodPolicyList:
+		var l struct {
+			Policies []protocol.PolicyInfo `json:"policies"`
+		}
+		_ = json.Unmarshal(raw, &l)
+		if len(l.Policies) == 0 {
+			fmt.Fprintln(tw, "no operator policies in force")
+			return
+		}
+		fmt.Fprintln(tw, "LAYER\tNAME\tDESCRIPTION")
+		for _, p := range l.Policies {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Layer, p.Name, p.Description)
+		}
+	case protocol.MethodApprovalsList:
+		var l struct {
+			Approvals []struct {
+				Fingerprint  string    `json:"fingerprint"`
+				Decision     string    `json:"decision"`
+				RequiredTier string    `json:"required_tier"`
+				Reviewer     string    `json:"reviewer"`
+				Reason       string    `json:"reason"`
+				RecordedAt   time.Time `json:"recorded_at"`
+			} `json:"approvals"`
+		}
+		_ = json.Unmarshal(raw, &l)
+		if len(l.Approvals) == 0 {
+			fmt.Fprintln(tw, "the approval ledger is empty")
+			return
+		}
+		fmt.Fprintln(tw, "FINGERPRINT\tDECISION\tTIER\tREVIEWER\tWHEN\tREASON")
+		for _, a := range l.Approvals {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, a.Reviewer, a.RecordedAt.Format(time.RFC3339), a.Reason)
+		}
+	default:
+		var rec struct {
+			Fingerprint, Decision, RequiredTier, Reviewer string
+		}
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		rec.Fingerprint, _ = m["fingerprint"].(string)
+		rec.Decision, _ = m["decision"].(string)
+		rec.RequiredTier, _ = m["required_tier"].(string)
+		rec.Reviewer, _ = m["reviewer"].(string)
+		fmt.Fprintf(tw, "%s %s at %s (reviewer %s)\n", rec.Fingerprint, rec.Decision, rec.RequiredTier, rec.Reviewer)
+	}
+}
