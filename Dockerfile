@@ -1,5 +1,5 @@
-# Multi-stage build: a static car-server binary on a minimal image, run as a
-# non-root user with its state root on a volume.
+# Multi-stage build: a static car-server binary in an otherwise empty image,
+# run as a non-root user with its state root on a volume.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -9,15 +9,15 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/car-server ./cmd/car-server \
  && mkdir -p /out/data
 
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/car-server /usr/local/bin/car-server
+FROM scratch
+COPY --from=build /out/car-server /car-server
 # The state root exists in the image, owned by the runtime user, so a fresh
 # named volume starts writable.
 COPY --from=build --chown=65532:65532 /out/data /data
-ENV CAR_HOME=/data
+ENV CAR_HOME=/data HOME=/data
 VOLUME ["/data"]
 EXPOSE 9100
-USER nonroot:nonroot
+USER 65532:65532
 # Inside the container the daemon listens on every interface so the published
 # port works; it refuses to do so with auth off.
-ENTRYPOINT ["/usr/local/bin/car-server", "--bind", "0.0.0.0"]
+ENTRYPOINT ["/car-server", "--bind", "0.0.0.0"]
