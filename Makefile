@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test bench vet clean
+.PHONY: run build test bench load clean
 
 ## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
 run:
@@ -21,6 +21,12 @@ test:
 ## bench: the go test benchmarks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## load: the load tool against a daemon it starts and stops itself (see BENCHMARKS.md)
+load: build
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 20 --actions 1000 --baseline 2000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1000 --proposals 5 --actions 5 --baseline 5
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 1000
 
 clean:
 	rm -rf bin

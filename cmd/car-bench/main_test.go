@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestArgumentChecks(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--url", "ws://10.0.0.5:9100/"}, "must point at loopback"},
+		{[]string{"--url", "ws://example.com:9100/"}, "must point at loopback"},
+		{[]string{"--url", "http://127.0.0.1:9100/"}, "must be a ws:// URL"},
+		{[]string{"--connections", "0"}, "--connections must be 1 to 2000"},
+		{[]string{"--connections", "5000"}, "--connections must be 1 to 2000"},
+		{[]string{"--actions", "20000"}, "--actions must be 1 to 10000"},
+		{[]string{"--connections", "2000", "--proposals", "100"}, "at most 100000 proposals in all"},
+		{[]string{"--duration", "2h"}, "--duration must be positive and at most 30m0s"},
+		{[]string{"--idle", "10"}, "--idle needs --spawn or --pid"},
+		{[]string{"extra"}, "unexpected argument"},
+	}
+	for _, tc := range cases {
+		_, err := parseArgs(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: want %q, got %v", tc.args, tc.want, err)
+		}
+	}
+	for _, ok := range [][]string{
+		{"--url", "ws://127.0.0.1:9100/"}, {"--url", "ws://[::1]:9100/"}, {"--url", "ws://localhost:9100/"},
+		{"--spawn", "bin/car-server", "--idle", "1000", "--connections", "1000"},
+	} {
+		if _, err := parseArgs(ok, io.Discard); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
+	}
+	if code := run([]string{"--connections", "0"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("a bad argument exits %d, want 2", code)
+	}
+}
+
+func TestSummarizeAndReport(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	s := summarize(ds)
+	if s.Count != 100 || s.MeanMs != 50.5 || s.P50Ms != 50 || s.P95Ms != 95 || s.P99Ms != 99 || s.MaxMs != 100 {
+		t.Fatalf("%+v", s)
+	}
+	if summarize(nil).Count != 0 {
+		t.Fatal("empty input")
+	}
+	r := &report{Connections: 2, ProposalsPerConnection: 3, ActionsPerProposal: 4, ProposalsDone: 6, WallSecs: 1.5,
+		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25,
+		Idle: &idleReport{Connections: 10, RSSBeforeKiB: 100, RSSAfterKiB: 500, PerConnectionKiB: 40}}
+	r.addError("boom")
+	var text bytes.Buffer
+	if err := r.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 connections × 3 proposals × 4 actions", "p99 99.000", "1.25×", "40.0 KiB per connection", "errors", "boom"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := r.writeJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back["errors"] != float64(1) || back["action_to_round_trip"] != 1.25 {
+		t.Fatalf("json report: %v %s", err, js.String())
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Bounds: the load tool must never become a denial of service of its own.
+const (
+	maxConnections = 2000
+	maxProposals   = 100_000
+	maxActions     = 10_000
+	maxIdle        = 5000
+	maxDuration    = 30 * time.Minute
+)
+
+var errHelp = errors.New("help")
+
+// options are one run's settings.
+type options struct {
+	URL         string
+	Token       string
+	Spawn       string // a car-server binary to start on a temporary state root
+	Connections int
+	Proposals   int // per connection
+	Actions     int // per proposal
+	Baseline    int // raw round trips per connection
+	Idle        int // idle connections for the memory measurement
+	PID         int // the daemon's pid, for its memory (set by --spawn)
+	Duration    time.Duration
+	JSON        bool
+}
+
+func parseArgs(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := pflag.NewFlagSet("car-bench", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.URL, "url", "ws://127.0.0.1:9100/", "the daemon's WebSocket URL (loopback only)")
+	fs.StringVar(&o.Token, "token", os.Getenv("CAR_AUTH_TOKEN"), "auth token (default $CAR_AUTH_TOKEN)")
+	fs.StringVar(&o.Spawn, "spawn", "", "start this car-server binary on a temporary state root, and stop it after")
+	fs.IntVar(&o.Connections, "connections", 10, fmt.Sprintf("concurrent connections submitting proposals (1-%d)", maxConnections))
+	fs.IntVar(&o.Proposals, "proposals", 10, fmt.Sprintf("proposals per connection (1-%d in all)", maxProposals))
+	fs.IntVar(&o.Actions, "actions", 10, fmt.Sprintf("independent tool calls per proposal (1-%d)", maxActions))
+	fs.IntVar(&o.Baseline, "baseline", 200, "raw round trips per connection for the baseline (0 skips it)")
+	fs.IntVar(&o.Idle, "idle", 0, fmt.Sprintf("idle connections to open for the memory-per-connection figure (0-%d; needs --spawn or --pid)", maxIdle))
+	fs.IntVar(&o.PID, "pid", 0, "the daemon's process id, to read its memory (Linux)")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Minute, "stop after this long, whatever is left")
+	fs.BoolVar(&o.JSON, "json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return o, errHelp
+		}
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	var errs []string
+	check := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			errs = append(errs, fmt.Sprintf("--%s must be %d to %d, got %d", name, lo, hi, v))
+		}
+	}
+	check("connections", o.Connections, 1, maxConnections)
+	check("proposals", o.Proposals, 1, maxProposals)
+	check("actions", o.Actions, 1, maxActions)
+	check("baseline", o.Baseline, 0, 100_000)
+	check("idle", o.Idle, 0, maxIdle)
+	if o.Connections*o.Proposals > maxProposals {
+		errs = append(errs, fmt.Sprintf("--connections × --proposals is %d; at most %d proposals in all", o.Connections*o.Proposals, maxProposals))
+	}
+	if o.Duration <= 0 || o.Duration > maxDuration {
+		errs = append(errs, fmt.Sprintf("--duration must be positive and at most %s", maxDuration))
+	}
+	if o.Idle > 0 && o.Spawn == "" && o.PID == 0 {
+		errs = append(errs, "--idle needs --spawn or --pid to read the daemon's memory")
+	}
+	if o.Spawn == "" {
+		if err := loopbackOnly(o.URL); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// loopbackOnly refuses any target that is not this machine.
+func loopbackOnly(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("--url must be a ws:// URL, got %q", raw)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--url must point at loopback (127.0.0.1, ::1 or localhost); car-bench does not load other machines, got %q", host)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// stats summarizes latencies in milliseconds.
+type stats struct {
+	Count  int     `json:"count"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+type idleReport struct {
+	Connections      int     `json:"connections"`
+	RSSBeforeKiB     int     `json:"rss_before_kib"`
+	RSSAfterKiB      int     `json:"rss_after_kib"`
+	PerConnectionKiB float64 `json:"per_connection_kib"`
+}
+
+// report is one run's result.
+type report struct {
+	Connections            int         `json:"connections"`
+	ProposalsPerConnection int         `json:"proposals_per_connection"`
+	ActionsPerProposal     int         `json:"actions_per_proposal"`
+	GoMaxProcs             int         `json:"gomaxprocs"`
+	ProposalsDone          int         `json:"proposals_done"`
+	WallSecs               float64     `json:"wall_secs"`
+	ProposalsPerSec        float64     `json:"proposals_per_sec"`
+	ActionsPerSec          float64     `json:"actions_per_sec"`
+	Latency                stats       `json:"proposal_latency"`
+	Baseline               stats       `json:"baseline_round_trip"`
+	ActionToRoundTrip      float64     `json:"action_to_round_trip"`
+	P99ToRoundTripP99      float64     `json:"p99_to_round_trip_p99"`
+	Errors                 int         `json:"errors"`
+	ErrorSamples           []string    `json:"error_samples,omitempty"`
+	Idle                   *idleReport `json:"idle,omitempty"`
+
+	mu sync.Mutex
+}
+
+// addError counts an error and keeps the first few for the report.
+func (r *report) addError(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Errors++
+	if len(r.ErrorSamples) < 5 {
+		r.ErrorSamples = append(r.ErrorSamples, msg)
+	}
+}
+
+// summarize computes count, mean and nearest-rank percentiles.
+func summarize(ds []time.Duration) stats {
+	if len(ds) == 0 {
+		return stats{}
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	rank := func(p float64) time.Duration {
+		i := int(p*float64(len(s))+0.999999) - 1
+		if i < 0 {
+			i = 0
+		}
+		return s[i]
+	}
+	return stats{Count: len(s), MeanMs: ms(sum) / float64(len(s)), P50Ms: ms(rank(0.50)), P95Ms: ms(rank(0.95)), P99Ms: ms(rank(0.99)), MaxMs: ms(s[len(s)-1])}
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func (r *report) writeText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "load\t%d connections × %d proposals × %d actions (GOMAXPROCS %d)\n", r.Connections, r.ProposalsPerConnection, r.ActionsPerProposal, r.GoMaxProcs)
+	fmt.Fprintf(tw, "done\t%d proposals in %.2fs: %.1f proposals/s, %.0f actions/s\n", r.ProposalsDone, r.WallSecs, r.ProposalsPerSec, r.ActionsPerSec)
+	fmt.Fprintf(tw, "proposal latency\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P95Ms, r.Latency.P99Ms, r.Latency.MaxMs)
+	fmt.Fprintf(tw, "baseline round trip\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connections, same run)\n", r.Baseline.MeanMs, r.Baseline.P50Ms, r.Baseline.P95Ms, r.Baseline.P99Ms, r.Baseline.Count)
+	if r.Baseline.Count > 0 {
+		fmt.Fprintf(tw, "per action / round trip\t%.2f×\n", r.ActionToRoundTrip)
+		fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.2f×\n", r.P99ToRoundTripP99)
+	}
+	if r.Idle != nil {
+		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)
+	}
+	fmt.Fprintf(tw, "errors\t%d\n", r.Errors)
+	for _, e := range r.ErrorSamples {
+		fmt.Fprintf(tw, "\t%s\n", e)
+	}
+	return tw.Flush()
+}
