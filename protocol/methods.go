@@ -26,6 +26,13 @@ const (
 
 	MethodProposalSubmit = "proposal.submit"
 
+	MethodMultiSwarm      = "multi.swarm"
+	MethodMultiPipeline   = "multi.pipeline"
+	MethodMultiSupervisor = "multi.supervisor"
+	MethodMultiMapReduce  = "multi.map_reduce"
+	MethodMultiVote       = "multi.vote"
+	MethodMultiTournament = "multi.tournament"
+
 	MethodVerify           = "verify"
 	MethodSimulate         = "simulate"
 	MethodEquivalent       = "equivalent"
@@ -59,4 +66,5 @@ const (
 	MethodToolsCancel  = "tools.cancel"  // notification: the daemon gave up on a tools.execute
 
 	MethodSupervisionIntent = "supervision.intent" // notification: a proposal waits for a supervisor
+	MethodMultiRunAgent     = "multi.run_agent"    // request: run one agent, answer an AgentOutput
 )

@@ -34,6 +34,7 @@ const (
 	EventPermissionDecision     EventKind = "permission_decision"
 	EventApprovalRecorded       EventKind = "approval_recorded"
 	EventSupervisionDecision    EventKind = "supervision_decision"
+	EventAgentRun               EventKind = "agent_run" // one multi.* agent run
 )
 
 // Event is one entry of the audit trail. Data holds names and counts, never

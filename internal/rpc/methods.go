@@ -37,6 +37,13 @@ func init() {
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, deadline: proposalDeadline},
 
+		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm},
+		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline},
+		protocol.MethodMultiSupervisor: {handle: (*conn).multiSupervisor},
+		protocol.MethodMultiMapReduce:  {handle: (*conn).multiMapReduce},
+		protocol.MethodMultiVote:       {handle: (*conn).multiVote},
+		protocol.MethodMultiTournament: {handle: (*conn).multiTournament},
+
 		protocol.MethodVerify:           {handle: (*conn).verify},
 		protocol.MethodSimulate:         {handle: (*conn).simulate},
 		protocol.MethodEquivalent:       {handle: (*conn).equivalent},

@@ -1,0 +1,140 @@
+// Package multi runs the multi-agent coordination shapes — swarm (parallel,
+// sequential, debate), pipeline, supervisor, map-reduce, vote and tournament
+// — with every agent run delegated to a Runner (the daemon's is the
+// multi.run_agent callback to the calling client). It owns ordering,
+// concurrency, budgets and the result shapes; it runs no model itself.
+package multi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// AgentSpec describes one agent; it is passed to the runner as given.
+type AgentSpec struct {
+	Name         string         `json:"name"`
+	SystemPrompt string         `json:"system_prompt"`
+	Tools        []string       `json:"tools"`
+	MaxTurns     int            `json:"max_turns"`
+	Metadata     map[string]any `json:"metadata"`
+	CacheControl *bool          `json:"cache_control,omitempty"`
+}
+
+// TokenUsage is what an agent reports it spent.
+type TokenUsage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// AgentOutput is one agent's result.
+type AgentOutput struct {
+	Name       string      `json:"name"`
+	Answer     string      `json:"answer"`
+	Turns      int         `json:"turns"`
+	ToolCalls  int         `json:"tool_calls"`
+	DurationMs float64     `json:"duration_ms"`
+	Error      *string     `json:"error"`
+	Tokens     *TokenUsage `json:"tokens,omitempty"`
+}
+
+// Failed reports whether the agent produced no usable answer.
+func (o AgentOutput) Failed() bool { return o.Error != nil }
+
+// failedOutput is the output of an agent that did not run or did not answer.
+func failedOutput(name, msg string) AgentOutput {
+	return AgentOutput{Name: name, Error: &msg}
+}
+
+// Runner runs one agent on one task.
+type Runner interface {
+	RunAgent(ctx context.Context, spec AgentSpec, task string) (json.RawMessage, error)
+}
+
+// DecodeOutput reads a runner's reply strictly as an AgentOutput: every
+// field present with its type (tool_calls a count, not an array), tokens
+// optional. A reply that does not fit is an error naming the field.
+func DecodeOutput(raw json.RawMessage) (AgentOutput, error) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return AgentOutput{}, fmt.Errorf("the agent's reply must be an AgentOutput object {name, answer, turns, tool_calls, duration_ms, error}")
+	}
+	var out AgentOutput
+	need := func(name string) (json.RawMessage, error) {
+		v, ok := fields[name]
+		if !ok {
+			return nil, fmt.Errorf("AgentOutput field '%s' is missing", name)
+		}
+		return v, nil
+	}
+	str := func(name string, dst *string) error {
+		v, err := need(name)
+		if err != nil {
+			return err
+		}
+		if json.Unmarshal(v, dst) != nil {
+			return fmt.Errorf("AgentOutput field '%s' must be a string, got %s", name, v)
+		}
+		return nil
+	}
+	count := func(name string, dst *int) error {
+		v, err := need(name)
+		if err != nil {
+			return err
+		}
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
+			if len(v) > 0 && v[0] == '[' {
+				return fmt.Errorf("AgentOutput field '%s' must be an integer count, not an array", name)
+			}
+			return fmt.Errorf("AgentOutput field '%s' must be a non-negative integer, got %s", name, v)
+		}
+		*dst = int(f)
+		return nil
+	}
+	if err := str("name", &out.Name); err != nil {
+		return out, err
+	}
+	if err := str("answer", &out.Answer); err != nil {
+		return out, err
+	}
+	if err := count("turns", &out.Turns); err != nil {
+		return out, err
+	}
+	if err := count("tool_calls", &out.ToolCalls); err != nil {
+		return out, err
+	}
+	v, err := need("duration_ms")
+	if err != nil {
+		return out, err
+	}
+	if json.Unmarshal(v, &out.DurationMs) != nil || out.DurationMs < 0 {
+		return out, fmt.Errorf("AgentOutput field 'duration_ms' must be a non-negative number, got %s", v)
+	}
+	v, err = need("error")
+	if err != nil {
+		return out, err
+	}
+	if string(v) != "null" {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return out, fmt.Errorf("AgentOutput field 'error' must be null or a string, got %s", v)
+		}
+		out.Error = &s
+	}
+	if v, ok := fields["tokens"]; ok && string(v) != "null" {
+		var tu TokenUsage
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.DisallowUnknownFields()
+		if d.Decode(&tu) != nil || tu.InputTokens < 0 || tu.OutputTokens < 0 || tu.CostUSD < 0 {
+			return out, fmt.Errorf("AgentOutput field 'tokens' must be {input_tokens, output_tokens, cost_usd?} with non-negative values, got %s", v)
+		}
+		out.Tokens = &tu
+	}
+	return out, nil
+}
