@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -19,10 +18,7 @@ func TestApprovalsSurviveARestart(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		defer cancel()
-		c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := d.dial(t)
 		defer c.Close()
 		var res struct {
 			Decisions []struct {
@@ -41,10 +37,7 @@ func TestApprovalsSurviveARestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	approver, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
-	if err != nil {
-		t.Fatal(err)
-	}
+	approver := d.dial(t)
 	if err := approver.Call(ctx, protocol.MethodPermissionApprove, map[string]any{"action": action, "reason": "change 42"}, nil); err != nil {
 		t.Fatal(err)
 	}

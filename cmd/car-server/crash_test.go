@@ -29,10 +29,7 @@ func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := d.dial(t)
 	c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, raw json.RawMessage) (any, error) {
 		var p protocol.ToolExecuteParams
 		_ = json.Unmarshal(raw, &p)

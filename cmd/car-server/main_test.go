@@ -92,6 +92,18 @@ func startDaemon(t *testing.T, home string, extraEnv ...string) *daemon {
 	return d
 }
 
+// dial connects an authenticated, negotiated client; the caller closes it.
+func (d *daemon) dial(t *testing.T) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (d *daemon) waitLog(t *testing.T, msg string) map[string]any {
 	t.Helper()
 	timer := time.NewTimer(waitLimit)
@@ -126,10 +138,7 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := d.dial(t)
 	defer c.Close()
 	// The same daemon answers on its Unix socket.
 	u, err := client.Dial(ctx, "ws://car-server/", &client.Options{Token: d.token, SocketPath: filepath.Join(home, "run", "car-server.sock")})
@@ -256,10 +265,7 @@ func TestOperatorPoliciesLoadAndReload(t *testing.T) {
 	d := startDaemon(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := d.dial(t)
 	defer c.Close()
 	names := func() string {
 		var list struct {
