@@ -63,6 +63,13 @@ func (r *run) runAction(ctx context.Context, i int) {
 			return
 		}
 	}
+	if r.graph.hasRefs[i] {
+		if err := r.rt.checkResolved(r.sub, checked); err != nil {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "permission"})
+			return
+		}
+	}
 	for _, pc := range a.Preconditions {
 		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
 		if err := checkPrecondition(pc, v, ok); err != nil {

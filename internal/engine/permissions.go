@@ -101,6 +101,24 @@ func (rt *Runtime) RecordDecision(connID string, r approvals.Record) (approvals.
 	return rec, nil
 }
 
+// checkResolved re-decides an action whose parameters were built from
+// references, now that they are resolved: the admission gate saw only the
+// $id.output placeholders, and a reference must not carry an operation past
+// the tier (a command read from state, say). The resolved operation needs its
+// own approval when it needs one at all.
+func (rt *Runtime) checkResolved(sub *Submission, a *protocol.Action) error {
+	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
+	r := rt.EvaluatePermissions(p, sub.Session.Tier())[0]
+	switch r.Decision {
+	case DecisionNeedsApproval:
+		return fmt.Errorf("with its references resolved, action '%s' needs %s (granted %s): approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
+			a.ID, r.Required, r.Granted, r.Fingerprint, r.Fingerprint, r.Required)
+	case DecisionDeny:
+		return fmt.Errorf("with its references resolved, action '%s' (fingerprint %s) is denied: %s", a.ID, r.Fingerprint, r.Reason)
+	}
+	return nil
+}
+
 // permissionGate admits a proposal only when every action is allowed for
 // the submitting session's tier and the ledger; otherwise the whole proposal
 // is blocked and the error names what to approve.

@@ -298,3 +298,26 @@ func TestSupervisionTimesOutClosedAndSurvivesDisconnect(t *testing.T) {
 		t.Fatal("a bad filter was accepted")
 	}
 }
+
+func TestAReferenceCannotCarryAnOperationPastTheTier(t *testing.T) {
+	ts := startGovernedServer(t, 0)
+	tb := newToolbox(t, ts, map[string]toolFunc{"run_command": echo})
+	plan := proposal(
+		map[string]any{"id": "w", "type": "state_write", "parameters": map[string]any{"key": "cmd", "value": "rm -rf /srv/data"}},
+		toolCall("x", "run_command", map[string]any{"command": "$w.output"}),
+	)
+	res := tb.submit(t, plan)
+	x := resultOf(t, res, "x")
+	if x.Status != protocol.StatusRejected || !strings.Contains(errText(x), "with its references resolved, action 'x' needs full_access") {
+		t.Fatalf("%s %q", x.Status, errText(x))
+	}
+	if len(tb.callLog()) != 0 {
+		t.Fatal("the resolved command was dispatched")
+	}
+	// Approving the resolved operation lets it run.
+	m := fingerprintRE.FindStringSubmatch(errText(x))
+	mustCall(t, tb, protocol.MethodPermissionApprove, map[string]any{"fingerprint": m[1], "required_tier": "full_access"}, nil)
+	if r := resultOf(t, tb.submit(t, plan), "x"); r.Status != protocol.StatusSucceeded {
+		t.Fatalf("after approving the resolved operation: %q", errText(r))
+	}
+}
