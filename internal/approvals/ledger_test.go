@@ -1,0 +1,47 @@
+package approvals
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+func TestLedgerLastDecisionWinsAndPersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvals.jsonl")
+	l, _, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &protocol.Action{ID: "one", Type: protocol.ActionToolCall, Tool: "deploy", Parameters: map[string]any{"env": "prod"}}
+	b := &protocol.Action{ID: "two", Type: protocol.ActionToolCall, Tool: "deploy", Parameters: map[string]any{"env": "prod"}}
+	fp := Fingerprint(a)
+	if fp != Fingerprint(b) || len(fp) != 32 {
+		t.Fatalf("the fingerprint must not depend on the action id: %s %s", fp, Fingerprint(b))
+	}
+	if fp == Fingerprint(&protocol.Action{Type: protocol.ActionToolCall, Tool: "deploy", Parameters: map[string]any{"env": "staging"}}) {
+		t.Fatal("different parameters, same fingerprint")
+	}
+	if _, err := l.Record(Record{Fingerprint: fp, Decision: Approved, RequiredTier: "full_access", Reviewer: "conn:a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Record(Record{Fingerprint: fp, Decision: Rejected, RequiredTier: "full_access", Reviewer: "conn:b", Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Record(Record{Fingerprint: fp, Decision: "maybe"}); err == nil {
+		t.Fatal("an unknown decision was recorded")
+	}
+	l.Close()
+	l, rep, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rec, ok := l.Decision(fp)
+	if !ok || rec.Decision != Rejected || rec.Reviewer != "conn:b" || rep.Live != 1 || rep.Lines != 2 {
+		t.Fatalf("after reopening: %+v %v %+v", rec, ok, rep)
+	}
+	if list := l.List(); len(list) != 1 || list[0].Reason != "no" {
+		t.Fatalf("list %+v", list)
+	}
+}
