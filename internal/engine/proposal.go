@@ -198,6 +198,7 @@ func (r *run) execute(parent context.Context) {
 	doneCh := make(chan int)
 	running := 0
 	var stopCause error
+	aborted := false // an action's outcome stopped the run (not a cancellation)
 	for {
 		for stopCause == nil && len(ready) > 0 && running < r.rt.opts.MaxConcurrency {
 			i := ready[0]
@@ -225,6 +226,7 @@ func (r *run) execute(parent context.Context) {
 		case a.FailureBehavior == protocol.FailSkip && parent.Err() == nil && stopCause == nil:
 			r.skipDownstream(i)
 		case stopCause == nil:
+			aborted = parent.Err() == nil
 			stopCause = fmt.Errorf("proposal aborted: action '%s' %s", a.ID, res.Status)
 			if parent.Err() != nil {
 				stopCause = fmt.Errorf("proposal stopped: %w", context.Cause(parent))
@@ -238,6 +240,9 @@ func (r *run) execute(parent context.Context) {
 	}
 	if stopCause == nil {
 		return
+	}
+	if !aborted && !r.anyUnfinished() {
+		return // cancelled only after every action had its outcome: nothing stopped
 	}
 	for i := range r.nodes {
 		if !r.isDone(i) {
@@ -261,6 +266,18 @@ func (r *run) skipDownstream(i int) {
 			queue = append(queue, d)
 		}
 	}
+}
+
+// anyUnfinished reports whether some action has no outcome yet.
+func (r *run) anyUnfinished() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.nodes {
+		if !r.nodes[i].done {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) isDone(i int) bool {
@@ -328,12 +345,14 @@ func (r *run) output(id string) (any, bool) {
 	return v, ok
 }
 
-// write sets a state key, remembering how to undo it.
+// write sets a state key, remembering how to undo it. The set and its undo
+// entry are one step under r.mu, so undo entries are in the order the writes
+// happened even when actions of this proposal write one key concurrently.
 func (r *run) write(key string, value any) {
-	prev, existed := r.rt.State.Set(r.sub.Tenant, key, value)
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, existed := r.rt.State.Set(r.sub.Tenant, key, value)
 	r.undo = append(r.undo, undoEntry{key: key, prev: prev, existed: existed})
-	r.mu.Unlock()
 }
 
 // rollback undoes this proposal's state writes, newest first, and

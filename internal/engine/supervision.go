@@ -258,12 +258,19 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	s.pending[in.ID] = p
 	s.order = append(s.order, in.ID)
 	s.mu.Unlock()
-	for _, n := range notify {
-		n(in)
-	}
-
+	// The decision clock starts now; notifications go out concurrently, so
+	// one slow supervisor connection delays no other.
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
+	var sent sync.WaitGroup
+	for _, n := range notify {
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			n(in)
+		}()
+	}
+	defer sent.Wait()
 	var d SupervisionDecision
 	select {
 	case d = <-p.decided:
@@ -279,9 +286,13 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		d = <-p.decided // decided in the same instant
 	case <-ctx.Done():
 		s.mu.Lock()
+		_, still := s.pending[in.ID]
 		s.removeLocked(in.ID)
 		s.mu.Unlock()
-		return fmt.Errorf("stopped waiting for a supervisor: %v", context.Cause(ctx))
+		if still {
+			return fmt.Errorf("stopped waiting for a supervisor: %v", context.Cause(ctx))
+		}
+		d = <-p.decided // decided in the same instant: honour it
 	}
 	g.emit(sub, in, d.Kind, p.reviewer)
 	switch d.Kind {

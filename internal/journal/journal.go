@@ -37,14 +37,17 @@ type Journal struct {
 	path string
 
 	mu       sync.Mutex
+	work     *sync.Cond // signalled when records are queued or the journal closes
 	idle     *sync.Cond // signalled when a flush ends
 	f        *os.File
 	live     map[string][]byte // key -> its last record
 	lines    int               // records in the file
 	flushing bool
+	closing  bool
 	queue    []pending
 	broken   error // a failed write: no append succeeds until reopened
 	minDead  int   // compaction waits for at least this many dead records
+	stopped  chan struct{}
 }
 
 type pending struct {
@@ -69,7 +72,8 @@ func Open(path string) (*Journal, Report, error) {
 		f.Close()
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
-	j := &Journal{path: path, f: f, live: make(map[string][]byte), minDead: 64}
+	j := &Journal{path: path, f: f, live: make(map[string][]byte), minDead: 64, stopped: make(chan struct{})}
+	j.work = sync.NewCond(&j.mu)
 	j.idle = sync.NewCond(&j.mu)
 	rep, err := j.replay()
 	if err != nil {
@@ -80,6 +84,7 @@ func Open(path string) (*Journal, Report, error) {
 		f.Close()
 		return nil, rep, fmt.Errorf("journal %s: %w", path, err)
 	}
+	go j.flusher()
 	return j, rep, nil
 }
 
@@ -193,27 +198,46 @@ func (j *Journal) Append(rec []byte) error {
 	}
 	p := pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
 	j.mu.Lock()
-	if j.broken != nil {
+	if j.broken != nil || j.closing {
+		err := j.broken
+		if err == nil {
+			err = fmt.Errorf("journal %s is closed", j.path)
+		}
 		j.mu.Unlock()
-		return j.broken
+		return err
 	}
 	j.queue = append(j.queue, p)
-	if j.flushing {
-		j.mu.Unlock()
-		return <-p.done
-	}
-	j.flushing = true
-	j.flushLocked()
+	j.work.Signal()
 	j.mu.Unlock()
 	return <-p.done
 }
 
-// flushLocked writes and fsyncs queued records until none are left. It is
-// called with mu held and flushing set, and drops mu while it does I/O.
-func (j *Journal) flushLocked() {
-	for len(j.queue) > 0 {
+// flusher is the journal's one writer: it takes everything queued, writes
+// it with one write and one fsync, and answers every appender of the batch.
+// Records queued while it does I/O form the next batch (group commit). It
+// runs until Close.
+func (j *Journal) flusher() {
+	defer close(j.stopped)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		for len(j.queue) == 0 && !j.closing {
+			j.work.Wait()
+		}
+		if len(j.queue) == 0 {
+			return // closing, nothing left
+		}
 		batch := j.queue
 		j.queue = nil
+		if j.broken != nil {
+			// Never write behind a failed write: the file may end in a torn
+			// line, and a later fsync can succeed for data an earlier one lost.
+			for _, p := range batch {
+				p.done <- j.broken
+			}
+			continue
+		}
+		j.flushing = true
 		var buf []byte
 		for _, p := range batch {
 			buf = append(buf, p.line...)
@@ -239,14 +263,22 @@ func (j *Journal) flushLocked() {
 		for _, p := range batch {
 			p.done <- err
 		}
-	}
-	if j.broken == nil && j.lines-len(j.live) > len(j.live) && j.lines-len(j.live) >= j.minDead {
-		if err := j.compactLocked(); err != nil {
-			j.broken = err
+		if j.broken == nil && len(j.queue) == 0 && j.lines-len(j.live) > len(j.live) && j.lines-len(j.live) >= j.minDead {
+			j.compactOrBreak()
 		}
+		j.flushing = false
+		j.idle.Broadcast()
 	}
-	j.flushing = false
-	j.idle.Broadcast()
+}
+
+// compactOrBreak compacts; a failure before the new file replaced the old
+// one leaves the journal as it was, a failure after it stops appends.
+func (j *Journal) compactOrBreak() error {
+	renamed, err := j.compactLocked()
+	if err != nil && renamed {
+		j.broken = err
+	}
+	return err
 }
 
 // Each calls f with every live record, in key order.
@@ -278,23 +310,26 @@ func (j *Journal) Stats() (lines, live int) {
 func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for j.flushing {
+	for j.flushing || len(j.queue) > 0 {
 		j.idle.Wait()
 	}
 	if j.broken != nil {
 		return j.broken
 	}
-	return j.compactLocked()
+	return j.compactOrBreak()
 }
 
 // compactLocked writes the live records to a temp file, fsyncs it, renames
 // it over the journal and fsyncs the directory. Called with mu held and no
-// write in progress.
-func (j *Journal) compactLocked() error {
+// write in progress. renamed says whether the new file replaced the old one.
+func (j *Journal) compactLocked() (renamed bool, err error) {
 	dir := filepath.Dir(j.path)
+	fail := func(err error) (bool, error) {
+		return renamed, fmt.Errorf("journal %s: compact: %w", j.path, err)
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(j.path)+".compact-*")
 	if err != nil {
-		return fmt.Errorf("journal %s: compact: %w", j.path, err)
+		return fail(err)
 	}
 	defer os.Remove(tmp.Name())
 	keys := make([]string, 0, len(j.live))
@@ -320,20 +355,21 @@ func (j *Journal) compactLocked() error {
 	if err == nil {
 		err = os.Rename(tmp.Name(), j.path)
 	}
-	if err == nil {
-		err = syncDir(dir)
-	}
 	if err != nil {
-		return fmt.Errorf("journal %s: compact: %w", j.path, err)
+		return fail(err)
+	}
+	renamed = true
+	if err := syncDir(dir); err != nil {
+		return fail(err)
 	}
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("journal %s: reopen after compaction: %w", j.path, err)
+		return fail(fmt.Errorf("reopen: %w", err))
 	}
 	j.f.Close()
 	j.f = f
 	j.lines = len(keys)
-	return nil
+	return renamed, nil
 }
 
 func syncDir(dir string) error {
@@ -345,13 +381,20 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Close waits for a flush in progress and closes the file.
+// Close writes what is queued, stops the flusher and closes the file.
 func (j *Journal) Close() error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	for j.flushing {
-		j.idle.Wait()
+	if j.closing {
+		j.mu.Unlock()
+		<-j.stopped
+		return nil
 	}
+	j.closing = true
+	j.work.Broadcast()
+	j.mu.Unlock()
+	<-j.stopped // the flusher writes what is queued, then stops
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.broken == nil {
 		j.broken = fmt.Errorf("journal %s is closed", j.path)
 	}

@@ -184,6 +184,29 @@ func TestConcurrentAppendsAllLand(t *testing.T) {
 	}
 }
 
+func TestAWriteFailureStopsEveryLaterAppend(t *testing.T) {
+	j, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
+	if err := j.Append(rec("a", "put", 1)); err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	j.f.Close() // the disk goes away under the journal
+	j.mu.Unlock()
+	if err := j.Append(rec("b", "put", 2)); err == nil || !strings.Contains(err.Error(), "write failed") {
+		t.Fatalf("first append after the failure: %v", err)
+	}
+	if err := j.Append(rec("c", "put", 3)); err == nil || !strings.Contains(err.Error(), "no further records are accepted") {
+		t.Fatalf("later append: %v", err)
+	}
+	if _, ok := j.Get("b"); ok {
+		t.Fatal("a record that was not written is served")
+	}
+	j.Close()
+	if err := j.Append(rec("d", "put", 4)); err == nil {
+		t.Fatal("append after Close succeeded")
+	}
+}
+
 func TestAppendRefusesBadRecords(t *testing.T) {
 	j, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
 	defer j.Close()

@@ -115,6 +115,14 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		return
 	}
 	c.mu.Lock()
+	if c.draining && drainExempt[req.Method] && !c.closed {
+		// A supervisor must still be able to release proposals parked while
+		// the daemon drains; these answers are quick, so they run inline.
+		c.mu.Unlock()
+		res, err := c.serve(req)
+		c.reply(req, res, err)
+		return
+	}
 	if c.closed || c.draining {
 		c.mu.Unlock()
 		c.reply(req, nil, internalError("car-server is shutting down; retry after it restarts"))
@@ -131,9 +139,18 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 	c.mu.Unlock()
 	go func() {
 		defer c.handlers.Done()
-		defer func() { <-c.sem }()
-		c.serve(req)
+		res, err := c.serve(req)
+		// Free the slot before replying: a client that sends its next request
+		// as soon as it reads this reply is within the limit.
+		<-c.sem
+		c.reply(req, res, err)
 	}()
+}
+
+// drainExempt are the methods still served while the daemon drains.
+var drainExempt = map[string]bool{
+	protocol.MethodSupervisionDecide:  true,
+	protocol.MethodSupervisionPending: true,
 }
 
 // goOwned runs f on a goroutine the connection waits for.
@@ -151,16 +168,15 @@ func (c *conn) goOwned(f func()) {
 	}()
 }
 
-// serve runs one request under its deadline and replies.
-func (c *conn) serve(req *jsonrpc2.Request) {
+// serve runs one request under its deadline and returns its reply.
+func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 	start := time.Now()
 	m, ok := methods[req.Method]
 	if !ok {
 		// One label for every unknown name keeps the metric's cardinality bounded.
 		metrics.Requests.WithLabelValues("unknown", metrics.Code(protocol.CodeMethodNotFound)).Inc()
-		c.reply(req, nil, rpcError(protocol.CodeMethodNotFound,
-			"method not found: '%s'; the README lists the methods this daemon serves", req.Method))
-		return
+		return nil, rpcError(protocol.CodeMethodNotFound,
+			"method not found: '%s'; the README lists the methods this daemon serves", req.Method)
 	}
 	timeout := c.srv.opts.HandlerTimeout
 	if m.deadline != nil {
@@ -184,7 +200,7 @@ func (c *conn) serve(req *jsonrpc2.Request) {
 	} else {
 		c.log.Debug("request served", fields...)
 	}
-	c.reply(req, res, err)
+	return res, err
 }
 
 // reply sends the response to req; nothing is sent for a notification.
