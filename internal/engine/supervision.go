@@ -129,6 +129,14 @@ func (s *Supervisors) Unsubscribe(connID string) bool {
 	return was
 }
 
+// Subscribed reports whether a connection is a supervisor.
+func (s *Supervisors) Subscribed(connID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.subs[connID]
+	return ok
+}
+
 // Pending returns the parked intents, oldest first.
 func (s *Supervisors) Pending() []Intent {
 	s.mu.Lock()

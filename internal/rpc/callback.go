@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
@@ -50,6 +51,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		outcome = "cancelled"
 		reason := context.Cause(ctx).Error()
 		c.sendCancel(id, call.ActionID, reason)
+		c.abandon(id)
 		return nil, errors.New(reason)
 	default:
 		outcome = "error"
@@ -69,6 +71,35 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		}
 	}
 	return out, nil
+}
+
+// abandon remembers a callback given up on. A client that leaves more than
+// MaxAbandoned of them unanswered is closed: each would otherwise be held
+// until the connection ends.
+func (c *conn) abandon(id string) {
+	c.abandonedMu.Lock()
+	if c.abandoned == nil {
+		c.abandoned = make(map[string]struct{})
+	}
+	c.abandoned[id] = struct{}{}
+	n := len(c.abandoned)
+	c.abandonedMu.Unlock()
+	if n > c.srv.opts.MaxAbandoned {
+		c.log.Warn("closing: the client left too many cancelled callbacks unanswered", zap.Int("abandoned", n))
+		c.goOwned(func() {
+			_ = c.ws.Close(websocket.StatusPolicyViolation, "too many cancelled tools.execute calls left unanswered; answer or drop them after tools.cancel")
+		})
+	}
+}
+
+// answered forgets an abandoned callback once its late reply arrives.
+func (c *conn) answered(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if resp == nil || !resp.ID.IsString {
+		return
+	}
+	c.abandonedMu.Lock()
+	delete(c.abandoned, resp.ID.Str)
+	c.abandonedMu.Unlock()
 }
 
 // sendCancel tells the client the daemon gave up on a callback.

@@ -42,6 +42,12 @@ type conn struct {
 	authed      atomic.Bool
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
+
+	// abandoned holds the ids of callbacks the daemon gave up on whose late
+	// reply has not come: the JSON-RPC library keeps each until it does, so
+	// their number is bounded (Options.MaxAbandoned).
+	abandonedMu sync.Mutex
+	abandoned   map[string]struct{}
 	sem         chan struct{} // in-flight request slots
 
 	mu       sync.Mutex // guards closed, draining and handlers.Add
@@ -76,7 +82,7 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 func (c *conn) run(remote string) {
 	c.sess = c.srv.rt.OpenSession(c.id, c)
 	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
-	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}))
+	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
 	close(c.ready)
 	c.log.Info("connection opened", zap.String("remote", remote))
 	metrics.Connections.Inc()
@@ -240,6 +246,7 @@ func (c *conn) drain(ctx context.Context) {
 	}()
 	select {
 	case <-idle:
+		c.awaitParkedIntents(ctx)
 	case <-ctx.Done():
 		// Cancel the handlers while the connection is still open, so that
 		// their callbacks can send tools.cancel and their replies.
@@ -249,6 +256,24 @@ func (c *conn) drain(ctx context.Context) {
 	}
 	_ = c.ws.Close(websocket.StatusGoingAway, "car-server shutting down")
 	c.cancel()
+}
+
+// awaitParkedIntents keeps a supervisor's connection open while proposals
+// wait for a decision, so that it can still release them; the grace period
+// bounds the wait.
+func (c *conn) awaitParkedIntents(ctx context.Context) {
+	if !c.srv.rt.Supervisors.Subscribed(c.id) {
+		return
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(c.srv.rt.Supervisors.Pending()) > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 var (

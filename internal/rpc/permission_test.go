@@ -321,3 +321,34 @@ func TestAReferenceCannotCarryAnOperationPastTheTier(t *testing.T) {
 		t.Fatalf("after approving the resolved operation: %q", errText(r))
 	}
 }
+
+func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
+	ts := startGovernedServer(t, testTimeout)
+	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
+	sup := newSupervisor(t, ts, nil)
+	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	in := sup.next(t)
+	shut := make(chan error, 1)
+	go func() { shut <- ts.srv.Shutdown(ctxT(t)) }()
+	// Wait until the daemon refuses new work, then decide.
+	deadline := time.Now().Add(testTimeout)
+	for {
+		err := runner.Call(ctxT(t), "state.keys", nil, nil)
+		if err != nil && strings.Contains(err.Error(), "shutting down") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon never started draining")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
+		t.Fatalf("decide while draining: %v", err)
+	}
+	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+		t.Fatalf("the parked proposal: %q", errText(r.Results[0]))
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}

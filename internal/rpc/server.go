@@ -27,6 +27,7 @@ type Options struct {
 	HandlerTimeout time.Duration // deadline of one request (30 min)
 	ToolTimeout    time.Duration // default budget of one tool callback (300 s)
 	WriteTimeout   time.Duration // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
 	Version        string        // server_version reported by server.handshake
 	Logger         *zap.Logger
 }
@@ -49,6 +50,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
+	}
+	if o.MaxAbandoned <= 0 {
+		o.MaxAbandoned = 1024
 	}
 	if o.Version == "" {
 		o.Version = "dev"
