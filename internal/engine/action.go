@@ -40,6 +40,11 @@ func (r *run) runAction(ctx context.Context, i int) {
 			return
 		}
 		params = p.(map[string]any)
+		if problem := builtinParamsProblem(a.Type, params); problem != "" {
+			setDuration()
+			r.finish(i, protocol.StatusRejected, nil, "with its references resolved: "+problem, map[string]any{"gate": "reference"})
+			return
+		}
 		if nd.tool != nil {
 			if err := nd.tool.ValidateParams(any(params)); err != nil {
 				setDuration()
@@ -147,7 +152,8 @@ func (r *run) readState(params map[string]any) any {
 		return v
 	}
 	out := map[string]any{}
-	for _, k := range params["keys"].([]any) {
+	keys, _ := params["keys"].([]any)
+	for _, k := range keys {
 		if s, ok := k.(string); ok {
 			v, _ := r.rt.State.Get(r.sub.Tenant, s)
 			out[s] = v

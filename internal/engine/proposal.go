@@ -157,18 +157,34 @@ func (r *run) validateAction(i int) string {
 				return err.Error()
 			}
 		}
+	default:
+		return builtinParamsProblem(a.Type, a.Parameters)
+	}
+	return ""
+}
+
+// builtinParamsProblem checks the parameters of the actions the engine runs
+// itself. It runs at validation and again once references are resolved (a
+// reference can resolve to anything).
+func builtinParamsProblem(t protocol.ActionType, params map[string]any) string {
+	switch t {
 	case protocol.ActionStateWrite:
-		if k, _ := a.Parameters["key"].(string); k == "" {
+		if k, _ := params["key"].(string); k == "" {
 			return "state_write needs parameters {key: string, value: any}"
 		}
 	case protocol.ActionStateRead:
-		_, one := a.Parameters["key"].(string)
-		_, many := a.Parameters["keys"].([]any)
+		_, one := params["key"].(string)
+		keys, many := params["keys"].([]any)
+		for _, k := range keys {
+			if _, ok := k.(string); !ok {
+				many = false
+			}
+		}
 		if !one && !many {
 			return "state_read needs parameters {key: string} or {keys: string[]}"
 		}
 	case protocol.ActionAssertion:
-		if k, _ := a.Parameters["key"].(string); k == "" {
+		if k, _ := params["key"].(string); k == "" {
 			return "assertion needs parameters {key: string, operator?: string, value?: any}"
 		}
 	}
@@ -205,8 +221,14 @@ func (r *run) execute(parent context.Context) {
 			ready = ready[1:]
 			running++
 			go func() {
+				defer func() { doneCh <- i }()
+				defer func() {
+					// A bug in one action must not take the daemon down.
+					if p := recover(); p != nil {
+						r.finish(i, protocol.StatusFailed, nil, fmt.Sprintf("internal error while running this action: %v", p), nil)
+					}
+				}()
 				r.runAction(ctx, i)
-				doneCh <- i
 			}()
 		}
 		if running == 0 {

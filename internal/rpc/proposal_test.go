@@ -444,3 +444,24 @@ func TestTenantScopedProposal(t *testing.T) {
 		t.Fatalf("tenant value %v", v)
 	}
 }
+
+func TestReferencesThatResolveToTheWrongTypeAreRejectedNotFatal(t *testing.T) {
+	ts := startServer(t, Options{})
+	tb := newToolbox(t, ts, map[string]toolFunc{"echo": echo})
+	res := tb.submit(t, proposal(
+		map[string]any{"id": "a1", "type": "state_write", "parameters": map[string]any{"key": "n", "value": 5}},
+		map[string]any{"id": "a2", "type": "state_write", "parameters": map[string]any{"key": "$a1.output"}, "failure_behavior": "skip"},
+		map[string]any{"id": "a3", "type": "assertion", "parameters": map[string]any{"key": "$a1.output"}, "failure_behavior": "skip"},
+		map[string]any{"id": "a4", "type": "state_read", "parameters": map[string]any{"keys": []any{"$a1.output"}}, "failure_behavior": "skip"},
+	))
+	for _, id := range []string{"a2", "a3", "a4"} {
+		if r := resultOf(t, res, id); r.Status != protocol.StatusSkipped && r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "with its references resolved") {
+			t.Fatalf("%s: %s %q", id, r.Status, errText(r))
+		}
+	}
+	var keys []string
+	mustCall(t, tb, "state.keys", nil, &keys) // the daemon is alive
+	if strings.Join(keys, ",") != "n" {
+		t.Fatalf("keys %v", keys)
+	}
+}
