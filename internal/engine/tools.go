@@ -143,6 +143,9 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 		return nil, fmt.Errorf("tool '%s': parameters is not JSON: %w", s.Name, err)
 	}
 	c := jsonschema.NewCompiler()
+	// Only inline references resolve: a client's schema must not make the
+	// daemon read its files ($ref: file:///…) or fetch anything.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
 	url := "car:///tools/" + s.Name + "/parameters.json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))

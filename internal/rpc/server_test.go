@@ -201,6 +201,7 @@ func TestToolsRegisterRejectsBadInput(t *testing.T) {
 		{"no name", []any{map[string]any{"description": "x"}}, "name is required"},
 		{"object not array", map[string]any{"name": "x"}, "params must be an array of ToolDefinition"},
 		{"bad rate limit", []any{map[string]any{"name": "r", "rate_limit": map[string]any{"max_calls": 0, "interval_secs": 1}}}, "rate_limit"},
+		{"file reference", []any{map[string]any{"name": "f", "parameters": map[string]any{"$ref": "file:///etc/hostname"}}}, "tool 'f': parameters is not a valid JSON Schema"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
