@@ -2,8 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"regexp"
-	"sort"
 	"strings"
 	"unicode"
 
@@ -69,7 +69,7 @@ var (
 	credentialPairs = []string{"api key", "private key", "access key", "secret key", "client secret"}
 	pathParams      = set("path", "file", "filename", "filepath", "dest", "destination", "target", "src", "source", "output", "input", "dir", "directory", "to", "from")
 	dangerPhrases   = []string{"drop table", "drop database", "delete from", "truncate table", "rm -rf", "rm -fr", "git reset", "git push --force", "mkfs", ":(){"}
-	secretPaths     = regexp.MustCompile(`(?i)(^|/)(\.ssh/|\.aws/credentials|\.gnupg/|\.kube/config|\.netrc|\.docker/config\.json|id_rsa|id_ed25519|id_ecdsa)|\.pem$|\.key$|\.p12$|\.pfx$|(^|/)\.env$|^/etc/(shadow|sudoers)`)
+	secretPaths     = regexp.MustCompile(`(?i)(^|/)(\.ssh(/|$)|\.aws/credentials|\.gnupg(/|$)|\.kube/config|\.netrc|\.docker/config\.json|id_rsa|id_ed25519|id_ecdsa)|\.pem$|\.key$|\.p12$|\.pfx$|(^|/)\.env$|^/etc/(shadow|sudoers)`)
 )
 
 func set(words ...string) map[string]bool {
@@ -112,8 +112,9 @@ func Classify(a *protocol.Action) Classification {
 	}
 	c.Reversibility = reversibility(segs, read && !edit)
 
-	for _, k := range sortedParamKeys(a.Parameters) {
-		v := a.Parameters[k]
+	// Command lines and target paths are read where their key says, at any
+	// depth, whatever the value's shape (a string, an array, an object).
+	walkParams(a.Parameters, func(k string, v any) {
 		lk := strings.ToLower(k)
 		if commandParams[lk] {
 			if w := commandSignal(v); w != "" {
@@ -121,11 +122,14 @@ func Classify(a *protocol.Action) Classification {
 			}
 		}
 		if pathParams[lk] {
-			if s, ok := v.(string); ok && secretPaths.MatchString(s) {
-				raise(FullAccess, fmt.Sprintf("'%s' targets a credential path", k))
+			for _, s := range stringsIn(v) {
+				if secretPaths.MatchString(path.Clean(s)) {
+					raise(FullAccess, fmt.Sprintf("'%s' targets a credential path", k))
+					break
+				}
 			}
 		}
-	}
+	})
 	if key := credentialKey(a.Parameters, ""); key != "" {
 		raise(FullAccess, fmt.Sprintf("parameter key '%s' names a credential", key))
 	}
@@ -196,23 +200,53 @@ func words(text string) []string {
 	})
 }
 
-// commandSignal finds a dangerous word or phrase in a command-line param.
-func commandSignal(v any) string {
-	var text string
+// walkParams calls f for every key at any depth of m, through objects and
+// arrays, in a stable order.
+func walkParams(m map[string]any, f func(key string, v any)) {
+	for _, k := range sortedParamKeys(m) {
+		f(k, m[k])
+		walkValue(m[k], f)
+	}
+}
+
+func walkValue(v any, f func(key string, v any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		walkParams(x, f)
+	case []any:
+		for _, e := range x {
+			walkValue(e, f)
+		}
+	}
+}
+
+// stringsIn returns every string inside v, at any depth.
+func stringsIn(v any) []string {
 	switch x := v.(type) {
 	case string:
-		text = x
+		return []string{x}
 	case []any:
-		parts := make([]string, 0, len(x))
+		var out []string
 		for _, e := range x {
-			if s, ok := e.(string); ok {
-				parts = append(parts, s)
-			}
+			out = append(out, stringsIn(e)...)
 		}
-		text = strings.Join(parts, " ")
-	default:
-		return ""
+		return out
+	case map[string]any:
+		var out []string
+		for _, k := range sortedParamKeys(x) {
+			out = append(out, stringsIn(x[k])...)
+		}
+		return out
 	}
+	return nil
+}
+
+// unquote drops shell quoting, so that r'm' reads as rm.
+var unquote = strings.NewReplacer("'", "", "\"", "", "`", "", "\\", "")
+
+// commandSignal finds a dangerous word or phrase in a command-line param.
+func commandSignal(v any) string {
+	text := unquote.Replace(strings.Join(stringsIn(v), " "))
 	ws := words(text)
 	joined := " " + strings.Join(ws, " ") + " "
 	for _, p := range commandPhrases {
@@ -233,7 +267,7 @@ func commandSignal(v any) string {
 }
 
 // credentialKey returns the first parameter key, at any depth, that names a
-// credential ("api_key", "db_password", "auth.token").
+// credential ("api_key", "db_password", "auth.token", "headers.0.api_key").
 func credentialKey(m map[string]any, prefix string) string {
 	for _, k := range sortedParamKeys(m) {
 		segs := segments(k)
@@ -252,8 +286,20 @@ func credentialKey(m map[string]any, prefix string) string {
 		if hit {
 			return prefix + k
 		}
-		if sub, ok := m[k].(map[string]any); ok {
-			if found := credentialKey(sub, prefix+k+"."); found != "" {
+		if found := credentialKeyIn(m[k], prefix+k+"."); found != "" {
+			return found
+		}
+	}
+	return ""
+}
+
+func credentialKeyIn(v any, prefix string) string {
+	switch x := v.(type) {
+	case map[string]any:
+		return credentialKey(x, prefix)
+	case []any:
+		for i, e := range x {
+			if found := credentialKeyIn(e, fmt.Sprintf("%s%d.", prefix, i)); found != "" {
 				return found
 			}
 		}
@@ -262,30 +308,15 @@ func credentialKey(m map[string]any, prefix string) string {
 }
 
 // dangerPhrase finds an always-dangerous phrase in any string value, at word
-// boundaries.
+// boundaries: punctuation (; && $( …) and shell quoting separate nothing.
 func dangerPhrase(v any) string {
-	switch x := v.(type) {
-	case string:
-		joined := " " + strings.Join(strings.Fields(strings.ToLower(x)), " ") + " "
+	for _, s := range stringsIn(v) {
+		if strings.Contains(s, ":(){") {
+			return ":(){"
+		}
+		joined := " " + strings.Join(words(unquote.Replace(s)), " ") + " "
 		for _, p := range dangerPhrases {
-			if strings.Contains(joined, " "+p+" ") || (strings.HasPrefix(p, ":(") && strings.Contains(joined, p)) {
-				return p
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if p := dangerPhrase(e); p != "" {
-				return p
-			}
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if p := dangerPhrase(x[k]); p != "" {
+			if strings.Contains(joined, " "+p+" ") {
 				return p
 			}
 		}

@@ -39,6 +39,18 @@ func TestClassify(t *testing.T) {
 		{"rm only as a command word", call("run_tests", map[string]any{"command": "pytest --rm-cache"}), SandboxEdit, protocol.Reversible},
 		{"sudo path", call("run_command", map[string]any{"cmd": "/usr/bin/sudo ls"}), FullAccess, protocol.Reversible},
 		{"unknown tool", call("frobnicate", nil), SandboxEdit, protocol.Irreversible},
+		// Shapes that once slipped past: arrays, nesting, punctuation, quoting, unclean paths.
+		{"credential key in an array", call("call_api", map[string]any{"headers": []any{map[string]any{"api_key": "x"}}}), FullAccess, protocol.Irreversible},
+		{"nested command array", call("run_job", map[string]any{"command": []any{[]any{"sudo", "ls"}}}), FullAccess, protocol.Reversible},
+		{"command in an object", call("run_job", map[string]any{"command": map[string]any{"line": "curl x"}}), FullAccess, protocol.Reversible},
+		{"command key nested", call("run_job", map[string]any{"spec": map[string]any{"cmd": "wget http://x"}}), FullAccess, protocol.Reversible},
+		{"path in an array", call("read_file", map[string]any{"path": []any{"~/.ssh/id_rsa"}}), FullAccess, protocol.Reversible},
+		{"phrase after a semicolon", call("query_db", map[string]any{"sql": "x;DROP TABLE users"}), FullAccess, protocol.Reversible},
+		{"phrase in a substitution", call("note_write", map[string]any{"text": "$(rm -rf /)"}), FullAccess, protocol.Reversible},
+		{"quoted command", call("run_job", map[string]any{"command": "r'm' -rf /"}), FullAccess, protocol.Reversible},
+		{"doubled slash", call("read_file", map[string]any{"path": "/etc//shadow"}), FullAccess, protocol.Reversible},
+		{"dot-dot path", call("read_file", map[string]any{"path": "/tmp/../etc/shadow"}), FullAccess, protocol.Reversible},
+		{"bare .ssh", call("list_dir", map[string]any{"dir": "~/.ssh"}), FullAccess, protocol.Reversible},
 		{"state_write", &protocol.Action{Type: protocol.ActionStateWrite}, SandboxEdit, protocol.Reversible},
 		{"state_read", &protocol.Action{Type: protocol.ActionStateRead}, ReadOnly, protocol.Reversible},
 	}
