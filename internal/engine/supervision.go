@@ -72,6 +72,7 @@ type parked struct {
 	intent   Intent
 	decided  chan SupervisionDecision
 	reviewer string
+	matched  map[string]bool // the supervisors whose filter matched: only they decide
 }
 
 // Supervisors is the daemon-wide set of subscribed supervisors and parked
@@ -166,8 +167,8 @@ func (s *Supervisors) Decide(connID, intentID string, d SupervisionDecision) err
 		return errors.New("only a subscribed supervisor can decide: call supervision.subscribe first")
 	}
 	p, ok := s.pending[intentID]
-	if !ok {
-		return fmt.Errorf("intent '%s' is not pending: it was already decided, timed out, or never existed; your decision did not land", intentID)
+	if !ok || !p.matched[connID] {
+		return fmt.Errorf("intent '%s' is not pending for you: it was already decided, timed out, never existed, or was sent to other supervisors; your decision did not land", intentID)
 	}
 	p.reviewer = "conn:" + connID
 	s.removeLocked(intentID)
@@ -253,16 +254,18 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	in := buildIntent(sub)
 	s.mu.Lock()
 	var notify []func(Intent)
-	for _, sb := range s.subs {
+	matched := map[string]bool{}
+	for id, sb := range s.subs {
 		if sb.filter.matches(&in, sub.Session.ID) {
 			notify = append(notify, sb.notify)
+			matched[id] = true
 		}
 	}
 	if len(notify) == 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	p := &parked{intent: in, decided: make(chan SupervisionDecision, 1)}
+	p := &parked{intent: in, decided: make(chan SupervisionDecision, 1), matched: matched}
 	s.pending[in.ID] = p
 	s.order = append(s.order, in.ID)
 	s.mu.Unlock()

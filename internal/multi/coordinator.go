@@ -40,17 +40,19 @@ func (c *Coordinator) run(ctx context.Context, spec AgentSpec, task string) Agen
 	if err := ctx.Err(); err != nil {
 		return failedOutput(spec.Name, "not started: "+context.Cause(ctx).Error())
 	}
-	if err := c.budget.admit(); err != nil {
-		out := failedOutput(spec.Name, err.Error())
-		c.observe(out)
-		return out
-	}
+	// Take a slot first, then ask the budget: an agent is admitted against
+	// what the agents before it actually spent, not against an empty tally.
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
 		return failedOutput(spec.Name, "not started: "+context.Cause(ctx).Error())
 	}
 	defer func() { <-c.sem }()
+	if err := c.budget.admit(); err != nil {
+		out := failedOutput(spec.Name, err.Error())
+		c.observe(out)
+		return out
+	}
 	raw, err := c.runner.RunAgent(ctx, spec, task)
 	var out AgentOutput
 	if err != nil {

@@ -246,6 +246,20 @@ func TestMultiBudgetAndMalformedOutput(t *testing.T) {
 		t.Fatalf("fallback: %+v", res)
 	}
 
+	// A parallel batch is held to what earlier agents spent, not admitted
+	// all at once against an empty tally.
+	var wide multi.SwarmResult
+	names := make([]string, 20)
+	for i := range names {
+		names[i] = fmt.Sprint("w", i)
+	}
+	if err := c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "parallel", "agents": specs(names...), "task": "t", "budget": map[string]any{"max_total_tokens": 100}}, &wide); err != nil {
+		t.Fatal(err)
+	}
+	if wide.Spend.Agents > 8+1 || wide.Spend.Refused == 0 {
+		t.Fatalf("a parallel batch overspent: %+v", wide.Spend)
+	}
+
 	var capped multi.SwarmResult
 	if err := c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "parallel", "agents": specs("p1", "p2", "p3"), "task": "t", "budget": map[string]any{"max_agents": 2}}, &capped); err != nil {
 		t.Fatal(err)

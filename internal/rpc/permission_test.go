@@ -352,3 +352,24 @@ func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 }
+
+func TestOnlyAMatchedSupervisorDecides(t *testing.T) {
+	ts := startGovernedServer(t, testTimeout)
+	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
+	sup := newSupervisor(t, ts, map[string]any{"tools": []string{"stage_site"}})
+	// The submitter subscribes too, with a filter that matches nothing, and
+	// tries to allow its own parked proposal.
+	mustCall(t, runner, protocol.MethodSupervisionSubscribe, map[string]any{"filter": map[string]any{"tools": []string{"none"}}}, nil)
+	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	in := sup.next(t)
+	code, msg := rpcCode(t, runner.Call(ctxT(t), protocol.MethodSupervisionDecide, map[string]any{"intent_id": in.ID, "decision": map[string]any{"kind": "allow"}}, nil))
+	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "not pending for you") {
+		t.Fatalf("self-approval: %d %q", code, msg)
+	}
+	if err := sup.decide(t, in.ID, "deny", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.Results[0].Status != protocol.StatusRejected {
+		t.Fatal("the real supervisor's deny did not hold")
+	}
+}
