@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -189,8 +190,13 @@ func (g goal) holds(state map[string]any) bool {
 	return false // underivable: fail closed
 }
 
-// MonteCarlo runs the trials. It is pure and reproducible.
-func MonteCarlo(p *protocol.ActionProposal, params MonteCarloParams, tools *ToolRegistry) (MonteCarloResult, error) {
+// maxTrialActions bounds trials × actions, so one request cannot occupy the
+// daemon for hours.
+const maxTrialActions = 5_000_000
+
+// MonteCarlo runs the trials. It is pure and reproducible; it stops with an
+// error when ctx ends.
+func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCarloParams, tools *ToolRegistry) (MonteCarloResult, error) {
 	trials, seed, def, retries := DefaultTrials, DefaultSeed, defaultRate, 0
 	if c := params.Config; c.Trials != nil {
 		if *c.Trials < 1 || *c.Trials > MaxTrials {
@@ -209,6 +215,9 @@ func MonteCarlo(p *protocol.ActionProposal, params MonteCarloParams, tools *Tool
 			return MonteCarloResult{}, fmt.Errorf("config.retry_attempts must be 0 to 100")
 		}
 		retries = *params.Config.RetryAttempts
+	}
+	if trials*max(len(p.Actions), 1) > maxTrialActions {
+		return MonteCarloResult{}, fmt.Errorf("config.trials × actions is %d; at most %d: run fewer trials", trials*len(p.Actions), maxTrialActions)
 	}
 	res := MonteCarloResult{Trials: trials, Seed: seed, GoalUnderivableConditions: []string{}}
 	var g *goal
@@ -264,6 +273,9 @@ func MonteCarlo(p *protocol.ActionProposal, params MonteCarloParams, tools *Tool
 		values      = map[string]map[string]*ValueProbability{}
 	)
 	for tr := 0; tr < trials; tr++ {
+		if tr%64 == 0 && ctx.Err() != nil {
+			return MonteCarloResult{}, fmt.Errorf("stopped after %d of %d trials: %v", tr, trials, context.Cause(ctx))
+		}
 		state := copyState(params.InitialState)
 		blocked := make([]string, n)
 		failed := make([]bool, n)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
@@ -297,16 +298,22 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	}
 	res.SimulatedState = state
 
+	// Writers of a key are compared with the next writer in execution order:
+	// if every such pair is ordered, all writes of the key are. Reporting
+	// consecutive pairs keeps the output linear in the number of writers.
 	conf := check("write_conflicts", "no two actions write one state key without an ordering between them", "writes made by tools beyond their declared effects", TierDecision, true)
+	position := make([]int, len(p.Actions))
+	for pos, i := range append(sorted, rejected...) {
+		position[i] = pos
+	}
 	for _, k := range sortedKeys(writers) {
-		ws := writers[k]
-		for x := 0; x < len(ws); x++ {
-			for y := x + 1; y < len(ws); y++ {
-				a, b := ws[x], ws[y]
-				if !g.reaches(a, b) && !g.reaches(b, a) {
-					res.Conflicts = append(res.Conflicts, [3]string{p.Actions[a].ID, p.Actions[b].ID, k})
-					add(conf, p.Actions[b].ID, "warning", fmt.Sprintf("writes '%s' with no ordering against action '%s', which writes it too", k, p.Actions[a].ID))
-				}
+		ws := append([]int(nil), writers[k]...)
+		sort.Slice(ws, func(x, y int) bool { return position[ws[x]] < position[ws[y]] })
+		for x := 0; x+1 < len(ws); x++ {
+			a, b := ws[x], ws[x+1]
+			if !g.reaches(a, b) && !g.reaches(b, a) {
+				res.Conflicts = append(res.Conflicts, [3]string{p.Actions[a].ID, p.Actions[b].ID, k})
+				add(conf, p.Actions[b].ID, "warning", fmt.Sprintf("writes '%s' with no ordering against action '%s', which writes it too", k, p.Actions[a].ID))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -184,11 +185,11 @@ func TestMonteCarloIsReproducible(t *testing.T) {
 		Goal:             json.RawMessage(`{"type":"all_of","conditions":[{"type":"state_predicate","key":"deployed","value":true},{"type":"model_judge"}]}`),
 		Config:           MonteCarloConfig{Seed: &seed, Trials: &trials},
 	}
-	r1, err := MonteCarlo(p, params, registry(t))
+	r1, err := MonteCarlo(context.Background(), p, params, registry(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, _ := MonteCarlo(p, params, registry(t))
+	r2, _ := MonteCarlo(context.Background(), p, params, registry(t))
 	b1, _ := json.Marshal(r1)
 	b2, _ := json.Marshal(r2)
 	if string(b1) != string(b2) {
@@ -196,7 +197,7 @@ func TestMonteCarloIsReproducible(t *testing.T) {
 	}
 	other := uint64(43)
 	params.Config.Seed = &other
-	r3, _ := MonteCarlo(p, params, registry(t))
+	r3, _ := MonteCarlo(context.Background(), p, params, registry(t))
 	if b3, _ := json.Marshal(r3); string(b3) == string(b1) {
 		t.Fatal("a different seed gave identical output")
 	}
@@ -250,5 +251,27 @@ func BenchmarkVerify(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/action")
 			})
 		}
+	}
+}
+
+func TestVerifyAndMonteCarloStayBounded(t *testing.T) {
+	p := &protocol.ActionProposal{ID: "p"}
+	for i := 0; i < 2000; i++ {
+		p.Actions = append(p.Actions, protocol.Action{ID: fmt.Sprint("w", i), Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "k", "value": i}})
+	}
+	res := Verify(p, nil, nil, 100000)
+	if len(res.Conflicts) != 1999 {
+		t.Fatalf("2,000 unordered writers of one key: %d conflicts, want one per consecutive pair (1,999)", len(res.Conflicts))
+	}
+	trials := 10000
+	_, err := MonteCarlo(context.Background(), p, MonteCarloParams{Config: MonteCarloConfig{Trials: &trials}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "at most 5000000") {
+		t.Fatalf("trials × actions over the bound: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	small := 100
+	if _, err := MonteCarlo(ctx, p, MonteCarloParams{Config: MonteCarloConfig{Trials: &small}}, nil); err == nil || !strings.Contains(err.Error(), "stopped after 0 of 100 trials") {
+		t.Fatalf("a cancelled run: %v", err)
 	}
 }

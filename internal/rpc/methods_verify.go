@@ -78,7 +78,7 @@ func (c *conn) optimize(_ context.Context, params *json.RawMessage) (any, error)
 	return map[string]any{"proposal": out, "pruned": pruned}, nil
 }
 
-func (c *conn) monteCarlo(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p engine.MonteCarloParams
 	const shape = "{proposal, initial_state?, tool_success_rates?, goal?, rate_window_days?, config?: {trials?, seed?, default_success_rate?, retry_attempts?}}"
 	if err := decodeParams(params, &p, shape); err != nil {
@@ -89,7 +89,7 @@ func (c *conn) monteCarlo(_ context.Context, params *json.RawMessage) (any, erro
 		return nil, invalidParams("%v", err)
 	}
 	engine.Normalize(prop)
-	res, err := engine.MonteCarlo(prop, p, c.sess.Tools)
+	res, err := engine.MonteCarlo(ctx, prop, p, c.sess.Tools)
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
