@@ -37,6 +37,13 @@ type actionWire struct {
 	Metadata          map[string]any    `json:"metadata"`
 }
 
+// Bounds on per-action fields, so a budget can neither overflow nor buy an
+// unbounded number of attempts.
+const (
+	MaxRetriesLimit = 100
+	TimeoutMsLimit  = 24 * 60 * 60 * 1000
+)
+
 // DecodeProposal decodes a proposal and applies the IR's defaults. Unknown
 // fields are ignored; numbers stay exact (json.Number). Ids are not minted
 // here: the runtime does that.
@@ -52,7 +59,7 @@ func DecodeProposal(raw []byte) (*ActionProposal, error) {
 		Context   map[string]any    `json:"context"`
 	}
 	if err := strictDecode(raw, &head); err != nil {
-		return nil, &DecodeError{Msg: "proposal: " + fieldError(err, "")}
+		return nil, &DecodeError{Msg: "proposal: " + fieldError(err, "an ActionProposal object {id?, source?, actions: Action[]}")}
 	}
 	if head.Actions == nil {
 		return nil, &DecodeError{Msg: "proposal: field 'actions' is required (an array of Action)"}
@@ -144,6 +151,9 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	if w.MaxRetries != nil {
 		a.MaxRetries = *w.MaxRetries
 	}
+	if a.MaxRetries > MaxRetriesLimit {
+		return a, fmt.Errorf("field 'max_retries' must be at most %d, got %d", MaxRetriesLimit, a.MaxRetries)
+	}
 	a.FailureBehavior = FailAbort
 	if w.FailureBehavior != nil {
 		a.FailureBehavior = FailureBehavior(*w.FailureBehavior)
@@ -154,8 +164,8 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 		}
 	}
 	a.TimeoutMs = w.TimeoutMs
-	if a.TimeoutMs != nil && *a.TimeoutMs == 0 {
-		return a, errors.New("field 'timeout_ms' must be at least 1 (omit it for the daemon's default budget)")
+	if a.TimeoutMs != nil && (*a.TimeoutMs == 0 || *a.TimeoutMs > TimeoutMsLimit) {
+		return a, fmt.Errorf("field 'timeout_ms' must be 1 to %d (24 hours); omit it for the daemon's default budget", uint64(TimeoutMsLimit))
 	}
 	a.Metadata = w.Metadata
 	return a, nil

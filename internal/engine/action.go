@@ -225,6 +225,15 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 			if err := sleepCtx(ctx, r.backoff(attempt-1)); err != nil {
 				return nil, fmt.Errorf("%v (retry abandoned: %v)", lastErr, context.Cause(ctx))
 			}
+			// Every attempt passes the checks again: a rate-limit rule counts
+			// attempts, and a rule may have changed since the first.
+			again := *a
+			again.Parameters = params
+			for _, chk := range r.rt.checks {
+				if err := chk.Check(ctx, r.sub, &again); err != nil {
+					return nil, fmt.Errorf("%v; retry %d refused: %v", lastErr, attempt, err)
+				}
+			}
 		}
 		if t.limiter != nil {
 			if err := t.limiter.Wait(ctx); err != nil {

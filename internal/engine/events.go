@@ -244,6 +244,9 @@ func (l *EventLog) VerifyChain() (verified int, tampered int) {
 	return verified, -1
 }
 
+// MaxAgeSecsLimit is the largest max_age_secs accepted (about 100 years).
+const MaxAgeSecsLimit = 100 * 365 * 24 * 3600
+
 // SetRetention installs p and applies its age bound now; it returns how many
 // events were removed.
 func (l *EventLog) SetRetention(p RetentionPolicy) int {

@@ -5,10 +5,12 @@
 package jsonvalue
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
 // ToFloat coerces a JSON number to float64.
@@ -112,10 +114,17 @@ func Canonical(v any) []byte {
 }
 
 // String is a value's string form for substring rules: a string as it is,
-// anything else as canonical JSON.
+// anything else as JSON with sorted keys and no HTML escaping, so that
+// "&&" inside an array reads as "&&", not "\u0026\u0026".
 func String(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	return string(Canonical(v))
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

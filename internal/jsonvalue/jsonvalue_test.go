@@ -31,6 +31,9 @@ func TestEqual(t *testing.T) {
 }
 
 func TestStringAndCanonical(t *testing.T) {
+	if String([]any{"ls && rm <x>"}) != `["ls && rm <x>"]` {
+		t.Fatalf("HTML escaping hides characters from substring rules: %s", String([]any{"ls && rm <x>"}))
+	}
 	if String("plain") != "plain" || String(map[string]any{"b": 1.0, "a": "x"}) != `{"a":"x","b":1}` || String(json.Number("3.50")) != "3.50" {
 		t.Fatal("string forms")
 	}

@@ -48,6 +48,9 @@ func (c *conn) eventsRetention(_ context.Context, params *json.RawMessage) (any,
 	if p.Policy == nil {
 		return map[string]any{"policy": c.srv.rt.Events.Retention()}, nil
 	}
+	if a := p.Policy.MaxAgeSecs; a != nil && *a > engine.MaxAgeSecsLimit {
+		return nil, invalidParams("policy.max_age_secs must be at most %d (about 100 years), got %d", engine.MaxAgeSecsLimit, *a)
+	}
 	removed := c.srv.rt.Events.SetRetention(*p.Policy)
 	return map[string]any{"policy": *p.Policy, "removed": removed}, nil
 }

@@ -1,9 +1,12 @@
 package rpc
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/policy"
@@ -200,5 +203,20 @@ func TestSessionInitRegistersPolicies(t *testing.T) {
 	mustCall(t, tb, protocol.MethodToolsList, nil, &list)
 	if list.Count != 2 {
 		t.Fatalf("a refused session.init registered tools anyway: %+v", list.Tools)
+	}
+}
+
+func TestEveryRetryPassesThePoliciesAgain(t *testing.T) {
+	ts := startServer(t, Options{})
+	ts.rt.SetOperatorPolicies(policy.NewEngine(policy.Policy{Name: "rate_limit_tool:flaky_call", Rule: &policy.RateLimitTool{Tool: "flaky_call", MaxCalls: 2, Interval: time.Hour}}))
+	calls := 0
+	tb := newToolbox(t, ts, map[string]toolFunc{"flaky_call": func(context.Context, protocol.ToolExecuteParams) (any, error) {
+		calls++
+		return nil, errors.New("upstream down")
+	}})
+	res := tb.submit(t, proposal(toolCall("f", "flaky_call", nil, "failure_behavior", "retry", "max_retries", 5)))
+	r := res.Results[0]
+	if calls != 2 || r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "retry 3 refused") || !strings.Contains(errText(r), "rate limit") {
+		t.Fatalf("calls %d, %s %q", calls, r.Status, errText(r))
 	}
 }

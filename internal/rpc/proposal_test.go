@@ -363,6 +363,9 @@ func TestMalformedProposalIsInvalidParams(t *testing.T) {
 		{map[string]any{"actions": []any{map[string]any{"id": "c", "type": "tool_call", "tool": "echo", "max_retries": "3"}}}, "(id 'c'): field 'max_retries' must be a non-negative integer"},
 		{map[string]any{"actions": []any{map[string]any{"id": "d", "type": "tool_call", "tool": "echo", "failure_behavior": "panic"}}}, "field 'failure_behavior' must be abort, retry or skip"},
 		{map[string]any{"actions": []any{map[string]any{"type": "tool_call", "tool": "echo", "parameters": []any{}}}}, "proposal.actions[0]: field 'parameters' must be an object"},
+		{map[string]any{"actions": []any{map[string]any{"id": "r", "type": "tool_call", "tool": "echo", "max_retries": 1000}}}, "field 'max_retries' must be at most 100"},
+		{map[string]any{"actions": []any{map[string]any{"id": "t", "type": "tool_call", "tool": "echo", "timeout_ms": uint64(1) << 62}}}, "field 'timeout_ms' must be 1 to 86400000"},
+		{[]any{}, "proposal: must be an ActionProposal object"},
 	}
 	for _, tc := range cases {
 		err := tb.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": tc.proposal}, nil)
