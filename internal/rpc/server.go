@@ -141,7 +141,11 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.reserved++
+	// Shutdown waits for upgrades in progress too: one that completes after
+	// draining began still closes with 1001 before the process exits.
+	s.connWG.Add(1)
 	s.mu.Unlock()
+	defer s.connWG.Done()
 	release := func() {
 		s.mu.Lock()
 		s.reserved--
@@ -164,13 +168,11 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.conns[c] = struct{}{}
-	s.connWG.Add(1)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		s.connWG.Done()
 	}()
 	c.run(r.RemoteAddr)
 }
