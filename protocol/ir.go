@@ -33,6 +33,21 @@ const (
 	Irreversible Reversibility = "irreversible" // default
 )
 
+// Rank orders reversibility from most to least recoverable: reversible 0,
+// compensable 1, irreversible 2. An unrecognised value ranks as the most
+// severe, so a future label is over-reported rather than filtered out.
+func (r Reversibility) Rank() int {
+	switch r {
+	case Reversible:
+		return 0
+	case Compensable:
+		return 1
+	case Irreversible:
+		return 2
+	}
+	return 3
+}
+
 // ActionStatus is where an action ended up.
 type ActionStatus string
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
-
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/config"

@@ -21,7 +21,7 @@ func (r *run) runAction(ctx context.Context, i int) {
 	r.emit(EventActionStarted, a.ID, map[string]any{"type": string(a.Type), "tool": a.Tool})
 	setDuration := func() {
 		r.mu.Lock()
-		nd.result.DurationMs = msSince(start)
+		nd.result.DurationMs = MsSince(start)
 		r.mu.Unlock()
 	}
 
@@ -126,11 +126,11 @@ func (r *run) runAction(ctx context.Context, i int) {
 		r.finish(i, status, nil, err.Error(), nil)
 		return
 	}
-	for _, k := range sortedKeys(effects) {
+	for _, k := range jsonvalue.SortedKeys(effects) {
 		r.write(k, effects[k])
 		changes[k] = effects[k]
 	}
-	for _, k := range sortedKeys(changes) {
+	for _, k := range jsonvalue.SortedKeys(changes) {
 		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
 	}
 	r.mu.Lock()

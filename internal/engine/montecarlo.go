@@ -242,7 +242,7 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 			toolSet[p.Actions[i].Tool] = true
 		}
 	}
-	for _, t := range sortedKeys(toolSet) {
+	for _, t := range jsonvalue.SortedKeys(toolSet) {
 		r, ok := params.ToolSuccessRates[t]
 		src := "default"
 		if ok {
@@ -279,9 +279,7 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 		state := copyState(params.InitialState)
 		blocked := make([]string, n)
 		failed := make([]bool, n)
-		for i, r := range gr.rejected {
-			blocked[i] = r
-		}
+		copy(blocked, gr.rejected)
 		for _, i := range sorted {
 			a := &p.Actions[i]
 			if reason := blockReason(gr, i, a, state, blocked); reason != "" {
@@ -346,9 +344,9 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 	}
 	res.ToolCalls = distribution(toolCalls)
 	res.ActionsExecuted = distribution(executed)
-	for _, k := range sortedKeys(present) {
+	for _, k := range jsonvalue.SortedKeys(present) {
 		kd := KeyDistribution{Key: k, PPresent: float64(present[k]) / ft}
-		encs := sortedKeys(values[k])
+		encs := jsonvalue.SortedKeys(values[k])
 		for _, e := range encs {
 			vp := values[k][e]
 			kd.Values = append(kd.Values, ValueProbability{Value: vp.Value, Probability: vp.Probability / ft})

@@ -434,10 +434,12 @@ func (r *run) result() *protocol.ProposalResult {
 	}
 	res.Cost.ToolCalls = r.toolCalls
 	res.Cost.Retries = r.retries
-	res.Cost.TotalDurationMs = msSince(r.start)
+	res.Cost.TotalDurationMs = MsSince(r.start)
 	return res
 }
 
-func msSince(t time.Time) float64 {
+// MsSince is the time since t in milliseconds, to the microsecond: the unit
+// of every duration_ms the daemon reports or logs.
+func MsSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000
 }

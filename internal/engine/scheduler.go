@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -72,7 +73,7 @@ func buildGraph(actions []protocol.Action) *graph {
 		referencedIDs(a.Parameters, refs)
 		referencedIDs(a.ExpectedEffects, refs)
 		g.hasRefs[i] = len(refs) > 0
-		for _, id := range sortedKeys(refs) {
+		for _, id := range jsonvalue.SortedKeys(refs) {
 			j, ok := byID[id]
 			if !ok {
 				g.reject(i, fmt.Sprintf("parameters reference unknown action '%s' ($%s.output)", id, id))
@@ -102,7 +103,7 @@ func (g *graph) reject(i int, reason string) {
 
 // writtenKeys are the state keys an action declares it writes.
 func writtenKeys(a *protocol.Action) []string {
-	keys := sortedKeys(a.ExpectedEffects)
+	keys := jsonvalue.SortedKeys(a.ExpectedEffects)
 	if a.Type == protocol.ActionStateWrite {
 		if k, ok := a.Parameters["key"].(string); ok && k != "" {
 			keys = append(keys, k)

@@ -94,22 +94,11 @@ func newSupervisors(timeout time.Duration) *Supervisors {
 // Timeout is how long an intent waits for a decision.
 func (s *Supervisors) Timeout() time.Duration { return s.timeout }
 
-var reversibilityRank = map[protocol.Reversibility]int{protocol.Reversible: 0, protocol.Compensable: 1, protocol.Irreversible: 2}
-
-// rank orders reversibility; an unrecognised label is the most severe, so
-// it is over-reported rather than filtered out.
-func rank(r protocol.Reversibility) int {
-	if n, ok := reversibilityRank[r]; ok {
-		return n
-	}
-	return 3
-}
-
 // Subscribe installs (or replaces) conn's filter; notify sends an intent to
 // it. It returns how many supervisors are subscribed.
 func (s *Supervisors) Subscribe(connID string, f SupervisionFilter, notify func(Intent)) (int, error) {
 	if f.MinReversibility != "" {
-		if _, ok := reversibilityRank[f.MinReversibility]; !ok {
+		if f.MinReversibility.Rank() > protocol.Irreversible.Rank() {
 			return 0, fmt.Errorf("min_reversibility must be reversible, compensable or irreversible; got '%s'", f.MinReversibility)
 		}
 	}
@@ -211,7 +200,7 @@ func (f *SupervisionFilter) matches(in *Intent, connID string) bool {
 			return false
 		}
 	}
-	if f.MinReversibility != "" && rank(in.Reversibility) < rank(f.MinReversibility) {
+	if f.MinReversibility != "" && in.Reversibility.Rank() < f.MinReversibility.Rank() {
 		return false
 	}
 	return true
@@ -227,7 +216,7 @@ func buildIntent(sub *Submission) Intent {
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		rev := policy.Classify(a).Reversibility
-		if rank(rev) > rank(in.Reversibility) {
+		if rev.Rank() > in.Reversibility.Rank() {
 			in.Reversibility = rev
 		}
 		keys := make([]string, 0, len(a.Parameters))

@@ -306,7 +306,7 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	for pos, i := range append(sorted, rejected...) {
 		position[i] = pos
 	}
-	for _, k := range sortedKeys(writers) {
+	for _, k := range jsonvalue.SortedKeys(writers) {
 		ws := append([]int(nil), writers[k]...)
 		sort.Slice(ws, func(x, y int) bool { return position[ws[x]] < position[ws[y]] })
 		for x := 0; x+1 < len(ws); x++ {
@@ -451,7 +451,7 @@ func Equivalent(a, b *protocol.ActionProposal, states []map[string]any, tools *T
 		for k := range fb {
 			keys[k] = true
 		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range jsonvalue.SortedKeys(keys) {
 			va, oka := fa[k]
 			vb, okb := fb[k]
 			if oka != okb || !jsonvalue.Equal(va, vb) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -111,6 +112,17 @@ func Canonical(v any) []byte {
 		return []byte(fmt.Sprintf("%#v", v))
 	}
 	return b
+}
+
+// SortedKeys returns the keys of a JSON object (or any string-keyed map) in
+// order, for output and hashing that must not depend on map order.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // String is a value's string form for substring rules: a string as it is,

@@ -99,9 +99,6 @@ func answers(outs []AgentOutput) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// joined is the fallback answer when a synthesizer or reducer is refused.
-func joined(outs []AgentOutput) string { return answers(outs) }
-
 func synthesisTask(task string, outs []AgentOutput) string {
 	return fmt.Sprintf("Task: %s\n\nAnswers:\n%s\n\nSynthesize one final answer.", task, answers(outs))
 }
@@ -110,11 +107,11 @@ func synthesisTask(task string, outs []AgentOutput) string {
 // it is refused or fails.
 func (c *Coordinator) synthesize(ctx context.Context, spec *AgentSpec, task string, outs []AgentOutput) (*AgentOutput, string, bool) {
 	if spec == nil {
-		return nil, joined(outs), false
+		return nil, answers(outs), false
 	}
 	s := c.run(ctx, *spec, synthesisTask(task, outs))
 	if s.Failed() {
-		return &s, joined(outs), true
+		return &s, answers(outs), true
 	}
 	return &s, s.Answer, false
 }
@@ -290,7 +287,7 @@ func (c *Coordinator) Supervisor(ctx context.Context, p SupervisorParams) (Super
 		workers := c.runAll(ctx, p.Workers, repeat(task, len(p.Workers)))
 		review := c.run(ctx, p.Supervisor, fmt.Sprintf("Task: %s\n\nWorker answers:\n%s\n\nReply starting with APPROVED if the answers are acceptable; otherwise give feedback.", p.Task, answers(workers)))
 		res.Rounds = append(res.Rounds, SupervisorRound{Round: r, Workers: workers, Review: review})
-		res.FinalAnswer = joined(workers)
+		res.FinalAnswer = answers(workers)
 		if review.Failed() {
 			res.FellBack = true
 			break

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -203,7 +204,7 @@ func words(text string) []string {
 // walkParams calls f for every key at any depth of m, through objects and
 // arrays, in a stable order.
 func walkParams(m map[string]any, f func(key string, v any)) {
-	for _, k := range sortedParamKeys(m) {
+	for _, k := range jsonvalue.SortedKeys(m) {
 		f(k, m[k])
 		walkValue(m[k], f)
 	}
@@ -233,7 +234,7 @@ func stringsIn(v any) []string {
 		return out
 	case map[string]any:
 		var out []string
-		for _, k := range sortedParamKeys(x) {
+		for _, k := range jsonvalue.SortedKeys(x) {
 			out = append(out, stringsIn(x[k])...)
 		}
 		return out
@@ -269,7 +270,7 @@ func commandSignal(v any) string {
 // credentialKey returns the first parameter key, at any depth, that names a
 // credential ("api_key", "db_password", "auth.token", "headers.0.api_key").
 func credentialKey(m map[string]any, prefix string) string {
-	for _, k := range sortedParamKeys(m) {
+	for _, k := range jsonvalue.SortedKeys(m) {
 		segs := segments(k)
 		joined := " " + strings.Join(segs, " ") + " "
 		hit := false

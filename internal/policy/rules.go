@@ -89,7 +89,7 @@ type DenyKeyword struct{ Keyword string }
 
 // Evaluate implements Rule.
 func (r DenyKeyword) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
-	for _, k := range sortedParamKeys(a.Parameters) {
+	for _, k := range jsonvalue.SortedKeys(a.Parameters) {
 		if containsDeep(a.Parameters[k], r.Keyword) {
 			return fmt.Sprintf("parameter '%s' carries a denied keyword", k), true
 		}
@@ -215,13 +215,4 @@ func (r *RateLimitTool) Evaluate(a *protocol.Action, _ StateReader, now time.Tim
 	}
 	r.admitted = append(r.admitted, now)
 	return "", false
-}
-
-func sortedParamKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -200,7 +200,7 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 			req.Method, timeout)
 	}
 	metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
-	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", msSince(start))}
+	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", engine.MsSince(start))}
 	if err != nil {
 		c.log.Info("request failed", append(fields, zap.String("error", err.Error()))...)
 	} else {
@@ -291,10 +291,6 @@ func errorCode(err error) string {
 		return metrics.Code(rerr.Code)
 	}
 	return metrics.Code(protocol.CodeInternal)
-}
-
-func msSince(t time.Time) float64 {
-	return float64(time.Since(t).Microseconds()) / 1000
 }
 
 // jsonrpcLogger sends the jsonrpc2 library's messages to zap at debug level.

@@ -151,6 +151,13 @@ func TestEventsAndChainVerification(t *testing.T) {
 	if count != 3 {
 		t.Fatalf("count after retention %d", count)
 	}
+	code, msg := rpcCode(t, tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_age_secs": uint64(1) << 60}}, nil))
+	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "max_age_secs must be at most") {
+		t.Fatalf("an overflowing max_age_secs: %d %q", code, msg)
+	}
+	if _ = tb.Call(ctx, protocol.MethodEventsCount, nil, &count); count < 3 {
+		t.Fatalf("a refused retention policy removed events: %d", count)
+	}
 }
 
 func TestProposalDeadlineDerivedFromBudgets(t *testing.T) {

@@ -62,13 +62,12 @@ func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (a
 	}
 	rows := make([]row, len(prop.Actions))
 	contract := protocol.Reversible // an empty batch has nothing to undo
-	rankOf := map[protocol.Reversibility]int{protocol.Reversible: 0, protocol.Compensable: 1, protocol.Irreversible: 2}
 	for i := range prop.Actions {
 		a := &prop.Actions[i]
 		cl := policy.Classify(a)
 		rows[i] = row{ActionID: a.ID, Tool: a.Tool, RequiredTier: cl.Tier, Reversibility: cl.Reversibility, Signals: cl.Signals,
 			MissingCompensation: a.Reversibility == protocol.Compensable && len(a.Compensation) == 0}
-		if rankOf[a.Reversibility] > rankOf[contract] {
+		if a.Reversibility.Rank() > contract.Rank() {
 			contract = a.Reversibility
 		}
 	}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -46,9 +47,17 @@ func TestVerificationMethodsCallNoToolAndChangeNothing(t *testing.T) {
 	if string(mc1) != string(mc2) {
 		t.Fatal("monte carlo over the wire is not reproducible")
 	}
-	code, _ := rpcCode(t, tb.Call(ctxT(t), protocol.MethodVerifyMonteCarlo, map[string]any{"proposal": plan, "config": map[string]any{"trials": 0}}, nil))
-	if code != protocol.CodeInvalidParams {
-		t.Fatal("trials 0 accepted")
+	for _, bad := range []struct {
+		config map[string]any
+		want   string
+	}{
+		{map[string]any{"trials": 0}, "config.trials must be 1 to 100000"},
+		{map[string]any{"retry_attempts": 101}, "config.retry_attempts must be 0 to 100"},
+	} {
+		code, msg := rpcCode(t, tb.Call(ctxT(t), protocol.MethodVerifyMonteCarlo, map[string]any{"proposal": plan, "config": bad.config}, nil))
+		if code != protocol.CodeInvalidParams || !strings.Contains(msg, bad.want) {
+			t.Fatalf("%v: %d %q", bad.config, code, msg)
+		}
 	}
 	var keys []string
 	mustCall(t, tb, "state.keys", nil, &keys)
