@@ -11,50 +11,104 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// runAction takes one admitted action through the per-action pipeline:
-// references → checks (policies) → preconditions → (tool: result cache →
-// rate limit → dispatch with retries) → effects. It always finishes the node.
+// outcome is how an action ended: everything finish records. Each stage of
+// the per-action pipeline either hands the action on or returns its outcome.
+type outcome struct {
+	status   protocol.ActionStatus
+	output   any
+	err      error
+	gate     string         // what rejected it, for the event
+	cacheHit string         // the cache that answered, if one did
+	changes  map[string]any // state keys written
+}
+
+// rejectedBy is the outcome of an action a stage refused before it ran.
+func rejectedBy(gate string, err error) *outcome {
+	return &outcome{status: protocol.StatusRejected, err: err, gate: gate}
+}
+
+// runAction takes one admitted action through the per-action pipeline —
+// references → checks (policies) → preconditions and state dependencies →
+// the action itself → effects — and finishes it, once, with its outcome.
 func (r *run) runAction(ctx context.Context, i int) {
-	nd := &r.nodes[i]
-	a := nd.action
+	a := r.nodes[i].action
 	start := time.Now()
 	r.emit(EventActionStarted, a.ID, map[string]any{"type": string(a.Type), "tool": a.Tool})
-	setDuration := func() {
-		r.mu.Lock()
-		nd.result.DurationMs = MsSince(start)
-		r.mu.Unlock()
-	}
+	out := r.perform(ctx, i)
+	r.mu.Lock()
+	r.nodes[i].result.DurationMs = MsSince(start)
+	r.mu.Unlock()
+	r.finish(i, out)
+}
 
-	params := a.Parameters
-	effects := a.ExpectedEffects
-	if r.graph.hasRefs[i] {
-		p, err := interpolate(any(a.Parameters), r.output)
-		if err == nil {
-			var e any
-			e, err = interpolate(any(a.ExpectedEffects), r.output)
-			effects, _ = e.(map[string]any)
+// perform runs the stages of runAction and returns the action's outcome.
+func (r *run) perform(ctx context.Context, i int) outcome {
+	a := r.nodes[i].action
+	params, effects, rej := r.resolve(i)
+	if rej != nil {
+		return *rej
+	}
+	if rej := r.admitAction(ctx, i, params); rej != nil {
+		return *rej
+	}
+	out := r.act(ctx, i, params)
+	if out.err != nil {
+		out.status = protocol.StatusFailed
+		if a.FailureBehavior == protocol.FailSkip && ctx.Err() == nil {
+			out.status = protocol.StatusSkipped
 		}
-		if err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "reference"})
-			return
-		}
-		params = p.(map[string]any)
-		if problem := builtinParamsProblem(a.Type, params); problem != "" {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, "with its references resolved: "+problem, map[string]any{"gate": "reference"})
-			return
-		}
-		if nd.tool != nil {
-			if err := nd.tool.ValidateParams(any(params)); err != nil {
-				setDuration()
-				r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "schema"})
-				return
-			}
+		out.output, out.changes = nil, nil
+		return out
+	}
+	for _, k := range jsonvalue.SortedKeys(effects) {
+		r.write(k, effects[k])
+		out.changes[k] = effects[k]
+	}
+	for _, k := range jsonvalue.SortedKeys(out.changes) {
+		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
+	}
+	out.status = protocol.StatusSucceeded
+	return out
+}
+
+// resolve returns the action's parameters and expected effects with their
+// $id.output references replaced, re-checked now that they are known.
+func (r *run) resolve(i int) (params, effects map[string]any, rej *outcome) {
+	nd := &r.nodes[i]
+	a := nd.action
+	if !r.graph.hasRefs[i] {
+		return a.Parameters, a.ExpectedEffects, nil
+	}
+	p, err := interpolate(any(a.Parameters), r.output)
+	if err != nil {
+		return nil, nil, rejectedBy("reference", err)
+	}
+	e, err := interpolate(any(a.ExpectedEffects), r.output)
+	if err != nil {
+		return nil, nil, rejectedBy("reference", err)
+	}
+	// interpolate keeps the shape of what it is given; a proposal decoded
+	// these as objects (or left them nil).
+	params, okP := p.(map[string]any)
+	effects, okE := e.(map[string]any)
+	if (!okP && p != nil) || (!okE && e != nil) {
+		return nil, nil, rejectedBy("reference", errors.New("with its references resolved, parameters or expected_effects are no longer objects"))
+	}
+	if problem := builtinParamsProblem(a.Type, params); problem != "" {
+		return nil, nil, rejectedBy("reference", errors.New("with its references resolved: "+problem))
+	}
+	if nd.tool != nil {
+		if err := nd.tool.ValidateParams(any(params)); err != nil {
+			return nil, nil, rejectedBy("schema", err)
 		}
 	}
+	return params, effects, nil
+}
 
-	// Checks see the parameters the tool would receive, references resolved.
+// admitAction runs the per-action checks on the parameters the tool would
+// receive, then the preconditions and state dependencies against state now.
+func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *outcome {
+	a := r.nodes[i].action
 	checked := a
 	if r.graph.hasRefs[i] {
 		resolved := *a
@@ -63,85 +117,77 @@ func (r *run) runAction(ctx context.Context, i int) {
 	}
 	for _, chk := range r.rt.checks {
 		if err := chk.Check(ctx, r.sub, checked); err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": chk.Name()})
-			return
+			return rejectedBy(chk.Name(), err)
 		}
 	}
 	if r.graph.hasRefs[i] {
 		if err := r.rt.checkResolved(r.sub, checked); err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "permission"})
-			return
+			return rejectedBy("permission", err)
 		}
 	}
 	for _, pc := range a.Preconditions {
 		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
 		if err := checkPrecondition(pc, v, ok); err != nil {
-			setDuration()
-			r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": "precondition"})
-			return
+			return rejectedBy("precondition", err)
 		}
 	}
-	var output any
-	var err error
-	changes := map[string]any{}
+	// The scheduler ran every earlier writer of these keys first; a key
+	// that is still absent is one nothing provides, and the action would
+	// read nothing. simulate reports the same.
+	for _, k := range a.StateDependencies {
+		if _, ok := r.rt.State.Get(r.sub.Tenant, k); !ok {
+			return rejectedBy("state_dependency", fmt.Errorf("state dependency '%s' is not available: no earlier action of this proposal wrote it and state does not hold it", k))
+		}
+	}
+	return nil
+}
+
+// act performs the action itself. Its outcome carries an error, or the
+// output and the state keys it wrote.
+func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
+	a := r.nodes[i].action
+	out := outcome{changes: map[string]any{}}
 	switch a.Type {
 	case protocol.ActionToolCall:
-		var hit string
-		output, hit, err = r.callTool(ctx, i, params)
-		if hit != "" {
-			r.mu.Lock()
-			nd.result.CacheHit = hit
-			r.mu.Unlock()
-		}
+		out.output, out.cacheHit, out.err = r.callTool(ctx, i, params)
 	case protocol.ActionStateWrite:
-		key := params["key"].(string)
-		output = params["value"]
-		r.write(key, output)
-		changes[key] = output
+		key, ok := params["key"].(string)
+		if !ok {
+			out.err = errors.New("state_write needs parameters {key: string, value: any}")
+			break
+		}
+		out.output = params["value"]
+		r.write(key, out.output)
+		out.changes[key] = out.output
 	case protocol.ActionStateRead:
-		output = r.readState(params)
+		out.output = r.readState(params)
 	case protocol.ActionAssertion:
-		pc := protocol.Precondition{Key: params["key"].(string), Operator: "eq", Value: params["value"]}
-		if op, ok := params["operator"].(string); ok && op != "" {
-			pc.Operator = op
-		}
-		if d, ok := params["description"].(string); ok {
-			pc.Description = d
-		}
-		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
-		if err = checkPrecondition(pc, v, ok); err != nil {
-			err = fmt.Errorf("assertion failed: %w", err)
-		} else {
-			output = true
-		}
+		out.output, out.err = r.assert(params)
+	default:
+		out.err = fmt.Errorf("action type '%s' is not one this daemon runs", a.Type)
 	}
-	setDuration()
-	if err != nil {
-		status := protocol.StatusFailed
-		if a.FailureBehavior == protocol.FailSkip && ctx.Err() == nil {
-			status = protocol.StatusSkipped
-		}
-		r.finish(i, status, nil, err.Error(), nil)
-		return
+	return out
+}
+
+// assert evaluates an assertion action against state: true, or the reason
+// it does not hold.
+func (r *run) assert(params map[string]any) (any, error) {
+	key, ok := params["key"].(string)
+	if !ok {
+		return nil, errors.New("assertion needs parameters {key: string, operator?: string, value?: any}")
 	}
-	for _, k := range jsonvalue.SortedKeys(effects) {
-		r.write(k, effects[k])
-		changes[k] = effects[k]
+	pc := protocol.Precondition{Key: key, Operator: "eq", Value: params["value"]}
+	if op, ok := params["operator"].(string); ok && op != "" {
+		pc.Operator = op
 	}
-	for _, k := range jsonvalue.SortedKeys(changes) {
-		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
+	if d, ok := params["description"].(string); ok {
+		pc.Description = d
 	}
-	r.mu.Lock()
-	nd.result.StateChanges = changes
-	hit := nd.result.CacheHit
-	r.mu.Unlock()
-	var data map[string]any
-	if hit != "" {
-		data = map[string]any{"cache_hit": hit}
+	v, present := r.rt.State.Get(r.sub.Tenant, pc.Key)
+	if err := checkPrecondition(pc, v, present); err != nil {
+		return nil, fmt.Errorf("assertion failed: %w", err)
 	}
-	r.finish(i, protocol.StatusSucceeded, output, "", data)
+	return true, nil
 }
 
 // readState is the output of a state_read: the value at key, or an object of
@@ -169,6 +215,9 @@ func (r *run) readState(params map[string]any) any {
 func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out any, hit string, err error) {
 	nd := &r.nodes[i]
 	a, t := nd.action, nd.tool
+	if t == nil {
+		return nil, "", fmt.Errorf("tool '%s' was not resolved at validation", a.Tool)
+	}
 	var idemKey string
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
@@ -190,7 +239,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	}
 	if idemKey != "" {
 		if err := r.rt.opts.Idempotency.Record(idemKey, a.Tool, r.sub.Proposal.ID, out); err != nil {
-			return nil, "", fmt.Errorf("tool '%s' ran, but its result could not be journaled, so a re-submission may run it again: %v", a.Tool, err)
+			return nil, "", fmt.Errorf("tool '%s' ran, but its result could not be journaled, so a re-submission may run it again: %w", a.Tool, err)
 		}
 		r.mu.Lock()
 		r.idemKeys = append(r.idemKeys, idemKey)
@@ -202,14 +251,15 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	return out, "", nil
 }
 
-// dispatch calls the tool through the session's executor, with retries.
+// dispatch calls the tool through the session's executor, with retries. An
+// output that does not fit the tool's returns schema is a failed attempt.
 func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
 	if r.sub.Session.Executor == nil && !t.builtin {
 		return nil, errors.New("this session has no way to run tools")
 	}
 	timeout := r.rt.opts.ToolTimeout
 	if a.TimeoutMs != nil {
-		timeout = time.Duration(*a.TimeoutMs) * time.Millisecond
+		timeout = protocol.Millis(*a.TimeoutMs)
 	}
 	attempts := 1
 	if a.FailureBehavior == protocol.FailRetry {
@@ -218,55 +268,16 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 	var lastErr error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		if attempt > 1 {
-			r.mu.Lock()
-			r.retries++
-			r.mu.Unlock()
-			r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": lastErr.Error()})
-			if err := sleepCtx(ctx, r.backoff(attempt-1)); err != nil {
-				return nil, fmt.Errorf("%v (retry abandoned: %v)", lastErr, context.Cause(ctx))
-			}
-			// Every attempt passes the checks again: a rate-limit rule counts
-			// attempts, and a rule may have changed since the first.
-			again := *a
-			again.Parameters = params
-			for _, chk := range r.rt.checks {
-				if err := chk.Check(ctx, r.sub, &again); err != nil {
-					return nil, fmt.Errorf("%v; retry %d refused: %v", lastErr, attempt, err)
-				}
+			if err := r.beforeRetry(ctx, a, params, attempt, lastErr); err != nil {
+				return nil, err
 			}
 		}
-		if t.limiter != nil {
-			if err := t.limiter.Wait(ctx); err != nil {
-				return nil, fmt.Errorf("waiting for tool '%s' rate limit: %v", a.Tool, context.Cause(ctx))
-			}
+		if err := r.waitForToken(ctx, a, t); err != nil {
+			return nil, err
 		}
-		r.mu.Lock()
-		r.toolCalls++
-		r.mu.Unlock()
-		cctx, cancel := context.WithTimeoutCause(ctx, timeout,
-			fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
-		call := ToolCall{
-			ProposalID: r.sub.Proposal.ID,
-			ActionID:   a.ID,
-			Tool:       a.Tool,
-			Parameters: params,
-			Timeout:    timeout,
-			Attempt:    attempt,
-		}
-		var out any
-		var err error
-		if t.builtin {
-			out, err = r.rt.sendMessage(cctx, r.sub, call)
-		} else {
-			out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
-		}
-		cause := context.Cause(cctx)
-		cancel()
+		out, err := r.attempt(ctx, a, t, params, timeout, attempt)
 		if err == nil {
 			return out, nil
-		}
-		if cause != nil {
-			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "reason": cause.Error()})
 		}
 		lastErr = err
 		if ctx.Err() != nil {
@@ -274,18 +285,102 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 		}
 	}
 	if attempts > 1 {
-		return nil, fmt.Errorf("%v (gave up after %d attempts)", lastErr, attempts)
+		return nil, fmt.Errorf("%w (gave up after %d attempts)", lastErr, attempts)
 	}
 	return nil, lastErr
 }
 
+// beforeRetry waits the backoff before an attempt and passes the checks
+// again: a rate-limit rule counts attempts, and a rule may have changed
+// since the first.
+func (r *run) beforeRetry(ctx context.Context, a *protocol.Action, params map[string]any, attempt int, lastErr error) error {
+	r.mu.Lock()
+	r.retries++
+	r.mu.Unlock()
+	r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": lastErr.Error()})
+	if err := sleepCtx(ctx, r.rt.backoff(attempt-1)); err != nil {
+		return fmt.Errorf("%w (retry abandoned: %w)", lastErr, context.Cause(ctx))
+	}
+	again := *a
+	again.Parameters = params
+	for _, chk := range r.rt.checks {
+		if err := chk.Check(ctx, r.sub, &again); err != nil {
+			return fmt.Errorf("%w; retry %d refused: %w", lastErr, attempt, err)
+		}
+	}
+	return nil
+}
+
+// waitForToken waits for the tool's rate limit, if it has one. A wait that
+// would outlast the proposal's deadline is refused at once, saying how long
+// it would be.
+func (r *run) waitForToken(ctx context.Context, a *protocol.Action, t *Tool) error {
+	if t.limiter == nil {
+		return nil
+	}
+	now := time.Now()
+	res := t.limiter.ReserveN(now, 1)
+	if !res.OK() {
+		return fmt.Errorf("tool '%s' rate limit cannot grant a call", a.Tool)
+	}
+	wait := res.DelayFrom(now)
+	if wait == 0 {
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && now.Add(wait).After(deadline) {
+		res.CancelAt(now)
+		return fmt.Errorf("tool '%s' rate limit (%d calls per %gs) would delay this call by %s, past the proposal's deadline in %s (%s): submit it later or raise the limit",
+			a.Tool, t.Schema.RateLimit.MaxCalls, t.Schema.RateLimit.IntervalSecs, wait.Round(time.Millisecond), deadline.Sub(now).Round(time.Millisecond), deadline.UTC().Format(time.RFC3339))
+	}
+	if err := sleepCtx(ctx, wait); err != nil {
+		res.Cancel()
+		return fmt.Errorf("waiting %s for tool '%s' rate limit: %w", wait.Round(time.Millisecond), a.Tool, context.Cause(ctx))
+	}
+	return nil
+}
+
+// attempt makes one call of the tool within timeout.
+func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, timeout time.Duration, n int) (any, error) {
+	r.mu.Lock()
+	r.toolCalls++
+	r.mu.Unlock()
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout,
+		fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
+	defer cancel()
+	call := ToolCall{
+		ProposalID: r.sub.Proposal.ID,
+		ActionID:   a.ID,
+		Tool:       a.Tool,
+		Parameters: params,
+		Timeout:    timeout,
+		Attempt:    n,
+	}
+	var out any
+	var err error
+	if t.builtin {
+		out, err = r.rt.sendMessage(cctx, r.sub, call)
+	} else {
+		out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
+	}
+	if err != nil {
+		if cause := context.Cause(cctx); cause != nil {
+			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": n, "reason": cause.Error()})
+		}
+		return nil, err
+	}
+	if err := t.ValidateOutput(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // backoff is the wait before retry n (1-based): base·2^(n-1), capped.
-func (r *run) backoff(n int) time.Duration {
-	d := r.rt.opts.RetryBase
-	for k := 1; k < n && d < r.rt.opts.RetryCap; k++ {
+func (rt *Runtime) backoff(n int) time.Duration {
+	d := rt.opts.RetryBase
+	for k := 1; k < n && d < rt.opts.RetryCap; k++ {
 		d *= 2
 	}
-	return min(d, r.rt.opts.RetryCap)
+	return min(d, rt.opts.RetryCap)
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		if err := gate.Admit(ctx, sub); err != nil {
 			r.emit(EventProposalRejected, "", map[string]any{"gate": gate.Name(), "reason": err.Error()})
 			for i := range r.nodes {
-				r.finish(i, protocol.StatusRejected, nil, err.Error(), map[string]any{"gate": gate.Name()})
+				r.finish(i, *rejectedBy(gate.Name(), err))
 			}
 			blocked = true
 			break
@@ -55,7 +56,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	if !blocked {
 		for i, reason := range r.graph.rejected {
 			if reason != "" {
-				r.finish(i, protocol.StatusRejected, nil, reason, map[string]any{"gate": "validator"})
+				r.finish(i, *rejectedBy("validator", errors.New(reason)))
 			}
 		}
 		r.execute(ctx)
@@ -113,11 +114,12 @@ type run struct {
 	idemKeys  []string // idempotency results this proposal recorded
 }
 
-// undoEntry restores one key to what it was before the proposal wrote it.
+// undoEntry puts one key back as it was before one write of the proposal,
+// if the key still holds that write (version).
 type undoEntry struct {
 	key     string
-	prev    any
-	existed bool
+	version uint64
+	prior   Prior
 }
 
 func newRun(rt *Runtime, sub *Submission) *run {
@@ -193,39 +195,30 @@ func builtinParamsProblem(t protocol.ActionType, params map[string]any) string {
 
 // execute runs the admitted actions in dependency order, at most
 // MaxConcurrency at once. The first action that fails with abort (or
-// exhausts its retries) stops scheduling: what has not started is skipped,
-// what is running is cancelled, and the proposal's state writes are undone.
+// exhausts its retries) stops scheduling, and so does the end of the
+// proposal's context: what has not started is skipped, what is running is
+// cancelled, and the proposal's state writes are undone.
 func (r *run) execute(parent context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 
-	n := len(r.nodes)
-	indeg := make([]int, n)
-	var ready []int
-	for i := 0; i < n; i++ {
-		if r.nodes[i].done {
-			continue
-		}
-		indeg[i] = len(r.graph.deps[i])
-		if indeg[i] == 0 {
-			ready = append(ready, i)
-		}
-	}
+	sched := newSchedule(r)
 	doneCh := make(chan int)
 	running := 0
-	var stopCause error
-	aborted := false // an action's outcome stopped the run (not a cancellation)
+	var stop *stopReason
 	for {
-		for stopCause == nil && len(ready) > 0 && running < r.rt.opts.MaxConcurrency {
-			i := ready[0]
-			ready = ready[1:]
+		for stop == nil && running < r.rt.opts.MaxConcurrency {
+			i, ok := sched.next()
+			if !ok {
+				break
+			}
 			running++
 			go func() {
 				defer func() { doneCh <- i }()
 				defer func() {
 					// A bug in one action must not take the daemon down.
 					if p := recover(); p != nil {
-						r.finish(i, protocol.StatusFailed, nil, fmt.Sprintf("internal error while running this action: %v", p), nil)
+						r.finish(i, outcome{status: protocol.StatusFailed, err: fmt.Errorf("internal error while running this action: %v", p)})
 					}
 				}()
 				r.runAction(ctx, i)
@@ -236,42 +229,87 @@ func (r *run) execute(parent context.Context) {
 		}
 		i := <-doneCh
 		running--
-		res := r.nodeResult(i)
-		a := r.nodes[i].action
-		switch {
-		case res.Status == protocol.StatusSucceeded:
-			for _, d := range r.graph.dependents[i] {
-				if indeg[d]--; indeg[d] == 0 && !r.isDone(d) {
-					ready = append(ready, d)
-				}
+		if stop == nil {
+			if stop = r.settle(parent, sched, i); stop != nil {
+				cancel(stop.cause)
 			}
-		case a.FailureBehavior == protocol.FailSkip && parent.Err() == nil && stopCause == nil:
-			r.skipDownstream(i)
-		case stopCause == nil:
-			aborted = parent.Err() == nil
-			stopCause = fmt.Errorf("proposal aborted: action '%s' %s", a.ID, res.Status)
-			if parent.Err() != nil {
-				stopCause = fmt.Errorf("proposal stopped: %w", context.Cause(parent))
-			}
-			cancel(stopCause)
-		}
-		if stopCause == nil && parent.Err() != nil {
-			stopCause = fmt.Errorf("proposal stopped: %w", context.Cause(parent))
-			cancel(stopCause)
 		}
 	}
-	if stopCause == nil {
-		return
-	}
-	if !aborted && !r.anyUnfinished() {
-		return // cancelled only after every action had its outcome: nothing stopped
+	if stop == nil || (!stop.byOutcome && !r.anyUnfinished()) {
+		return // nothing stopped, or cancelled only after every action had its outcome
 	}
 	for i := range r.nodes {
 		if !r.isDone(i) {
-			r.finish(i, protocol.StatusSkipped, nil, "not started: "+stopCause.Error(), nil)
+			r.finish(i, outcome{status: protocol.StatusSkipped, err: fmt.Errorf("not started: %w", stop.cause)})
 		}
 	}
-	r.rollback(stopCause)
+	r.rollback(stop.cause)
+}
+
+// stopReason is why a run stopped before every action ran.
+type stopReason struct {
+	cause     error
+	byOutcome bool // an action's outcome stopped it, not the proposal's context
+}
+
+// settle takes in the outcome of action i: its dependents become ready, a
+// skip spreads downstream, and anything else stops the run. The end of the
+// proposal's context stops it too.
+func (r *run) settle(parent context.Context, sched *schedule, i int) *stopReason {
+	if parent.Err() != nil {
+		return &stopReason{cause: fmt.Errorf("proposal stopped: %w", context.Cause(parent))}
+	}
+	a := r.nodes[i].action
+	switch res := r.nodeResult(i); {
+	case res.Status == protocol.StatusSucceeded:
+		sched.release(i)
+	case a.FailureBehavior == protocol.FailSkip:
+		r.skipDownstream(i)
+	default:
+		return &stopReason{cause: fmt.Errorf("proposal aborted: action '%s' %s", a.ID, res.Status), byOutcome: true}
+	}
+	return nil
+}
+
+// schedule is the ready set of a run: actions whose dependencies all
+// succeeded, in the order they became ready.
+type schedule struct {
+	r     *run
+	indeg []int
+	ready []int
+}
+
+func newSchedule(r *run) *schedule {
+	s := &schedule{r: r, indeg: make([]int, len(r.nodes))}
+	for i := range r.nodes {
+		if r.nodes[i].done {
+			continue
+		}
+		s.indeg[i] = len(r.graph.deps[i])
+		if s.indeg[i] == 0 {
+			s.ready = append(s.ready, i)
+		}
+	}
+	return s
+}
+
+// next takes the next ready action.
+func (s *schedule) next() (int, bool) {
+	if len(s.ready) == 0 {
+		return 0, false
+	}
+	i := s.ready[0]
+	s.ready = s.ready[1:]
+	return i, true
+}
+
+// release counts action i's success towards its dependents.
+func (s *schedule) release(i int) {
+	for _, d := range s.r.graph.dependents[i] {
+		if s.indeg[d]--; s.indeg[d] == 0 && !s.r.isDone(d) {
+			s.ready = append(s.ready, d)
+		}
+	}
 }
 
 // skipDownstream marks everything that waits on a skipped action as skipped.
@@ -284,7 +322,7 @@ func (r *run) skipDownstream(i int) {
 			if r.isDone(d) {
 				continue
 			}
-			r.finish(d, protocol.StatusSkipped, nil, fmt.Sprintf("not started: dependency '%s' did not succeed", r.nodes[j].action.ID), nil)
+			r.finish(d, outcome{status: protocol.StatusSkipped, err: fmt.Errorf("not started: dependency '%s' did not succeed", r.nodes[j].action.ID)})
 			queue = append(queue, d)
 		}
 	}
@@ -314,8 +352,8 @@ func (r *run) nodeResult(i int) protocol.ActionResult {
 	return r.nodes[i].result
 }
 
-// finish records an action's outcome and its event.
-func (r *run) finish(i int, status protocol.ActionStatus, output any, errText string, data map[string]any) {
+// finish records an action's outcome and its event; an action finishes once.
+func (r *run) finish(i int, out outcome) {
 	now := time.Now()
 	r.mu.Lock()
 	nd := &r.nodes[i]
@@ -325,38 +363,47 @@ func (r *run) finish(i int, status protocol.ActionStatus, output any, errText st
 	}
 	nd.done = true
 	nd.result.ActionID = nd.action.ID
-	nd.result.Status = status
-	nd.result.Output = output
-	if errText != "" {
+	nd.result.Status = out.status
+	nd.result.Output = out.output
+	nd.result.CacheHit = out.cacheHit
+	var errText string
+	if out.err != nil {
+		errText = out.err.Error()
 		nd.result.Error = &errText
 	}
+	nd.result.StateChanges = out.changes
 	if nd.result.StateChanges == nil {
 		nd.result.StateChanges = map[string]any{}
 	}
 	nd.result.Timestamp = now.UTC().Format(time.RFC3339Nano)
-	if status == protocol.StatusSucceeded {
-		r.outputs[nd.action.ID] = output
+	if out.status == protocol.StatusSucceeded {
+		r.outputs[nd.action.ID] = out.output
 	}
+	duration := nd.result.DurationMs
 	r.mu.Unlock()
 
-	kind := map[protocol.ActionStatus]EventKind{
-		protocol.StatusSucceeded: EventActionSucceeded,
-		protocol.StatusFailed:    EventActionFailed,
-		protocol.StatusRejected:  EventActionRejected,
-		protocol.StatusSkipped:   EventActionSkipped,
-	}[status]
-	if data == nil {
-		data = map[string]any{}
-	}
+	data := map[string]any{"type": string(nd.action.Type), "duration_ms": duration}
 	if nd.action.Tool != "" {
 		data["tool"] = nd.action.Tool
 	}
-	data["type"] = string(nd.action.Type)
-	data["duration_ms"] = nd.result.DurationMs
+	if out.gate != "" {
+		data["gate"] = out.gate
+	}
+	if out.cacheHit != "" {
+		data["cache_hit"] = out.cacheHit
+	}
 	if errText != "" {
 		data["error"] = errText
 	}
-	r.emit(kind, nd.action.ID, data)
+	r.emit(statusEvents[out.status], nd.action.ID, data)
+}
+
+// statusEvents is the event each final status is recorded with.
+var statusEvents = map[protocol.ActionStatus]EventKind{
+	protocol.StatusSucceeded: EventActionSucceeded,
+	protocol.StatusFailed:    EventActionFailed,
+	protocol.StatusRejected:  EventActionRejected,
+	protocol.StatusSkipped:   EventActionSkipped,
 }
 
 // output returns the output of a succeeded action, for references.
@@ -367,19 +414,22 @@ func (r *run) output(id string) (any, bool) {
 	return v, ok
 }
 
-// write sets a state key, remembering how to undo it. The set and its undo
-// entry are one step under r.mu, so undo entries are in the order the writes
-// happened even when actions of this proposal write one key concurrently.
+// write sets a state key, remembering how to undo exactly this write. The
+// write and its undo entry are one step under r.mu, so undo entries are in
+// the order the writes happened even when actions of this proposal write one
+// key concurrently.
 func (r *run) write(key string, value any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	prev, existed := r.rt.State.Set(r.sub.Tenant, key, value)
-	r.undo = append(r.undo, undoEntry{key: key, prev: prev, existed: existed})
+	version, prior := r.rt.State.Write(r.sub.Tenant, key, value)
+	r.undo = append(r.undo, undoEntry{key: key, version: version, prior: prior})
 }
 
 // rollback undoes this proposal's state writes, newest first, and
 // invalidates the idempotent results it recorded (tombstones), so that a
-// re-submission runs them again rather than resuming a half-undone plan.
+// re-submission runs them again rather than resuming a half-undone plan. A
+// key that another writer has changed since this proposal wrote it keeps
+// that writer's value: rollback restores only its own writes.
 func (r *run) rollback(cause error) {
 	r.mu.Lock()
 	undo := r.undo
@@ -398,17 +448,17 @@ func (r *run) rollback(cause error) {
 	if len(undo) == 0 {
 		return
 	}
-	written := make([]string, 0, len(undo))
+	restored := make([]string, 0, len(undo))
+	kept := []string{}
 	for i := len(undo) - 1; i >= 0; i-- {
 		u := undo[i]
-		if u.existed {
-			r.rt.State.Set(r.sub.Tenant, u.key, u.prev)
+		if r.rt.State.Restore(r.sub.Tenant, u.key, u.version, u.prior) {
+			restored = append(restored, u.key)
 		} else {
-			r.rt.State.Delete(r.sub.Tenant, u.key)
+			kept = append(kept, u.key)
 		}
-		written = append(written, u.key)
 	}
-	r.emit(EventStateRolledBack, "", map[string]any{"keys": written, "reason": cause.Error(), "tenant": r.sub.Tenant})
+	r.emit(EventStateRolledBack, "", map[string]any{"keys": restored, "kept": kept, "reason": cause.Error(), "tenant": r.sub.Tenant})
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {

@@ -23,6 +23,7 @@ type Options struct {
 	Approvals          *approvals.Ledger  // durable approval ledger; nil: nothing can be approved
 	Messages           *messaging.Ledger  // delivered messaging.send idempotency keys; nil: keys are refused
 	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
+	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
 	Gates              []AdmissionGate
 	Checks             []ActionCheck
 }
@@ -42,6 +43,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SupervisionTimeout <= 0 {
 		o.SupervisionTimeout = 30 * time.Second
+	}
+	if o.ProposalGrace <= 0 {
+		o.ProposalGrace = 15 * time.Second
 	}
 	if o.RetryCap <= 0 {
 		o.RetryCap = 5 * time.Second

@@ -10,38 +10,79 @@ import (
 // keys, so tenant isolation does not depend on key naming.
 //
 // Values are decoded JSON (nil, bool, json.Number, string, []any,
-// map[string]any) and are treated as immutable once stored.
+// map[string]any) and are treated as immutable once stored. Every write
+// stamps the key with a fresh version, so a proposal's rollback can tell
+// whether a key still holds its own write (Restore).
 type State struct {
-	mu     sync.RWMutex
-	spaces map[string]map[string]any
+	mu      sync.RWMutex
+	spaces  map[string]map[string]entry
+	version uint64 // the last version stamped; guarded by mu
+}
+
+// entry is a stored value and the version of the write that stored it.
+type entry struct {
+	value   any
+	version uint64
+}
+
+// Prior is what a key held before a write: enough to put it back.
+type Prior struct {
+	Value   any
+	Existed bool
+	Version uint64 // the version of Value; 0 when the key did not exist
 }
 
 // NewState returns an empty store.
 func NewState() *State {
-	return &State{spaces: make(map[string]map[string]any)}
+	return &State{spaces: make(map[string]map[string]entry)}
 }
 
 // Get returns the value at key in tenant's namespace.
 func (s *State) Get(tenant, key string) (any, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	v, ok := s.spaces[tenant][key]
-	return v, ok
+	e, ok := s.spaces[tenant][key]
+	return e.value, ok
 }
 
-// Set stores value at key and returns what was there before, so a caller can
-// undo the write.
-func (s *State) Set(tenant, key string, value any) (prev any, existed bool) {
+// Set stores value at key.
+func (s *State) Set(tenant, key string, value any) {
+	s.Write(tenant, key, value)
+}
+
+// Write stores value at key and returns the version it stamped and what was
+// there before, so the caller can undo exactly this write (Restore).
+func (s *State) Write(tenant, key string, value any) (version uint64, prior Prior) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	space := s.spaces[tenant]
 	if space == nil {
-		space = make(map[string]any)
+		space = make(map[string]entry)
 		s.spaces[tenant] = space
 	}
-	prev, existed = space[key]
-	space[key] = value
-	return prev, existed
+	old, existed := space[key]
+	s.version++
+	space[key] = entry{value: value, version: s.version}
+	return s.version, Prior{Value: old.value, Existed: existed, Version: old.version}
+}
+
+// Restore puts prior back at key, but only while key still holds the write
+// stamped version: a value someone wrote since then is theirs and stays. It
+// reports whether it restored.
+func (s *State) Restore(tenant, key string, version uint64, prior Prior) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	space := s.spaces[tenant]
+	cur, ok := space[key]
+	if !ok || cur.version != version {
+		return false
+	}
+	if prior.Existed {
+		space[key] = entry{value: prior.Value, version: prior.Version}
+	} else {
+		delete(space, key)
+	}
+	return true
 }
 
 // Delete removes key from tenant's namespace.
@@ -68,8 +109,8 @@ func (s *State) Snapshot(tenant string) map[string]any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[string]any, len(s.spaces[tenant]))
-	for k, v := range s.spaces[tenant] {
-		out[k] = v
+	for k, e := range s.spaces[tenant] {
+		out[k] = e.value
 	}
 	return out
 }

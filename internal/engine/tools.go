@@ -19,11 +19,13 @@ import (
 // Tool is a registered tool: its schema as the client sent it and the
 // parameter validator compiled once at registration.
 type Tool struct {
-	Schema    protocol.ToolSchema
-	validator *jsonschema.Schema
-	limiter   *rate.Limiter // nil without rate_limit
-	cache     *resultCache  // nil without cache_ttl_secs
-	builtin   bool          // run by the daemon (messaging.send), not by a callback
+	Schema     protocol.ToolSchema
+	validator  *jsonschema.Schema // parameters
+	returns    *jsonschema.Schema // nil without returns
+	limiter    *rate.Limiter      // nil without rate_limit
+	tokenEvery time.Duration      // how long the limiter takes to grant one call; 0 without rate_limit
+	cache      *resultCache       // nil without cache_ttl_secs
+	builtin    bool               // run by the daemon (messaging.send), not by a callback
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -34,6 +36,18 @@ func (t *Tool) ValidateParams(params any) error {
 	}
 	if err := t.validator.Validate(params); err != nil {
 		return fmt.Errorf("parameters do not match the schema of tool '%s': %s", t.Schema.Name, schemaErrorText(err))
+	}
+	return nil
+}
+
+// ValidateOutput checks a tool's output against its returns schema, when it
+// has one, and names the path that does not fit.
+func (t *Tool) ValidateOutput(output any) error {
+	if t.returns == nil {
+		return nil
+	}
+	if err := t.returns.Validate(output); err != nil {
+		return fmt.Errorf("tool '%s' returned output that does not match its returns schema: %s", t.Schema.Name, schemaErrorText(err))
 	}
 	return nil
 }
@@ -127,6 +141,33 @@ func (r *ToolRegistry) Names() []string {
 	return names
 }
 
+// isAbsent reports whether a schema field was left out (or null).
+func isAbsent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// compileSchema compiles one of a tool's JSON Schemas (field names which).
+// Only inline references resolve: a client's schema must not make the daemon
+// read its files ($ref: file:///…) or fetch anything.
+func compileSchema(tool, field string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s': %s is not JSON: %w", tool, field, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	url := "car:///tools/" + tool + "/" + field + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tool '%s': %s is not a valid JSON Schema: %s", tool, field, schemaErrorText(err))
+	}
+	v, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("tool '%s': %s is not a valid JSON Schema: %s", tool, field, schemaErrorText(err))
+	}
+	return v, nil
+}
+
 // compileTool checks a schema and compiles its parameter validator.
 func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if strings.TrimSpace(s.Name) == "" {
@@ -135,32 +176,27 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if rl := s.RateLimit; rl != nil && (rl.MaxCalls == 0 || rl.IntervalSecs <= 0) {
 		return nil, fmt.Errorf("tool '%s': rate_limit needs max_calls >= 1 and interval_secs > 0", s.Name)
 	}
-	if len(bytes.TrimSpace(s.Parameters)) == 0 || bytes.Equal(bytes.TrimSpace(s.Parameters), []byte("null")) {
+	if isAbsent(s.Parameters) {
 		s.Parameters = json.RawMessage(`{}`)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.Parameters))
+	params, err := compileSchema(s.Name, "parameters", s.Parameters)
 	if err != nil {
-		return nil, fmt.Errorf("tool '%s': parameters is not JSON: %w", s.Name, err)
+		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	// Only inline references resolve: a client's schema must not make the
-	// daemon read its files ($ref: file:///…) or fetch anything.
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	url := "car:///tools/" + s.Name + "/parameters.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))
+	t := &Tool{Schema: s, validator: params}
+	if !isAbsent(s.Returns) {
+		if t.returns, err = compileSchema(s.Name, "returns", s.Returns); err != nil {
+			return nil, err
+		}
 	}
-	v, err := c.Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("tool '%s': parameters is not a valid JSON Schema: %s", s.Name, schemaErrorText(err))
-	}
-	t := &Tool{Schema: s, validator: v}
 	if rl := s.RateLimit; rl != nil {
-		every := time.Duration(rl.IntervalSecs * float64(time.Second) / float64(rl.MaxCalls))
-		t.limiter = rate.NewLimiter(rate.Every(every), int(rl.MaxCalls))
+		// Seconds saturates: an interval of 1e10 s is a limit of max_calls
+		// for practically ever, never an overflow into no limit at all.
+		t.tokenEvery = protocol.Seconds(rl.IntervalSecs / float64(rl.MaxCalls))
+		t.limiter = rate.NewLimiter(rate.Every(t.tokenEvery), int(rl.MaxCalls))
 	}
 	if s.CacheTTLSecs != nil && *s.CacheTTLSecs > 0 {
-		t.cache = newResultCache(time.Duration(*s.CacheTTLSecs) * time.Second)
+		t.cache = newResultCache(protocol.Seconds(float64(*s.CacheTTLSecs)))
 	}
 	return t, nil
 }

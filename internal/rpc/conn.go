@@ -185,19 +185,16 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 			"method not found: '%s'; the README lists the methods this daemon serves", req.Method)
 	}
 	timeout := c.srv.opts.HandlerTimeout
-	if m.deadline != nil {
-		if d := m.deadline(c, req.Params); d > timeout {
-			timeout = d
-		}
-	}
 	ctx, cancel := context.WithTimeout(c.hctx, timeout)
+	if m.budgeted {
+		// The handler sets its deadline itself, once its params are decoded.
+		ctx, cancel = context.WithCancel(c.hctx)
+	}
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if deadlineHit {
-		err = rpcError(protocol.CodeHandlerDeadline,
-			"handler '%s' exceeded its %s response deadline; the operation may have committed, so check with a read before retrying",
-			req.Method, timeout)
+		err = deadlineError(req.Method, timeout)
 	}
 	metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
 	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", engine.MsSince(start))}
@@ -303,9 +300,17 @@ func (j jsonrpcLogger) Printf(format string, v ...any) {
 // methodFunc handles one method's params on a connection.
 type methodFunc func(c *conn, ctx context.Context, params *json.RawMessage) (any, error)
 
-// method is an entry of the method table. deadline, when set, may raise the
-// handler deadline for a request (never lower it).
+// method is an entry of the method table. A budgeted method gets no handler
+// deadline from serve: it derives its own from what it decoded (never lower
+// than the handler timeout) and reports it with deadlineError.
 type method struct {
 	handle   methodFunc
-	deadline func(c *conn, params *json.RawMessage) time.Duration
+	budgeted bool
+}
+
+// deadlineError is the reply to a request that ran past its deadline.
+func deadlineError(method string, timeout time.Duration) error {
+	return rpcError(protocol.CodeHandlerDeadline,
+		"handler '%s' exceeded its %s response deadline; the operation may have committed, so check with a read before retrying",
+		method, timeout)
 }

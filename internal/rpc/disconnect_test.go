@@ -160,23 +160,6 @@ func TestEventsAndChainVerification(t *testing.T) {
 	}
 }
 
-func TestProposalDeadlineDerivedFromBudgets(t *testing.T) {
-	cn := &conn{srv: NewServer(engine.NewRuntime(engine.Options{}), Options{})}
-	raw := json.RawMessage(`{"proposal":{"actions":[
-		{"type":"tool_call","tool":"a","timeout_ms":1000},
-		{"type":"tool_call","tool":"b","timeout_ms":2000,"failure_behavior":"retry","max_retries":2},
-		{"type":"tool_call","tool":"c","failure_behavior":"retry"}]}}`)
-	got := proposalDeadline(cn, &raw)
-	want := time.Second + 3*2*time.Second + 4*300*time.Second + proposalGrace
-	if got != want {
-		t.Fatalf("deadline %s, want %s", got, want)
-	}
-	bad := json.RawMessage(`{"proposal":7}`)
-	if proposalDeadline(cn, &bad) != 0 {
-		t.Fatal("unparseable params must keep the general deadline")
-	}
-}
-
 func TestShutdownCancelsCallbacksBeforeClosing(t *testing.T) {
 	rt := engine.NewRuntime(engine.Options{})
 	srv := NewServer(rt, Options{})

@@ -35,7 +35,7 @@ func init() {
 		protocol.MethodStateKeys:     {handle: (*conn).stateKeys},
 		protocol.MethodStateSnapshot: {handle: (*conn).stateSnapshot},
 
-		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, deadline: proposalDeadline},
+		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true},
 
 		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm},
 		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline},

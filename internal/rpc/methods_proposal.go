@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
@@ -25,53 +24,18 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if p.Scope != nil {
 		sub.Tenant = p.Scope.TenantID
 	}
+	// The proposal's own budget, when it is longer than the handler
+	// timeout, so that an in-budget proposal is never cut off.
+	timeout := max(c.srv.opts.HandlerTimeout, c.srv.rt.Budget(sub))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	res, err := c.srv.rt.Submit(ctx, sub)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, deadlineError(protocol.MethodProposalSubmit, timeout)
+	}
 	var limit *engine.LimitError
 	if errors.As(err, &limit) {
 		return nil, invalidParams("%v", err)
 	}
 	return res, err
-}
-
-// proposalGrace is added to a proposal's own budget, so that the engine's
-// per-action timeouts fire before the handler deadline does.
-const proposalGrace = 15 * time.Second
-
-// proposalDeadline derives proposal.submit's deadline from its actions'
-// budgets: the sum over actions of timeout_ms (or the daemon's tool budget)
-// times the attempts the action may make, plus a grace. The caller keeps the
-// general deadline when this is lower.
-func proposalDeadline(c *conn, params *json.RawMessage) time.Duration {
-	if params == nil {
-		return 0
-	}
-	var p struct {
-		Proposal struct {
-			Actions []struct {
-				TimeoutMs       *uint64 `json:"timeout_ms"`
-				MaxRetries      *uint64 `json:"max_retries"`
-				FailureBehavior string  `json:"failure_behavior"`
-			} `json:"actions"`
-		} `json:"proposal"`
-	}
-	if json.Unmarshal(*params, &p) != nil {
-		return 0
-	}
-	var total time.Duration
-	for _, a := range p.Proposal.Actions {
-		budget := c.srv.rt.ToolTimeout()
-		if a.TimeoutMs != nil {
-			budget = time.Duration(*a.TimeoutMs) * time.Millisecond
-		}
-		attempts := time.Duration(1)
-		if a.FailureBehavior == string(protocol.FailRetry) {
-			retries := uint64(3)
-			if a.MaxRetries != nil {
-				retries = *a.MaxRetries
-			}
-			attempts += time.Duration(retries)
-		}
-		total += budget * attempts
-	}
-	return total + proposalGrace
 }

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Budget is the longest a proposal may take when every wait it is allowed
+// runs to its end: the supervision timeout, then, for every tool call, each
+// attempt's timeout and rate-limit wait plus the backoff before each retry,
+// and a grace so that per-action timeouts fire first. It is computed from the
+// validated proposal (defaults applied) and saturates rather than overflow.
+func (rt *Runtime) Budget(sub *Submission) time.Duration {
+	total := addSat(rt.opts.SupervisionTimeout, rt.opts.ProposalGrace)
+	for i := range sub.Proposal.Actions {
+		total = addSat(total, rt.actionBudget(sub, &sub.Proposal.Actions[i]))
+	}
+	return total
+}
+
+// actionBudget is one action's share of Budget.
+func (rt *Runtime) actionBudget(sub *Submission, a *protocol.Action) time.Duration {
+	if a.Type != protocol.ActionToolCall {
+		return 0
+	}
+	perAttempt := rt.opts.ToolTimeout
+	if a.TimeoutMs != nil {
+		perAttempt = protocol.Millis(*a.TimeoutMs)
+	}
+	if t, ok := sub.Session.Tools.Lookup(a.Tool); ok {
+		perAttempt = addSat(perAttempt, t.tokenEvery)
+	}
+	attempts := uint64(1)
+	if a.FailureBehavior == protocol.FailRetry {
+		attempts += uint64(a.MaxRetries)
+	}
+	total := mulSat(perAttempt, attempts)
+	for n := 1; uint64(n) < attempts; n++ {
+		total = addSat(total, rt.backoff(n))
+	}
+	return total
+}
+
+// addSat is a+b for non-negative durations, saturating.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// mulSat is d·n for a non-negative duration, saturating.
+func mulSat(d time.Duration, n uint64) time.Duration {
+	if n != 0 && uint64(d) > uint64(math.MaxInt64)/n {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
