@@ -470,36 +470,31 @@ type PrunedDependency struct {
 	Reason   string `json:"reason"`
 }
 
-// Optimize removes phantom state_dependencies — keys no earlier action of
-// the proposal writes, or listed twice — so that any scheduler sees which
-// actions are independent. It never reorders or removes actions; the
+// Optimize removes phantom state_dependencies — keys listed twice — so
+// that any scheduler sees which actions are independent. A dependency on a
+// key no earlier action writes stays: it orders nothing, but the executor
+// rejects the action when state does not hold the key, so removing it would
+// change what runs. Optimize never reorders or removes actions; the
 // dependencies left imply exactly the same edges.
 func Optimize(p *protocol.ActionProposal) (*protocol.ActionProposal, []PrunedDependency) {
 	out := *p
 	out.Actions = make([]protocol.Action, len(p.Actions))
 	copy(out.Actions, p.Actions)
 	pruned := []PrunedDependency{}
-	written := map[string]bool{}
 	for i := range out.Actions {
 		a := &out.Actions[i]
 		if len(a.StateDependencies) > 0 {
 			var keep []string
 			listed := map[string]bool{}
 			for _, k := range a.StateDependencies {
-				switch {
-				case listed[k]:
+				if listed[k] {
 					pruned = append(pruned, PrunedDependency{ActionID: a.ID, Key: k, Reason: "listed twice"})
-				case !written[k]:
-					pruned = append(pruned, PrunedDependency{ActionID: a.ID, Key: k, Reason: "no earlier action writes it: it orders nothing"})
-				default:
-					keep = append(keep, k)
+					continue
 				}
+				keep = append(keep, k)
 				listed[k] = true
 			}
 			a.StateDependencies = keep
-		}
-		for k := range effects(a) {
-			written[k] = true
 		}
 	}
 	return &out, pruned

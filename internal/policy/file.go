@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // fileRules is one operator policy file.
@@ -155,7 +157,7 @@ func LoadFile(path string) ([]Policy, error) {
 		out = append(out, Policy{
 			Name:        "rate_limit_tool:" + r.Tool,
 			Description: fmt.Sprintf("at most %d calls to '%s' per %gs, daemon-wide (%s)", *r.MaxCalls, r.Tool, *r.IntervalSecs, path),
-			Rule:        &RateLimitTool{Tool: r.Tool, MaxCalls: int(*r.MaxCalls), Interval: time.Duration(*r.IntervalSecs * float64(time.Second))},
+			Rule:        &RateLimitTool{Tool: r.Tool, MaxCalls: int(*r.MaxCalls), Interval: protocol.Seconds(*r.IntervalSecs)},
 		})
 	}
 	return out, nil

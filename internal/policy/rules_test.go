@@ -256,3 +256,24 @@ func benchRules(b *testing.B, toolOf func(int) string) {
 		}
 	}
 }
+
+// An interval longer than a Duration holds saturates: the limit stays a limit.
+func TestRateLimitWithAHugeIntervalStillLimits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "limit.toml", `
+[[rate_limit_tool]]
+tool = "charge"
+max_calls = 1
+interval_secs = 1e10
+`)
+	e, _, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := e.Evaluate(call("charge", nil), noState); len(v) != 0 {
+		t.Fatalf("the first call was denied: %+v", v)
+	}
+	if v := e.Evaluate(call("charge", nil), noState); len(v) != 1 {
+		t.Fatal("interval_secs = 1e10 let a second call through: the limit became none")
+	}
+}

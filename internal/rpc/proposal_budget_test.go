@@ -77,4 +77,3 @@ func TestAnInBudgetProposalOutlivesTheHandlerTimeout(t *testing.T) {
 		t.Fatalf("%d results", len(got.res.Results))
 	}
 }
-
