@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -184,11 +185,21 @@ func DecodeValue(raw []byte) (any, error) {
 	return v, nil
 }
 
-// strictDecode decodes with exact numbers.
+// errTrailing is input holding more than one JSON value: decoding only the
+// first would silently drop the rest.
+var errTrailing = errors.New("unexpected data after the first JSON value")
+
+// strictDecode decodes exactly one JSON value, with exact numbers.
 func strictDecode(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errTrailing
+	}
+	return nil
 }
 
 // fieldError turns a decoding error into "field 'x' must be ...".
@@ -199,6 +210,10 @@ func fieldError(err error, whole string) string {
 			return fmt.Sprintf("must be %s, got a JSON %s", whole, te.Value)
 		}
 		return fmt.Sprintf("field '%s' must be %s, got a JSON %s", te.Field, KindName(te.Type.Kind().String()), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errTrailing) {
+		return "not valid JSON: " + err.Error()
 	}
 	return err.Error()
 }

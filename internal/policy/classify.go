@@ -23,7 +23,16 @@ const (
 
 var tierNames = [...]string{"read_only", "sandbox_edit", "full_access"}
 
-func (t Tier) String() string { return tierNames[t] }
+// String names the tier; a value outside the three tiers reads "tier(N)"
+// rather than panicking, so a log line never takes the daemon down.
+func (t Tier) String() string {
+	if t.valid() {
+		return tierNames[t]
+	}
+	return fmt.Sprintf("tier(%d)", int(t))
+}
+
+func (t Tier) valid() bool { return t >= 0 && int(t) < len(tierNames) }
 
 // ParseTier reads a tier name.
 func ParseTier(s string) (Tier, error) {
@@ -35,8 +44,14 @@ func ParseTier(s string) (Tier, error) {
 	return 0, fmt.Errorf("unknown tier '%s' (use read_only, sandbox_edit or full_access)", s)
 }
 
-// MarshalText writes the tier's name.
-func (t Tier) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+// MarshalText writes the tier's name; an out-of-range tier is an error, not
+// a name that ParseTier would reject when it is read back.
+func (t Tier) MarshalText() ([]byte, error) {
+	if !t.valid() {
+		return nil, fmt.Errorf("tier %d is out of range (read_only, sandbox_edit, full_access are 0 to 2)", int(t))
+	}
+	return []byte(tierNames[t]), nil
+}
 
 // Classification is what the classifier infers about one action.
 type Classification struct {
