@@ -216,6 +216,7 @@ func TestBadSettings(t *testing.T) {
 		{"duration env", nil, map[string]string{"CAR_TOOL_TIMEOUT": "-3"}, "", `tool_timeout: must be positive, got "-3" (from CAR_TOOL_TIMEOUT)`},
 		{"duration flag", []string{"--handler-timeout", "soon"}, nil, "", `handler_timeout: want seconds or a duration like 30s or 5m, got "soon" (from --handler-timeout)`},
 		{"duration file", nil, nil, "shutdown_grace: soon\n", `shutdown_grace: want seconds or a duration like 30s or 5m, got "soon" (from config file `},
+		{"flag fault over a good env", []string{"--port=-1"}, map[string]string{"CAR_PORT": "7100"}, "", `port must be a non-negative integer, got "-1" (from --port)`},
 		{"env fault over a good file", nil, map[string]string{"CAR_PORT": "x"}, "port: 7000\n", `(from CAR_PORT)`},
 		{"zero", []string{"--max-in-flight", "0"}, nil, "", "max_in_flight must be at least 1 (from --max-in-flight)"},
 		{"log format", []string{"--log-format", "xml"}, nil, "", `log_format must be json or console, got "xml" (from --log-format)`},
