@@ -5,6 +5,6 @@
 // the winning values with their types. It also derives the file locations
 // of the state root (token, socket, lock).
 //
-// Load is the one place that reads the flags and the CAR_* environment;
-// nothing else in the daemon does.
+// Load reads the flags and the CAR_* settings of the environment itself, so
+// that the rest of the daemon is given a Config rather than reading them.
 package config

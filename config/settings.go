@@ -61,10 +61,20 @@ wins over the file.
 
 Settings:
 `)
+	// The columns are as wide as the longest flag and variable.
+	flagW, envW := len("--config FILE"), 0
 	for _, s := range settings {
-		fmt.Fprintf(out, "  %-20s %-22s %s (default %v)\n", "--"+s.flag(), s.env, s.help, s.def)
+		flagW, envW = max(flagW, len("--"+s.flag())), max(envW, len(s.env))
 	}
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--config FILE", "", "read settings from FILE instead of $CAR_HOME/config.yaml")
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--version", "", "print the version and exit")
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--help", "", "print this help and exit")
+	row := func(flag, env, help string) { fmt.Fprintf(out, "  %-*s %-*s %s\n", flagW, flag, envW, env, help) }
+	for _, s := range settings {
+		help := s.help
+		if d := fmt.Sprint(s.def); d != "" {
+			help += " (default " + d + ")"
+		}
+		row("--"+s.flag(), s.env, help)
+	}
+	row("--config FILE", "", "read settings from FILE instead of $CAR_HOME/config.yaml")
+	row("--version", "", "print the version and exit")
+	row("--help", "", "print this help and exit")
 }
