@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,53 +55,18 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-// setting is one configuration key with its flag, environment variable and
-// default, so that --help, the README table and Load agree.
-type setting struct {
-	key, env, help string
-	def            any
-}
-
-var settings = []setting{
-	{"home", "CAR_HOME", "state root (absolute path)", "~/.car"},
-	{"bind", "CAR_BIND", "TCP listen address (loopback only unless auth is on)", "127.0.0.1"},
-	{"port", "CAR_PORT", "TCP listen port (0 picks a free port)", 9100},
-	{"socket", "CAR_SERVER_SOCKET", `Unix socket path ("off" disables it)`, "$CAR_HOME/run/car-server.sock"},
-	{"no_auth", "CAR_NO_AUTH", "turn token auth off (trusted single-user machines only)", false},
-	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
-	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
-	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
-	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections", 1024},
-	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},
-	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", "30m"},
-	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
-	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
-	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
-	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
-	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
-	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
-	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
-}
-
-// Load resolves the configuration from args (without the program name),
-// the environment lookup and the user's home directory. Usage goes to out.
-func Load(args []string, lookupEnv func(string) (string, bool), userHome string, out io.Writer) (*Config, error) {
+// Load resolves the configuration from args (without the program name), the
+// CAR_* environment and the user's home directory. Usage goes to out.
+func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	fs := pflag.NewFlagSet("car-server", pflag.ContinueOnError)
 	fs.SetOutput(out)
-	for _, s := range settings {
-		flag := strings.ReplaceAll(s.key, "_", "-")
-		switch d := s.def.(type) {
-		case bool:
-			fs.Bool(flag, d, s.help)
-		case int:
-			fs.Int(flag, d, s.help)
-		default:
-			fs.String(flag, fmt.Sprint(d), s.help)
-		}
+	v, err := bind(fs)
+	if err != nil {
+		return nil, err
 	}
 	configFile := fs.String("config", "", "config file (default $CAR_HOME/config.yaml when it exists)")
 	version := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() { writeUsage(out, fs) }
+	fs.Usage = func() { writeUsage(out) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, ErrHelp
@@ -112,17 +77,9 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 		return nil, &UsageError{Msg: fmt.Sprintf("unexpected argument %q; run car-server --help", fs.Arg(0))}
 	}
 
-	v := viper.New()
-	for _, s := range settings {
-		v.SetDefault(s.key, s.def)
-		if val, ok := lookupEnv(s.env); ok {
-			v.Set("env."+s.key, val)
-		}
-		_ = v.BindPFlag("flag."+s.key, fs.Lookup(strings.ReplaceAll(s.key, "_", "-")))
-	}
-
-	// The state root decides where the config file is, so resolve it first.
-	home := pick(v, fs, "home")
+	// The state root decides where the config file is, so it is resolved
+	// before the file is read: from the flag, the environment or the default.
+	home := v.GetString("home")
 	if home == "~/.car" {
 		home = filepath.Join(userHome, ".car")
 	}
@@ -139,31 +96,20 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 		}
 	}
 	if path != "" {
-		fv := viper.New()
-		fv.SetConfigFile(path)
-		if err := fv.ReadInConfig(); err != nil {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
 			return nil, &UsageError{Msg: fmt.Sprintf("read config file %s: %v", path, err)}
 		}
-		for _, s := range settings {
-			if fv.IsSet(s.key) {
-				val := fv.Get(s.key)
-				if list, ok := val.([]any); ok {
-					parts := make([]string, len(list))
-					for i, e := range list {
-						parts[i] = fmt.Sprint(e)
-					}
-					val = strings.Join(parts, ",")
-				}
-				v.Set("file."+s.key, val)
-			}
+		if err := checkFileKeys(v, path); err != nil {
+			return nil, err
 		}
 		cfg.ConfigFile = path
 	}
-	if err := cfg.resolve(v, fs); err != nil {
+	r := &reader{v: v, fs: fs, file: path}
+	if err := cfg.resolve(r); err != nil {
 		return nil, err
 	}
-	_, homeFromEnv := lookupEnv("CAR_HOME")
-	cfg.TokenPath = tokenPath(home, homeFromEnv || fs.Changed("home") || v.IsSet("file.home"), userHome, lookupEnv)
+	cfg.TokenPath = tokenPath(home, r.origin("home") != originDefault, userHome)
 	cfg.LockPath = filepath.Join(home, "run", "daemon.lock")
 	cfg.PoliciesDir = filepath.Join(home, "policies")
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
@@ -172,119 +118,108 @@ func Load(args []string, lookupEnv func(string) (string, bool), userHome string,
 	return cfg, nil
 }
 
-// pick returns a setting as a string, taking the first that is set of: the
-// flag, the environment, the config file, the default.
-func pick(v *viper.Viper, fs *pflag.FlagSet, key string) string {
-	if fs.Changed(strings.ReplaceAll(key, "_", "-")) {
-		return v.GetString("flag." + key)
+// bind defines a flag for every setting and gives viper each key's default,
+// environment variable and flag, so that viper decides which one wins:
+// a flag given on the command line, else the environment, else the config
+// file, else the default.
+func bind(fs *pflag.FlagSet) (*viper.Viper, error) {
+	v := viper.New()
+	// A variable set to "" is set, as it was before viper read the
+	// environment: CAR_SERVER_SOCKET= turns the socket off.
+	v.AllowEmptyEnv(true)
+	for _, s := range settings {
+		switch d := s.def.(type) {
+		case bool:
+			fs.Bool(s.flag(), d, s.help)
+		case int:
+			fs.Int(s.flag(), d, s.help)
+		default:
+			fs.String(s.flag(), fmt.Sprint(d), s.help)
+		}
+		v.SetDefault(s.key, s.def)
+		// The names are bound one by one because the list has them: the flag
+		// is the key with dashes (BindPFlags would key it by the flag name),
+		// and CAR_SERVER_SOCKET is not the prefix plus the key.
+		if err := v.BindEnv(s.key, s.env); err != nil {
+			return nil, fmt.Errorf("bind %s to %s: %w", s.key, s.env, err)
+		}
+		if err := v.BindPFlag(s.key, fs.Lookup(s.flag())); err != nil {
+			return nil, fmt.Errorf("bind %s to --%s: %w", s.key, s.flag(), err)
+		}
 	}
-	if v.IsSet("env." + key) {
-		return v.GetString("env." + key)
-	}
-	if v.IsSet("file." + key) {
-		return v.GetString("file." + key)
-	}
-	return v.GetString(key)
+	return v, nil
 }
 
-func (c *Config) resolve(v *viper.Viper, fs *pflag.FlagSet) error {
-	var errs []string
-	str := func(key string) string { return pick(v, fs, key) }
-	integer := func(key string) int {
-		n, err := strconv.Atoi(strings.TrimSpace(str(key)))
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Sprintf("%s must be a non-negative integer, got %q", key, str(key)))
+// checkFileKeys refuses keys of the config file that no setting reads, so a
+// misspelt key is not silently ignored, and the state root, which the file
+// cannot move since it is found through it.
+func checkFileKeys(v *viper.Viper, path string) error {
+	var unknown []string
+	for _, k := range v.AllKeys() {
+		if _, ok := lookup(k); !ok {
+			unknown = append(unknown, k)
 		}
-		return n
 	}
-	boolean := func(key string) bool {
-		s := strings.TrimSpace(str(key))
-		if s == "" {
-			return false
-		}
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s must be true or false (or 1/0), got %q", key, s))
-		}
-		return b
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return &UsageError{Msg: fmt.Sprintf("config file %s: unknown key %s; the keys are the flag names with _ for - (see car-server --help)",
+			path, strings.Join(unknown, ", "))}
 	}
-	duration := func(key string) time.Duration {
-		d, err := ParseDuration(str(key))
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", key, err))
-		}
-		return d
+	if v.InConfig("home") {
+		return &UsageError{Msg: fmt.Sprintf("config file %s sets home, but the state root cannot come from a file found in it; set CAR_HOME or --home instead", path)}
 	}
+	return nil
+}
 
-	c.Bind = str("bind")
-	c.Port = integer("port")
-	c.Socket = str("socket")
+// resolve reads every setting with its type and checks it; all faults are
+// reported together.
+func (c *Config) resolve(r *reader) error {
+	c.Bind = r.str("bind")
+	c.Port = r.integer("port")
+	c.Socket = r.str("socket")
 	switch c.Socket {
 	case "$CAR_HOME/run/car-server.sock":
 		c.Socket = filepath.Join(c.Home, "run", "car-server.sock")
 	case "off", "disabled", "none":
 		c.Socket = ""
 	}
-	c.NoAuth = boolean("no_auth")
-	c.AuthToken = strings.TrimSpace(str("auth_token"))
-	for _, o := range strings.Split(str("allowed_origins"), ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.AllowedOrigins = append(c.AllowedOrigins, o)
-		}
-	}
-	c.MaxFrameBytes = int64(integer("max_frame_bytes"))
-	c.MaxConnections = integer("max_connections")
-	c.MaxInFlight = integer("max_in_flight")
-	c.HandlerTimeout = duration("handler_timeout")
-	c.ToolTimeout = duration("tool_timeout")
-	c.ShutdownGrace = duration("shutdown_grace")
-	c.SupervisionTimeout = duration("supervision_timeout")
-	c.MaxActions = integer("max_actions")
-	c.MaxConcurrency = integer("max_concurrency")
-	c.LogFormat = str("log_format")
-	c.LogLevel = str("log_level")
+	c.NoAuth = r.boolean("no_auth")
+	c.AuthToken = strings.TrimSpace(r.str("auth_token"))
+	c.AllowedOrigins = r.list("allowed_origins")
+	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
+	c.MaxConnections = r.integer("max_connections")
+	c.MaxInFlight = r.integer("max_in_flight")
+	c.HandlerTimeout = r.duration("handler_timeout")
+	c.ToolTimeout = r.duration("tool_timeout")
+	c.ShutdownGrace = r.duration("shutdown_grace")
+	c.SupervisionTimeout = r.duration("supervision_timeout")
+	c.MaxActions = r.integer("max_actions")
+	c.MaxConcurrency = r.integer("max_concurrency")
+	c.LogFormat = r.str("log_format")
+	c.LogLevel = r.str("log_level")
 	if c.LogFormat != "json" && c.LogFormat != "console" {
-		errs = append(errs, fmt.Sprintf("log_format must be json or console, got %q", c.LogFormat))
+		r.fail("log_format", "log_format must be json or console, got %q", c.LogFormat)
 	}
 	if c.Port > 65535 {
-		errs = append(errs, fmt.Sprintf("port must be at most 65535, got %d", c.Port))
+		r.fail("port", "port must be at most 65535, got %d", c.Port)
 	}
 	for _, k := range []struct {
 		name string
 		n    int64
 	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}} {
-		if k.n == 0 {
-			errs = append(errs, fmt.Sprintf("%s must be at least 1", k.name))
+		if k.n == 0 && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1", k.name)
 		}
 	}
-	if len(errs) > 0 {
-		return &UsageError{Msg: "invalid configuration: " + strings.Join(errs, "; ")}
+	if len(r.errs) > 0 {
+		return &UsageError{Msg: "invalid configuration: " + strings.Join(r.errs, "; ")}
 	}
 	return nil
 }
 
-// ParseDuration accepts a Go duration ("90s", "30m") or a number of seconds.
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		if n <= 0 {
-			return 0, fmt.Errorf("must be positive, got %q", s)
-		}
-		return time.Duration(n * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("want seconds or a duration like 30s or 5m, got %q", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("must be positive, got %q", s)
-	}
-	return d, nil
-}
-
 // tokenPath follows the upstream rules: under the state root when CAR_HOME
 // was given, else the per-user runtime or config directory.
-func tokenPath(home string, homeGiven bool, userHome string, lookupEnv func(string) (string, bool)) string {
+func tokenPath(home string, homeGiven bool, userHome string) string {
 	const dir, file = "ai.parslee.car", "auth-token"
 	if homeGiven {
 		return filepath.Join(home, dir, file)
@@ -292,7 +227,7 @@ func tokenPath(home string, homeGiven bool, userHome string, lookupEnv func(stri
 	if runtime.GOOS == "darwin" {
 		return filepath.Join(userHome, "Library", "Application Support", dir, file)
 	}
-	if xdg, ok := lookupEnv("XDG_RUNTIME_DIR"); ok && filepath.IsAbs(xdg) {
+	if xdg, ok := os.LookupEnv("XDG_RUNTIME_DIR"); ok && filepath.IsAbs(xdg) {
 		return filepath.Join(xdg, dir, file)
 	}
 	return filepath.Join(userHome, ".config", dir, file)
@@ -301,25 +236,4 @@ func tokenPath(home string, homeGiven bool, userHome string, lookupEnv func(stri
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func writeUsage(out io.Writer, fs *pflag.FlagSet) {
-	fmt.Fprint(out, `car-server: the Common Agent Runtime daemon (JSON-RPC 2.0 over WebSocket)
-
-Usage:
-  car-server [flags]
-
-Every setting can come from a flag, a CAR_* environment variable or the
-config file ($CAR_HOME/config.yaml); flags win over the environment, which
-wins over the file.
-
-Settings:
-`)
-	for _, s := range settings {
-		flag := "--" + strings.ReplaceAll(s.key, "_", "-")
-		fmt.Fprintf(out, "  %-20s %-22s %s (default %v)\n", flag, s.env, s.help, s.def)
-	}
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--config FILE", "", "read settings from FILE instead of $CAR_HOME/config.yaml")
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--version", "", "print the version and exit")
-	fmt.Fprintf(out, "  %-20s %-22s %s\n", "--help", "", "print this help and exit")
 }

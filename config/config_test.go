@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,97 +12,366 @@ import (
 	"time"
 )
 
-func env(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+// isolate clears every variable Load reads and sets those given, so that the
+// environment of whoever runs the tests cannot decide their outcome.
+func isolate(t *testing.T, set map[string]string) {
+	t.Helper()
+	for _, name := range append(envNames(), "XDG_RUNTIME_DIR") {
+		t.Setenv(name, "") // restores the old value when the test ends
+		if err := os.Unsetenv(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range set {
+		t.Setenv(k, v)
+	}
+}
+
+func envNames() []string {
+	var names []string
+	for _, s := range settings {
+		names = append(names, s.env)
+	}
+	return names
+}
+
+// writeConfig writes body as $home/config.yaml.
+func writeConfig(t *testing.T, home, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestDefaults(t *testing.T) {
-	cfg, err := Load(nil, env(nil), "/home/u", io.Discard)
+	isolate(t, nil)
+	cfg, err := Load(nil, "/home/u", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Home != "/home/u/.car" || cfg.Port != 9100 || cfg.Bind != "127.0.0.1" ||
 		cfg.Socket != "/home/u/.car/run/car-server.sock" || cfg.HandlerTimeout != 30*time.Minute ||
-		cfg.ToolTimeout != 300*time.Second || cfg.MaxFrameBytes != 16<<20 || cfg.NoAuth ||
+		cfg.ToolTimeout != 300*time.Second || cfg.ShutdownGrace != 10*time.Second ||
+		cfg.SupervisionTimeout != 30*time.Second || cfg.MaxFrameBytes != 16<<20 || cfg.NoAuth ||
+		cfg.MaxConnections != 1024 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
+		cfg.MaxConcurrency != 16 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
+		cfg.AuthToken != "" || cfg.AllowedOrigins != nil || cfg.ConfigFile != "" ||
 		cfg.LockPath != "/home/u/.car/run/daemon.lock" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
 
-func TestPrecedenceFileEnvFlag(t *testing.T) {
-	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, "config.yaml"),
-		[]byte("port: 7000\nmax_in_flight: 5\nlog_format: console\nallowed_origins: [a.example, b.example]\n"), 0o600); err != nil {
-		t.Fatal(err)
+// TestPrecedence gives each layer a different value and checks which one
+// wins: defaults < file < environment < flags given on the command line.
+func TestPrecedence(t *testing.T) {
+	type got struct {
+		Port    int
+		NoAuth  bool
+		Handler time.Duration
+		Origins string
+		Socket  string
 	}
-	e := env(map[string]string{"CAR_HOME": home, "CAR_PORT": "7100", "CAR_HANDLER_TIMEOUT": "90"})
-	cfg, err := Load([]string{"--port", "7200"}, e, "/home/u", io.Discard)
-	if err != nil {
-		t.Fatal(err)
+	const file = "port: 7000\nno_auth: true\nhandler_timeout: 45s\nallowed_origins: [a.example, b.example]\nsocket: /f.sock\n"
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want got
+	}{
+		{"default only", "", nil, nil,
+			got{9100, false, 30 * time.Minute, "", "$HOME/run/car-server.sock"}},
+		{"file over default", file, nil, nil,
+			got{7000, true, 45 * time.Second, "a.example,b.example", "/f.sock"}},
+		{"env over file", file, map[string]string{"CAR_PORT": "7100", "CAR_NO_AUTH": "0", "CAR_HANDLER_TIMEOUT": "90", "CAR_ALLOWED_ORIGINS": "c.example", "CAR_SERVER_SOCKET": "/e.sock"}, nil,
+			got{7100, false, 90 * time.Second, "c.example", "/e.sock"}},
+		{"env over default", "", map[string]string{"CAR_PORT": "7100", "CAR_NO_AUTH": "true"}, nil,
+			got{7100, true, 30 * time.Minute, "", "$HOME/run/car-server.sock"}},
+		{"an empty variable is set", file, map[string]string{"CAR_SERVER_SOCKET": "", "CAR_ALLOWED_ORIGINS": ""}, nil,
+			got{7000, true, 45 * time.Second, "", ""}},
+		{"flag over env", file, map[string]string{"CAR_PORT": "7100", "CAR_NO_AUTH": "1", "CAR_HANDLER_TIMEOUT": "90"},
+			[]string{"--port", "7200", "--no-auth=false", "--handler-timeout", "2m", "--allowed-origins", "d.example", "--socket", "off"},
+			got{7200, false, 2 * time.Minute, "d.example", ""}},
+		{"flag over file", file, nil, []string{"--port=7200"},
+			got{7200, true, 45 * time.Second, "a.example,b.example", "/f.sock"}},
+		{"unset flags do not override env", "", map[string]string{"CAR_PORT": "7100", "CAR_NO_AUTH": "1"}, []string{"--bind", "127.0.0.2"},
+			got{7100, true, 30 * time.Minute, "", "$HOME/run/car-server.sock"}},
+		{"unset flags do not override file", file, nil, []string{"--bind", "127.0.0.2"},
+			got{7000, true, 45 * time.Second, "a.example,b.example", "/f.sock"}},
 	}
-	if cfg.Port != 7200 {
-		t.Fatalf("flag must beat env and file: port %d", cfg.Port)
-	}
-	if cfg.HandlerTimeout != 90*time.Second {
-		t.Fatalf("CAR_HANDLER_TIMEOUT in seconds: %v", cfg.HandlerTimeout)
-	}
-	if cfg.MaxInFlight != 5 || cfg.LogFormat != "console" || strings.Join(cfg.AllowedOrigins, ",") != "a.example,b.example" {
-		t.Fatalf("file values: %+v", cfg)
-	}
-	cfg, _ = Load(nil, e, "/home/u", io.Discard)
-	if cfg.Port != 7100 {
-		t.Fatalf("env must beat file: port %d", cfg.Port)
-	}
-	if cfg.ConfigFile != filepath.Join(home, "config.yaml") {
-		t.Fatalf("config file %q", cfg.ConfigFile)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			env := map[string]string{"CAR_HOME": home}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			isolate(t, env)
+			if tc.file != "" {
+				writeConfig(t, home, tc.file)
+			}
+			cfg, err := Load(tc.args, "/home/u", io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			want.Socket = strings.Replace(want.Socket, "$HOME", home, 1)
+			g := got{cfg.Port, cfg.NoAuth, cfg.HandlerTimeout, strings.Join(cfg.AllowedOrigins, ","), cfg.Socket}
+			if g != want {
+				t.Fatalf("got %+v, want %+v", g, want)
+			}
+			if wantFile := filepath.Join(home, "config.yaml"); (tc.file != "") != (cfg.ConfigFile == wantFile) {
+				t.Fatalf("config file %q", cfg.ConfigFile)
+			}
+		})
 	}
 }
 
-func TestTokenPathRules(t *testing.T) {
-	cfg, _ := Load(nil, env(map[string]string{"CAR_HOME": "/srv/car", "XDG_RUNTIME_DIR": "/run/user/1"}), "/home/u", io.Discard)
-	if cfg.TokenPath != "/srv/car/ai.parslee.car/auth-token" {
-		t.Fatalf("with CAR_HOME: %s", cfg.TokenPath)
+// TestEveryNameIsBound sets each setting in turn through its environment
+// variable, its flag and its file key, the names --help prints from the same
+// list, and reads it back from the Config.
+func TestEveryNameIsBound(t *testing.T) {
+	cases := map[string]struct {
+		in, want string
+		get      func(*Config) any
+	}{
+		"home":                {"/seven", "/seven", func(c *Config) any { return c.Home }},
+		"bind":                {"127.0.0.7", "127.0.0.7", func(c *Config) any { return c.Bind }},
+		"port":                {"7", "7", func(c *Config) any { return c.Port }},
+		"socket":              {"/seven.sock", "/seven.sock", func(c *Config) any { return c.Socket }},
+		"no_auth":             {"true", "true", func(c *Config) any { return c.NoAuth }},
+		"auth_token":          {"seven", "seven", func(c *Config) any { return c.AuthToken }},
+		"allowed_origins":     {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }},
+		"max_frame_bytes":     {"7", "7", func(c *Config) any { return c.MaxFrameBytes }},
+		"max_connections":     {"7", "7", func(c *Config) any { return c.MaxConnections }},
+		"max_in_flight":       {"7", "7", func(c *Config) any { return c.MaxInFlight }},
+		"handler_timeout":     {"7", "7s", func(c *Config) any { return c.HandlerTimeout }},
+		"tool_timeout":        {"7", "7s", func(c *Config) any { return c.ToolTimeout }},
+		"shutdown_grace":      {"7", "7s", func(c *Config) any { return c.ShutdownGrace }},
+		"max_actions":         {"7", "7", func(c *Config) any { return c.MaxActions }},
+		"supervision_timeout": {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }},
+		"max_concurrency":     {"7", "7", func(c *Config) any { return c.MaxConcurrency }},
+		"log_format":          {"console", "console", func(c *Config) any { return c.LogFormat }},
+		"log_level":           {"debug", "debug", func(c *Config) any { return c.LogLevel }},
 	}
-	cfg, _ = Load(nil, env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"}), "/home/u", io.Discard)
-	if cfg.TokenPath != "/run/user/1/ai.parslee.car/auth-token" {
-		t.Fatalf("with XDG_RUNTIME_DIR: %s", cfg.TokenPath)
+	if len(cases) != len(settings) {
+		t.Fatalf("%d cases for %d settings", len(cases), len(settings))
 	}
-	cfg, _ = Load(nil, env(nil), "/home/u", io.Discard)
-	if cfg.TokenPath != "/home/u/.config/ai.parslee.car/auth-token" {
-		t.Fatalf("fallback: %s", cfg.TokenPath)
+	for _, s := range settings {
+		tc, ok := cases[s.key]
+		if !ok {
+			t.Fatalf("no case for %s", s.key)
+		}
+		for _, layer := range []string{"env", "flag", "file"} {
+			if layer == "file" && s.key == "home" {
+				continue // the state root cannot come from the file; TestBadSettings
+			}
+			t.Run(s.key+" by "+layer, func(t *testing.T) {
+				isolate(t, nil)
+				var args []string
+				switch layer {
+				case "env":
+					t.Setenv(s.env, tc.in)
+				case "flag":
+					args = []string{"--" + s.flag() + "=" + tc.in}
+				case "file":
+					path := filepath.Join(t.TempDir(), "c.yaml")
+					if err := os.WriteFile(path, []byte(s.key+": "+tc.in+"\n"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					args = []string{"--config", path}
+				}
+				cfg, err := Load(args, "/home/u", io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := fmt.Sprint(tc.get(cfg)); got != tc.want {
+					t.Fatalf("got %s, want %s", got, tc.want)
+				}
+			})
+		}
 	}
 }
 
 func TestBadSettings(t *testing.T) {
 	cases := []struct {
+		name     string
 		args     []string
 		env      map[string]string
+		file     string
 		contains string
 	}{
-		{nil, map[string]string{"CAR_HOME": "rel"}, `CAR_HOME must be an absolute path, got "rel"`},
-		{[]string{"--port", "x"}, nil, "port"},
-		{nil, map[string]string{"CAR_NO_AUTH": "perhaps"}, "no_auth must be true or false"},
-		{nil, map[string]string{"CAR_TOOL_TIMEOUT": "-3"}, "tool_timeout"},
-		{[]string{"--max-in-flight", "0"}, nil, "max_in_flight must be at least 1"},
-		{[]string{"--log-format", "xml"}, nil, "log_format"},
-		{[]string{"extra"}, nil, "unexpected argument"},
-		{[]string{"--config", "/nonexistent/c.yaml"}, nil, "read config file"},
+		{"relative home", nil, map[string]string{"CAR_HOME": "rel"}, "", `CAR_HOME must be an absolute path, got "rel"`},
+		{"empty home", nil, map[string]string{"CAR_HOME": ""}, "", `CAR_HOME must be an absolute path, got ""`},
+		{"relative home flag", []string{"--home", "rel"}, nil, "", `CAR_HOME must be an absolute path, got "rel"`},
+		{"int flag", []string{"--port", "x"}, nil, "", `invalid argument "x" for "--port" flag`},
+		{"negative int flag", []string{"--port=-1"}, nil, "", `port must be a non-negative integer, got "-1" (from --port)`},
+		{"int env", nil, map[string]string{"CAR_PORT": "x"}, "", `port must be a non-negative integer, got "x" (from CAR_PORT)`},
+		{"int file", nil, nil, "max_in_flight: 2.5\n", `max_in_flight must be a non-negative integer, got "2.5" (from config file `},
+		{"list for an int in file", nil, nil, "port: [1, 2]\n", `port must be a single value, got [1 2] (from config file `},
+		{"port range", nil, map[string]string{"CAR_PORT": "70000"}, "", `port must be at most 65535, got 70000 (from CAR_PORT)`},
+		{"bool env", nil, map[string]string{"CAR_NO_AUTH": "perhaps"}, "", `no_auth must be true or false (or 1/0), got "perhaps" (from CAR_NO_AUTH)`},
+		{"bool file", nil, nil, "no_auth: perhaps\n", `no_auth must be true or false (or 1/0), got "perhaps" (from config file `},
+		{"bool flag", []string{"--no-auth=perhaps"}, nil, "", `invalid argument "perhaps" for "--no-auth" flag`},
+		{"duration env", nil, map[string]string{"CAR_TOOL_TIMEOUT": "-3"}, "", `tool_timeout: must be positive, got "-3" (from CAR_TOOL_TIMEOUT)`},
+		{"duration flag", []string{"--handler-timeout", "soon"}, nil, "", `handler_timeout: want seconds or a duration like 30s or 5m, got "soon" (from --handler-timeout)`},
+		{"duration file", nil, nil, "shutdown_grace: soon\n", `shutdown_grace: want seconds or a duration like 30s or 5m, got "soon" (from config file `},
+		{"flag fault over a good env", []string{"--port=-1"}, map[string]string{"CAR_PORT": "7100"}, "", `port must be a non-negative integer, got "-1" (from --port)`},
+		{"env fault over a good file", nil, map[string]string{"CAR_PORT": "x"}, "port: 7000\n", `(from CAR_PORT)`},
+		{"zero", []string{"--max-in-flight", "0"}, nil, "", "max_in_flight must be at least 1 (from --max-in-flight)"},
+		{"log format", []string{"--log-format", "xml"}, nil, "", `log_format must be json or console, got "xml" (from --log-format)`},
+		{"extra argument", []string{"extra"}, nil, "", "unexpected argument"},
+		{"missing config file", []string{"--config", "/nonexistent/c.yaml"}, nil, "", "read config file /nonexistent/c.yaml"},
+		{"broken config file", nil, nil, "port: [\n", "read config file "},
+		{"unknown key", nil, nil, "prot: 7000\nlimits:\n  frames: 1\n", `unknown key limits.frames, prot;`},
+		{"home in file", nil, nil, "home: /elsewhere\n", "sets home"},
 	}
 	for _, tc := range cases {
-		_, err := Load(tc.args, env(tc.env), "/home/u", io.Discard)
-		var ue *UsageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.contains) {
-			t.Errorf("%v %v: want usage error containing %q, got %v", tc.args, tc.env, tc.contains, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.env
+			if _, ok := env["CAR_HOME"]; !ok {
+				env = map[string]string{"CAR_HOME": t.TempDir()}
+				for k, v := range tc.env {
+					env[k] = v
+				}
+			}
+			isolate(t, env)
+			if tc.file != "" {
+				writeConfig(t, env["CAR_HOME"], tc.file)
+			}
+			_, err := Load(tc.args, "/home/u", io.Discard)
+			var ue *UsageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.contains) {
+				t.Fatalf("want a usage error containing %q, got %v", tc.contains, err)
+			}
+		})
+	}
+}
+
+// TestFaultsReportedOnce: a value that cannot be read is one fault, not also
+// a later "must be at least 1".
+func TestFaultsReportedOnce(t *testing.T) {
+	isolate(t, map[string]string{"CAR_MAX_IN_FLIGHT": "many", "CAR_MAX_ACTIONS": "0"})
+	_, err := Load(nil, "/home/u", io.Discard)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	want := `invalid configuration: max_in_flight must be a non-negative integer, got "many" (from CAR_MAX_IN_FLIGHT); max_actions must be at least 1 (from CAR_MAX_ACTIONS)`
+	if err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+func TestConfigFileFormats(t *testing.T) {
+	for name, body := range map[string]string{
+		"c.json": `{"port": 7000, "max_frame_bytes": 16777217, "allowed_origins": ["a.example"], "no_auth": true}`,
+		"c.toml": "port = 7000\nmax_frame_bytes = 16777217\nallowed_origins = [\"a.example\"]\nno_auth = true\n",
+		"c.yaml": "port: 7000\nmax_frame_bytes: 16777217\nallowed_origins: a.example\nno_auth: 1\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			isolate(t, nil)
+			path := filepath.Join(t.TempDir(), name)
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load([]string{"--config", path}, "/home/u", io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Port != 7000 || cfg.MaxFrameBytes != 16777217 || strings.Join(cfg.AllowedOrigins, ",") != "a.example" || !cfg.NoAuth || cfg.ConfigFile != path {
+				t.Fatalf("%+v", cfg)
+			}
+		})
+	}
+}
+
+func TestTokenPathRules(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"CAR_HOME", map[string]string{"CAR_HOME": "/srv/car", "XDG_RUNTIME_DIR": "/run/user/1"}, nil, "/srv/car/ai.parslee.car/auth-token"},
+		{"--home", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"}, []string{"--home", "/srv/car"}, "/srv/car/ai.parslee.car/auth-token"},
+		{"XDG_RUNTIME_DIR", map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"}, nil, "/run/user/1/ai.parslee.car/auth-token"},
+		{"fallback", nil, nil, "/home/u/.config/ai.parslee.car/auth-token"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			isolate(t, tc.env)
+			cfg, err := Load(tc.args, "/home/u", io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.TokenPath != tc.want {
+				t.Fatalf("got %s, want %s", cfg.TokenPath, tc.want)
+			}
+		})
 	}
 }
 
 func TestNoAuthAndSocketOff(t *testing.T) {
-	cfg, err := Load([]string{"--socket", "off"}, env(map[string]string{"CAR_NO_AUTH": "1"}), "/home/u", io.Discard)
+	isolate(t, map[string]string{"CAR_NO_AUTH": "1"})
+	cfg, err := Load([]string{"--socket", "off"}, "/home/u", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !cfg.NoAuth || cfg.Socket != "" {
 		t.Fatalf("%+v", cfg)
+	}
+}
+
+// TestHelpTable: --help lists every setting with its flag, variable and
+// default, and so does the README's configuration table.
+func TestHelpTable(t *testing.T) {
+	isolate(t, nil)
+	var out bytes.Buffer
+	if _, err := Load([]string{"--help"}, "/home/u", &out); !errors.Is(err, ErrHelp) {
+		t.Fatalf("want ErrHelp, got %v", err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings {
+		line := ""
+		for l := range strings.Lines(out.String()) {
+			if strings.HasPrefix(strings.TrimSpace(l), "--"+s.flag()+" ") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, " "+s.env+" ") || !strings.Contains(line, s.help) {
+			t.Errorf("help line of %s: %q", s.key, line)
+		}
+		if !strings.Contains(string(readme), "| `--"+s.flag()+"` | `"+s.env+"` |") {
+			t.Errorf("README has no row for --%s / %s", s.flag(), s.env)
+		}
+	}
+	// Every description starts in the same column, and no default is blank.
+	col := -1
+	for l := range strings.Lines(out.String()) {
+		if !strings.HasPrefix(l, "  --") {
+			continue
+		}
+		if strings.Contains(l, "(default )") {
+			t.Errorf("blank default: %q", l)
+		}
+		fields := strings.Fields(l)
+		last := fields[1]
+		if fields[0] == "--config" || len(fields) < 3 || !strings.HasPrefix(last, "CAR_") {
+			continue
+		}
+		rest := l[strings.Index(l, " "+last+" ")+1+len(last):]
+		at := len(l) - len(strings.TrimLeft(rest, " "))
+		if col == -1 {
+			col = at
+		}
+		if at != col {
+			t.Errorf("description of %s starts at column %d, the others at %d", fields[0], at, col)
+		}
+	}
+	if col == -1 {
+		t.Fatalf("no settings in the help:\n%s", out.String())
 	}
 }

@@ -1,8 +1,10 @@
 // Package config loads car-server's settings in one place, with viper:
 // defaults < config file ($CAR_HOME/config.yaml or --config) < CAR_*
-// environment < command-line flags. It also derives the file locations of
-// the state root (token, socket, lock).
+// environment < command-line flags. Viper decides the precedence from one
+// list of settings (settings.go) that also prints --help; Load only reads
+// the winning values with their types. It also derives the file locations
+// of the state root (token, socket, lock).
 //
-// Load takes the arguments and environment it reads as parameters, so that
-// nothing else in the daemon reads flags or the environment.
+// Load reads the flags and the CAR_* settings of the environment itself, so
+// that the rest of the daemon is given a Config rather than reading them.
 package config

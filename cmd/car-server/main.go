@@ -35,7 +35,7 @@ func run(args []string) int {
 		}
 	}
 	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(args, os.LookupEnv, home, os.Stdout)
+	cfg, err := config.Load(args, home, os.Stdout)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}

@@ -74,7 +74,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 	}
 
 	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(nil, os.LookupEnv, home, io.Discard)
+	cfg, err := config.Load(nil, home, io.Discard)
 	if err != nil {
 		fmt.Fprintln(stderr, "car-server:", err)
 		return exitUsage

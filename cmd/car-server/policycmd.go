@@ -24,7 +24,7 @@ func runPolicyCommand(args []string, stdout, stderr io.Writer) int {
 		dir = args[1]
 	} else {
 		home, _ := os.UserHomeDir()
-		cfg, err := config.Load(nil, os.LookupEnv, home, io.Discard)
+		cfg, err := config.Load(nil, home, io.Discard)
 		if err != nil {
 			fmt.Fprintln(stderr, "car-server:", err)
 			return 2

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// setting is one configuration key with its environment variable, help and
+// default; the flag is the key with dashes. Load binds all of them to viper
+// and --help prints them, so the two cannot disagree.
+type setting struct {
+	key, env, help string
+	def            any
+}
+
+// flag is the command-line name of the setting, without the dashes in front.
+func (s setting) flag() string { return strings.ReplaceAll(s.key, "_", "-") }
+
+var settings = []setting{
+	{"home", "CAR_HOME", "state root (absolute path)", "~/.car"},
+	{"bind", "CAR_BIND", "TCP listen address (loopback only unless auth is on)", "127.0.0.1"},
+	{"port", "CAR_PORT", "TCP listen port (0 picks a free port)", 9100},
+	{"socket", "CAR_SERVER_SOCKET", `Unix socket path ("off" disables it)`, "$CAR_HOME/run/car-server.sock"},
+	{"no_auth", "CAR_NO_AUTH", "turn token auth off (trusted single-user machines only)", false},
+	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
+	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
+	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
+	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections", 1024},
+	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},
+	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", "30m"},
+	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
+	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
+	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
+	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
+	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
+	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
+	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
+}
+
+// lookup returns the setting of a key; every key Load reads is in settings.
+func lookup(key string) (setting, bool) {
+	for _, s := range settings {
+		if s.key == key {
+			return s, true
+		}
+	}
+	return setting{}, false
+}
+
+// writeUsage prints the --help table from settings.
+func writeUsage(out io.Writer) {
+	fmt.Fprint(out, `car-server: the Common Agent Runtime daemon (JSON-RPC 2.0 over WebSocket)
+
+Usage:
+  car-server [flags]
+
+Every setting can come from a flag, a CAR_* environment variable or the
+config file ($CAR_HOME/config.yaml); flags win over the environment, which
+wins over the file.
+
+Settings:
+`)
+	// The columns are as wide as the longest flag and variable.
+	flagW, envW := len("--config FILE"), 0
+	for _, s := range settings {
+		flagW, envW = max(flagW, len("--"+s.flag())), max(envW, len(s.env))
+	}
+	row := func(flag, env, help string) { fmt.Fprintf(out, "  %-*s %-*s %s\n", flagW, flag, envW, env, help) }
+	for _, s := range settings {
+		help := s.help
+		if d := fmt.Sprint(s.def); d != "" {
+			help += " (default " + d + ")"
+		}
+		row("--"+s.flag(), s.env, help)
+	}
+	row("--config FILE", "", "read settings from FILE instead of $CAR_HOME/config.yaml")
+	row("--version", "", "print the version and exit")
+	row("--help", "", "print this help and exit")
+}
