@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test bench load clean
+.PHONY: run build test check bench load clean
 
 ## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
 run:
@@ -17,6 +17,18 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+
+## check: the static checks CI runs; any finding fails
+check:
+	$(GO) mod tidy -diff
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@$(STATICCHECK) -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))" || \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK) ./...
 
 ## bench: the go test benchmarks
 bench:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -373,5 +374,19 @@ func TestHelpTable(t *testing.T) {
 	}
 	if col == -1 {
 		t.Fatalf("no settings in the help:\n%s", out.String())
+	}
+}
+
+func TestParseDurationSaturatesOrRefuses(t *testing.T) {
+	if d, err := ParseDuration("1e300"); err != nil || d != math.MaxInt64 {
+		t.Fatalf("1e300 seconds: %s %v, want the longest duration", d, err)
+	}
+	for _, bad := range []string{"NaN", "-1", "0", "-Inf"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Fatalf("%q was accepted", bad)
+		}
+	}
+	if d, err := ParseDuration("1.5"); err != nil || d != 1500*time.Millisecond {
+		t.Fatalf("1.5: %s %v", d, err)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // reader turns the values viper resolved into typed settings, strictly: a
@@ -150,14 +153,15 @@ func (r *reader) list(key string) []string {
 	return out
 }
 
-// ParseDuration accepts a Go duration ("90s", "30m") or a number of seconds.
+// ParseDuration accepts a Go duration ("90s", "30m") or a number of
+// seconds; seconds past what a Duration holds saturate.
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		if n <= 0 {
+		if math.IsNaN(n) || n <= 0 {
 			return 0, fmt.Errorf("must be positive, got %q", s)
 		}
-		return time.Duration(n * float64(time.Second)), nil
+		return protocol.Seconds(n), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -20,7 +21,7 @@ func BenchmarkPermissionGate(b *testing.B) {
 	g := permissionGate{rt}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := g.Admit(nil, &Submission{Proposal: p, Session: s}); err != nil {
+		if err := g.Admit(context.Background(), &Submission{Proposal: p, Session: s}); err != nil {
 			b.Fatal(err)
 		}
 	}

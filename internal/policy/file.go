@@ -139,7 +139,7 @@ func LoadFile(path string) ([]Policy, error) {
 		if r.Tool == "" || r.Param == "" {
 			return nil, fail("allow_tool_param[%d] needs tool and param", i)
 		}
-		out = append(out, Policy{Name: fmt.Sprintf("allow_tool_param:%s.%s", r.Tool, r.Param), Description: fmt.Sprintf("allow tool '%s' only with listed values of '%s' (%s)", r.Tool, r.Param, path), Rule: AllowToolParam{Tool: r.Tool, Param: r.Param, Allow: r.Allow}})
+		out = append(out, Policy{Name: fmt.Sprintf("allow_tool_param:%s.%s", r.Tool, r.Param), Description: fmt.Sprintf("allow tool '%s' only with listed values of '%s' (%s)", r.Tool, r.Param, path), Rule: AllowToolParam(r)})
 	}
 	for i, r := range fr.DenyToolParamMatching {
 		if r.Tool == "" || r.Param == "" || r.Matches == nil {
