@@ -5,7 +5,11 @@
 // Every record is one JSON object on one line with a string "key" and an
 // "op"; the last record for a key is the key's value, and an op of
 // "tombstone" deletes it. Records superseded or deleted are dead; when dead
-// records outnumber live ones the file is rewritten with the live ones only.
+// records outnumber live ones the file is rewritten with the live ones only:
+// a snapshot taken under the lock is written to a temp file outside it, while
+// Get and Append go on; the records appended meanwhile are carried over to
+// the new file before it is renamed over the old one. A failed compaction is
+// counted (car_journal_compaction_failures_total) and logged (WithErrorLog).
 //
 // Append returns only after its record is on disk (fsync). Concurrent
 // appends share one write and one fsync: the first appender to find no

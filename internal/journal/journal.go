@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,18 +37,42 @@ type Report struct {
 type Journal struct {
 	path string
 
-	mu       sync.Mutex
-	work     *sync.Cond // signalled when records are queued or the journal closes
-	idle     *sync.Cond // signalled when a flush ends
-	f        *os.File
-	live     map[string][]byte // key -> its last record
-	lines    int               // records in the file
-	flushing bool
-	closing  bool
-	queue    []pending
-	broken   error // a failed write: no append succeeds until reopened
-	minDead  int   // compaction waits for at least this many dead records
-	stopped  chan struct{}
+	mu         sync.Mutex
+	work       *sync.Cond // signalled when records are queued, a snapshot is written, or the journal closes
+	idle       *sync.Cond // signalled when a compaction ends
+	f          *os.File
+	live       map[string][]byte // key -> its last record
+	lines      int               // records in the file
+	closing    bool
+	queue      []pending
+	broken     error       // a failed write: no append succeeds until reopened
+	minDead    int         // compaction waits for at least this many dead records
+	retryAt    int         // after a failed automatic compaction, the next waits for this many records
+	compaction *compaction // the compaction in progress, if any
+	rewrites   sync.WaitGroup
+	stopped    chan struct{}
+
+	errorLog   func(error)  // errors no caller receives
+	midRewrite func() error // tests: runs between writing a snapshot and syncing it
+}
+
+// Option configures a journal at Open.
+type Option func(*Journal)
+
+// WithErrorLog sends errors no caller receives (a failed automatic
+// compaction) to log instead of the default slog logger. log runs on the
+// journal's writer: it must not block or call the journal.
+func WithErrorLog(log func(error)) Option {
+	return func(j *Journal) { j.errorLog = log }
+}
+
+// logError reports an error no caller receives.
+func (j *Journal) logError(err error) {
+	if j.errorLog != nil {
+		j.errorLog(err)
+		return
+	}
+	slog.Error("journal compaction failed", "path", j.path, "err", err)
 }
 
 type pending struct {
@@ -60,7 +85,7 @@ type pending struct {
 // Open replays the journal at path (creating it, 0600, in a 0700 directory)
 // and opens it for appending. A last line without its newline is cut off and
 // reported; any other unreadable line is an error naming the file and line.
-func Open(path string) (*Journal, Report, error) {
+func Open(path string, opts ...Option) (*Journal, Report, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
@@ -73,6 +98,9 @@ func Open(path string) (*Journal, Report, error) {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
 	j := &Journal{path: path, f: f, live: make(map[string][]byte), minDead: 64, stopped: make(chan struct{})}
+	for _, o := range opts {
+		o(j)
+	}
 	j.work = sync.NewCond(&j.mu)
 	j.idle = sync.NewCond(&j.mu)
 	rep, err := j.replay()
@@ -215,14 +243,19 @@ func (j *Journal) Append(rec []byte) error {
 // flusher is the journal's one writer: it takes everything queued, writes
 // it with one write and one fsync, and answers every appender of the batch.
 // Records queued while it does I/O form the next batch (group commit). It
-// runs until Close.
+// also finishes compactions (see compact.go). It runs until Close, and then
+// until the compaction in progress, if any, is finished.
 func (j *Journal) flusher() {
 	defer close(j.stopped)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
-		for len(j.queue) == 0 && !j.closing {
+		for len(j.queue) == 0 && !j.snapshotWritten() && !(j.closing && j.compaction == nil) {
 			j.work.Wait()
+		}
+		if j.snapshotWritten() {
+			j.finishCompaction(j.compaction)
+			continue
 		}
 		if len(j.queue) == 0 {
 			return // closing, nothing left
@@ -237,7 +270,6 @@ func (j *Journal) flusher() {
 			}
 			continue
 		}
-		j.flushing = true
 		var buf []byte
 		for _, p := range batch {
 			buf = append(buf, p.line...)
@@ -259,26 +291,18 @@ func (j *Journal) flusher() {
 				j.apply(p.key, p.line, p.tomb)
 				j.lines++
 			}
+			if c := j.compaction; c != nil {
+				// Not in the snapshot: the new file needs them too.
+				for _, p := range batch {
+					c.carry = append(c.carry, p.line)
+				}
+			}
 		}
 		for _, p := range batch {
 			p.done <- err
 		}
-		if j.broken == nil && len(j.queue) == 0 && j.lines-len(j.live) > len(j.live) && j.lines-len(j.live) >= j.minDead {
-			j.compactOrBreak()
-		}
-		j.flushing = false
-		j.idle.Broadcast()
+		j.maybeCompact()
 	}
-}
-
-// compactOrBreak compacts; a failure before the new file replaced the old
-// one leaves the journal as it was, a failure after it stops appends.
-func (j *Journal) compactOrBreak() error {
-	renamed, err := j.compactLocked()
-	if err != nil && renamed {
-		j.broken = err
-	}
-	return err
 }
 
 // Each calls f with every live record, in key order.
@@ -306,82 +330,8 @@ func (j *Journal) Stats() (lines, live int) {
 	return j.lines, len(j.live)
 }
 
-// Compact rewrites the journal with its live records only, now.
-func (j *Journal) Compact() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for j.flushing || len(j.queue) > 0 {
-		j.idle.Wait()
-	}
-	if j.broken != nil {
-		return j.broken
-	}
-	return j.compactOrBreak()
-}
-
-// compactLocked writes the live records to a temp file, fsyncs it, renames
-// it over the journal and fsyncs the directory. Called with mu held and no
-// write in progress. renamed says whether the new file replaced the old one.
-func (j *Journal) compactLocked() (renamed bool, err error) {
-	dir := filepath.Dir(j.path)
-	fail := func(err error) (bool, error) {
-		return renamed, fmt.Errorf("journal %s: compact: %w", j.path, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(j.path)+".compact-*")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.Remove(tmp.Name())
-	keys := make([]string, 0, len(j.live))
-	for k := range j.live {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	for _, k := range keys {
-		w.Write(j.live[k])
-		w.WriteByte('\n')
-	}
-	err = w.Flush()
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), j.path)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	renamed = true
-	if err := syncDir(dir); err != nil {
-		return fail(err)
-	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fail(fmt.Errorf("reopen: %w", err))
-	}
-	j.f.Close()
-	j.f = f
-	j.lines = len(keys)
-	return renamed, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// Close writes what is queued, stops the flusher and closes the file.
+// Close writes what is queued, finishes the compaction in progress, stops
+// the flusher and closes the file.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closing {
@@ -393,6 +343,7 @@ func (j *Journal) Close() error {
 	j.work.Broadcast()
 	j.mu.Unlock()
 	<-j.stopped // the flusher writes what is queued, then stops
+	j.rewrites.Wait()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.broken == nil {

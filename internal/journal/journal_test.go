@@ -154,6 +154,7 @@ func TestAutomaticCompactionWhenDeadOutnumberLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	settle(t, j) // compaction runs beside the appends
 	lines, live := j.Stats()
 	if live != 1 || lines > 2*j.minDead {
 		t.Fatalf("no automatic compaction: %d lines for %d live", lines, live)

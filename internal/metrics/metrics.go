@@ -44,10 +44,15 @@ var (
 		Name: "car_journal_fsync_seconds", Help: "Journal write+fsync latency per group commit.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 	})
+	// JournalCompactionFailures counts failed journal compactions, by the
+	// journal's file name (one per journal the daemon keeps).
+	JournalCompactionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "car_journal_compaction_failures_total", Help: "Journal compactions that failed, by journal file name.",
+	}, []string{"journal"})
 )
 
 func init() {
-	Registry.MustRegister(Connections, Requests, Proposals, Actions, GateDecisions, CallbackSeconds, FsyncSeconds,
+	Registry.MustRegister(Connections, Requests, Proposals, Actions, GateDecisions, CallbackSeconds, FsyncSeconds, JournalCompactionFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
