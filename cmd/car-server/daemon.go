@@ -18,6 +18,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/idempotency"
+	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
@@ -55,7 +56,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file (check it with: car-server policy check %s)", err, cfg.PoliciesDir)
 	}
-	idem, rep, err := idempotency.Open(cfg.IdempotencyPath)
+	// A journal that cannot compact keeps working (it grows); say so.
+	compactionLog := journal.WithErrorLog(func(err error) {
+		log.Error("journal compaction failed; the journal keeps working but grows", zap.Error(err))
+	})
+	idem, rep, err := idempotency.Open(cfg.IdempotencyPath, compactionLog)
 	if err != nil {
 		return err
 	}
@@ -66,7 +71,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Lines), zap.Int("live", rep.Live))
 
-	ledger, lrep, err := approvals.Open(cfg.ApprovalsPath)
+	ledger, lrep, err := approvals.Open(cfg.ApprovalsPath, compactionLog)
 	if err != nil {
 		return err
 	}
@@ -77,7 +82,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", lrep.Lines), zap.Int("fingerprints", lrep.Live))
 
-	messages, mrep, err := messaging.OpenLedger(cfg.MessagesPath)
+	messages, mrep, err := messaging.OpenLedger(cfg.MessagesPath, compactionLog)
 	if err != nil {
 		return err
 	}

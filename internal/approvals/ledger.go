@@ -58,8 +58,8 @@ type Ledger struct {
 }
 
 // Open replays the ledger at path.
-func Open(path string) (*Ledger, journal.Report, error) {
-	j, rep, err := journal.Open(path)
+func Open(path string, opts ...journal.Option) (*Ledger, journal.Report, error) {
+	j, rep, err := journal.Open(path, opts...)
 	if err != nil {
 		return nil, rep, err
 	}

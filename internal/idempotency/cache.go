@@ -40,8 +40,8 @@ type Cache struct {
 
 // Open replays the journal at path. The report says how many results are
 // live and whether a torn last line was cut off.
-func Open(path string) (*Cache, journal.Report, error) {
-	j, rep, err := journal.Open(path)
+func Open(path string, opts ...journal.Option) (*Cache, journal.Report, error) {
+	j, rep, err := journal.Open(path, opts...)
 	if err != nil {
 		return nil, rep, err
 	}

@@ -23,8 +23,8 @@ type sent struct {
 }
 
 // OpenLedger replays the ledger at path.
-func OpenLedger(path string) (*Ledger, journal.Report, error) {
-	j, rep, err := journal.Open(path)
+func OpenLedger(path string, opts ...journal.Option) (*Ledger, journal.Report, error) {
+	j, rep, err := journal.Open(path, opts...)
 	if err != nil {
 		return nil, rep, err
 	}
