@@ -131,9 +131,10 @@ func (q *Queue[T]) run() {
 		it.Dropped = it.Cursor - sent - 1
 		ctx, cancel := context.WithTimeout(q.ctx, q.timeout)
 		err := q.send(ctx, it)
+		missed := errors.Is(ctx.Err(), context.DeadlineExceeded) // before Close, if both
 		cancel()
 		if err != nil {
-			if q.ctx.Err() != nil {
+			if q.ctx.Err() != nil && !missed {
 				err = ErrClosed
 			} else {
 				err = fmt.Errorf("item %d not delivered; the subscriber is dropped: %w", it.Cursor, err)
