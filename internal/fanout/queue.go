@@ -131,10 +131,11 @@ func (q *Queue[T]) run() {
 		it.Dropped = it.Cursor - sent - 1
 		ctx, cancel := context.WithTimeout(q.ctx, q.timeout)
 		err := q.send(ctx, it)
-		missed := errors.Is(ctx.Err(), context.DeadlineExceeded) // before Close, if both
 		cancel()
 		if err != nil {
-			if q.ctx.Err() != nil && !missed {
+			// A send cut short by Close is no failure of the subscriber's;
+			// any other error is, even when Close has come since.
+			if errors.Is(err, context.Canceled) && q.ctx.Err() != nil {
 				err = ErrClosed
 			} else {
 				err = fmt.Errorf("item %d not delivered; the subscriber is dropped: %w", it.Cursor, err)

@@ -241,8 +241,9 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 }
 
 // notify sends a notification under ctx's deadline. The library's write
-// takes no context, so when ctx ends first the connection is closed: a peer
-// that cannot take a notification in time has stopped reading.
+// takes no context, so when ctx ends first the connection is closed; a write
+// that fails closes it too: a peer that cannot take a notification in time
+// has stopped reading.
 func (c *conn) notify(ctx context.Context, method string, params any) error {
 	gone := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
@@ -250,15 +251,19 @@ func (c *conn) notify(ctx context.Context, method string, params any) error {
 		_ = c.ws.CloseNow()
 	})
 	err := c.rpc.Notify(ctx, method, params)
-	if stop() {
-		return err
+	if !stop() {
+		<-gone
+		err = context.Cause(ctx)
 	}
-	<-gone
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err == nil {
+		return nil
+	}
+	_ = c.ws.CloseNow() // a no-op when it is closed already
+	if errors.Is(err, context.DeadlineExceeded) {
 		c.log.Warn("notification missed its write deadline; the peer has stopped reading, closing the connection",
 			zap.String("method", method), zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
 	}
-	return fmt.Errorf("%s not sent; the connection is closed: %w", method, context.Cause(ctx))
+	return fmt.Errorf("%s not sent; the connection is closed: %w", method, err)
 }
 
 // drain refuses new requests, waits for in-flight ones until ctx ends (and,
