@@ -85,17 +85,22 @@ type Supervisors struct {
 	subs    map[string]*subscriber // by connection id
 	pending map[string]*parked     // by intent id
 	order   []string               // intent ids, oldest first
+	idle    chan struct{}          // closed while nothing is parked
 }
 
 func newSupervisors(timeout time.Duration) *Supervisors {
-	return &Supervisors{timeout: timeout, subs: make(map[string]*subscriber), pending: make(map[string]*parked)}
+	idle := make(chan struct{})
+	close(idle)
+	return &Supervisors{timeout: timeout, subs: make(map[string]*subscriber), pending: make(map[string]*parked), idle: idle}
 }
 
 // Timeout is how long an intent waits for a decision.
 func (s *Supervisors) Timeout() time.Duration { return s.timeout }
 
-// Subscribe installs (or replaces) conn's filter; notify sends an intent to
-// it. It returns how many supervisors are subscribed.
+// Subscribe installs (or replaces) conn's filter; notify hands an intent to
+// its delivery. notify runs on the submitter's path, so it must not block
+// (queue the intent, never write it). It returns how many supervisors are
+// subscribed.
 func (s *Supervisors) Subscribe(connID string, f SupervisionFilter, notify func(Intent)) (int, error) {
 	if f.MinReversibility != "" {
 		if f.MinReversibility.Rank() > protocol.Irreversible.Rank() {
@@ -138,6 +143,15 @@ func (s *Supervisors) Pending() []Intent {
 	return out
 }
 
+// Idle returns a channel that is closed once no intent is parked, so that
+// a draining supervisor connection can stay open exactly as long as it may
+// still release a proposal.
+func (s *Supervisors) Idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
+}
+
 // Decide answers a parked intent. Only a subscribed supervisor may decide;
 // an unknown, decided or timed-out intent is an error.
 func (s *Supervisors) Decide(connID, intentID string, d SupervisionDecision) error {
@@ -166,12 +180,18 @@ func (s *Supervisors) Decide(connID, intentID string, d SupervisionDecision) err
 }
 
 func (s *Supervisors) removeLocked(id string) {
+	if _, ok := s.pending[id]; !ok {
+		return
+	}
 	delete(s.pending, id)
 	for i, x := range s.order {
 		if x == id {
 			s.order = append(s.order[:i], s.order[i+1:]...)
 			break
 		}
+	}
+	if len(s.pending) == 0 {
+		close(s.idle)
 	}
 }
 
@@ -255,22 +275,19 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		return nil
 	}
 	p := &parked{intent: in, decided: make(chan SupervisionDecision, 1), matched: matched}
+	if len(s.pending) == 0 {
+		s.idle = make(chan struct{})
+	}
 	s.pending[in.ID] = p
 	s.order = append(s.order, in.ID)
 	s.mu.Unlock()
-	// The decision clock starts now; notifications go out concurrently, so
-	// one slow supervisor connection delays no other.
+	// The decision clock starts now. notify only queues the intent, so a
+	// supervisor whose socket has stopped draining delays nobody.
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
-	var sent sync.WaitGroup
 	for _, n := range notify {
-		sent.Add(1)
-		go func() {
-			defer sent.Done()
-			n(in)
-		}()
+		n(in)
 	}
-	defer sent.Wait()
 	var d SupervisionDecision
 	select {
 	case d = <-p.decided:

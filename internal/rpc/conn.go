@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
@@ -50,10 +51,14 @@ type conn struct {
 	abandoned   map[string]struct{}
 	sem         chan struct{} // in-flight request slots
 
-	mu       sync.Mutex // guards closed, draining and handlers.Add
+	mu       sync.Mutex // guards closed, draining, sealed, intents and the Adds of handlers and exempt
 	closed   bool
 	draining bool
-	handlers sync.WaitGroup
+	sealed   bool           // the drain no longer serves the drain-exempt methods
+	handlers sync.WaitGroup // requests taken before draining, and owned goroutines
+	exempt   sync.WaitGroup // drain-exempt requests taken while draining, whose replies the drain waits for
+
+	intents *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
 }
 
 // newConn prepares a connection; run serves it.
@@ -95,7 +100,11 @@ func (c *conn) run(remote string) {
 	c.hcancel(errDisconnected)
 	c.cancel()
 	c.handlers.Wait()
+	c.exempt.Wait()
 	c.srv.rt.CloseSession(c.sess)
+	if c.intents != nil { // no handler is left to make it
+		c.intents.Close()
+	}
 	c.log.Info("connection closed")
 }
 
@@ -121,15 +130,13 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		return
 	}
 	c.mu.Lock()
-	if c.draining && drainExempt[req.Method] && !c.closed {
-		// A supervisor must still be able to release proposals parked while
-		// the daemon drains; these answers are quick, so they run inline.
-		c.mu.Unlock()
-		res, err := c.serve(req)
-		c.reply(req, res, err)
-		return
+	// A supervisor must still be able to release proposals parked while the
+	// daemon drains; the drain waits for those replies before it closes.
+	wg := &c.handlers
+	if c.draining {
+		wg = &c.exempt
 	}
-	if c.closed || c.draining {
+	if c.closed || (c.draining && (!drainExempt[req.Method] || c.sealed)) {
 		c.mu.Unlock()
 		c.reply(req, nil, internalError("car-server is shutting down; retry after it restarts"))
 		return
@@ -141,10 +148,10 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		c.reply(req, nil, internalError("too many requests in flight on this connection (limit %d); wait for replies before sending more", cap(c.sem)))
 		return
 	}
-	c.handlers.Add(1)
+	wg.Add(1)
 	c.mu.Unlock()
 	go func() {
-		defer c.handlers.Done()
+		defer wg.Done()
 		res, err := c.serve(req)
 		// Free the slot before replying: a client that sends its next request
 		// as soon as it reads this reply is within the limit.
@@ -230,12 +237,43 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 	}
 }
 
-// drain refuses new requests, waits for in-flight ones until ctx ends, then
-// closes the connection with 1001.
+// notify sends a notification under ctx's deadline. The library's write
+// takes no context, so when ctx ends first the connection is closed; a write
+// that fails closes it too: a peer that cannot take a notification in time
+// has stopped reading.
+func (c *conn) notify(ctx context.Context, method string, params any) error {
+	gone := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(gone)
+		_ = c.ws.CloseNow()
+	})
+	err := c.rpc.Notify(ctx, method, params)
+	if !stop() {
+		<-gone
+		err = context.Cause(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	_ = c.ws.CloseNow() // a no-op when it is closed already
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.log.Warn("notification missed its write deadline; the peer has stopped reading, closing the connection",
+			zap.String("method", method), zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
+	}
+	return fmt.Errorf("%s not sent; the connection is closed: %w", method, err)
+}
+
+// drain refuses new requests, waits for in-flight ones until ctx ends (and,
+// on a supervisor's connection, for parked intents), waits for the replies
+// to the drain-exempt requests it served, then closes the connection with
+// 1001.
 func (c *conn) drain(ctx context.Context) {
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
+	if drainHookDraining != nil {
+		drainHookDraining(c)
+	}
 	idle := make(chan struct{})
 	go func() {
 		c.handlers.Wait() // no Add can follow: draining is set
@@ -251,27 +289,35 @@ func (c *conn) drain(ctx context.Context) {
 		c.hcancel(errShuttingDown)
 		<-idle
 	}
+	c.mu.Lock()
+	c.sealed = true
+	c.mu.Unlock()
+	if drainHookSealed != nil {
+		drainHookSealed(c)
+	}
+	c.exempt.Wait() // no Add can follow: sealed is set
 	_ = c.ws.Close(websocket.StatusGoingAway, "car-server shutting down")
 	c.cancel()
 }
 
 // awaitParkedIntents keeps a supervisor's connection open while proposals
 // wait for a decision, so that it can still release them; the grace period
-// bounds the wait.
+// bounds the wait, and a supervisor that disconnects ends it.
 func (c *conn) awaitParkedIntents(ctx context.Context) {
 	if !c.srv.rt.Supervisors.Subscribed(c.id) {
 		return
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for len(c.srv.rt.Supervisors.Pending()) > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
+	select {
+	case <-c.srv.rt.Supervisors.Idle():
+	case <-c.rpc.DisconnectNotify():
+	case <-ctx.Done():
 	}
 }
+
+// Test hooks, nil outside this package's tests: a draining connection calls
+// drainHookDraining once it refuses new work, and drainHookSealed once it
+// has stopped serving the drain-exempt methods and waits for their replies.
+var drainHookDraining, drainHookSealed func(*conn)
 
 var (
 	errDisconnected = errors.New("the client disconnected")

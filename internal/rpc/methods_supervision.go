@@ -4,9 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"go.uber.org/zap"
-
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -17,19 +16,37 @@ func (c *conn) supervisionSubscribe(_ context.Context, params *json.RawMessage) 
 	if err := optionalParams(params, &p, "{filter?: {tools?: string[], sessions?: string[], min_reversibility?: string}}"); err != nil {
 		return nil, err
 	}
-	n, err := c.srv.rt.Supervisors.Subscribe(c.id, p.Filter, c.sendIntent)
+	n, err := c.srv.rt.Supervisors.Subscribe(c.id, p.Filter, c.intentFeed().Push)
 	if err != nil {
 		return nil, invalidParams("filter: %v", err)
 	}
 	return map[string]any{"subscribed": true, "decision_timeout_ms": c.srv.rt.Supervisors.Timeout().Milliseconds(), "supervisors": n}, nil
 }
 
-// sendIntent delivers a parked proposal to this supervisor.
-func (c *conn) sendIntent(in engine.Intent) {
-	<-c.ready
-	if err := c.rpc.Notify(context.Background(), protocol.MethodSupervisionIntent, in); err != nil {
-		c.log.Debug("supervision.intent not sent", zap.String("intent", in.ID), zap.Error(err))
+// intentNotice is the params of supervision.intent: the intent and its
+// place in this connection's feed. dropped > 0 says that many intents before
+// this one were dropped because the supervisor fell behind: re-read
+// supervision.pending.
+type intentNotice struct {
+	engine.Intent
+	Cursor  uint64 `json:"cursor"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// intentFeed is this connection's supervision.intent queue, made on first
+// use; run closes it when the connection ends.
+func (c *conn) intentFeed() *fanout.Queue[engine.Intent] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.intents == nil {
+		c.intents = fanout.New(c.deliverIntent, fanout.Options{WriteTimeout: c.srv.opts.WriteTimeout})
 	}
+	return c.intents
+}
+
+// deliverIntent writes one queued intent to this supervisor.
+func (c *conn) deliverIntent(ctx context.Context, it fanout.Item[engine.Intent]) error {
+	return c.notify(ctx, protocol.MethodSupervisionIntent, intentNotice{Intent: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
 }
 
 func (c *conn) supervisionUnsubscribe(context.Context, *json.RawMessage) (any, error) {
