@@ -122,7 +122,9 @@ func TestMessagingDedupAcrossARestart(t *testing.T) {
 		if delivered != 1 || out["deduplicated"] != true || out["message_id"] != "ts-1" {
 			t.Fatalf("repeat: delivered %d, receipt %v", delivered, out)
 		}
-		ts.srv.Shutdown(context.Background())
+		if err := ts.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ts := startMessagingServer(t, dir) // the ledgers are reopened from disk
 	tb := newToolbox(t, ts, map[string]toolFunc{messaging.DeliveryTool: deliver})
