@@ -14,6 +14,16 @@ func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// mustLoad loads a configuration that must be valid.
+func mustLoad(t *testing.T, args []string, m map[string]string) *Config {
+	t.Helper()
+	cfg, err := Load(args, env(m), "/home/u", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func TestDefaults(t *testing.T) {
 	cfg, err := Load(nil, env(nil), "/home/u", io.Discard)
 	if err != nil {
@@ -47,7 +57,9 @@ func TestPrecedenceFileEnvFlag(t *testing.T) {
 	if cfg.MaxInFlight != 5 || cfg.LogFormat != "console" || strings.Join(cfg.AllowedOrigins, ",") != "a.example,b.example" {
 		t.Fatalf("file values: %+v", cfg)
 	}
-	cfg, _ = Load(nil, e, "/home/u", io.Discard)
+	if cfg, err = Load(nil, e, "/home/u", io.Discard); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.Port != 7100 {
 		t.Fatalf("env must beat file: port %d", cfg.Port)
 	}
@@ -57,15 +69,15 @@ func TestPrecedenceFileEnvFlag(t *testing.T) {
 }
 
 func TestTokenPathRules(t *testing.T) {
-	cfg, _ := Load(nil, env(map[string]string{"CAR_HOME": "/srv/car", "XDG_RUNTIME_DIR": "/run/user/1"}), "/home/u", io.Discard)
+	cfg := mustLoad(t, nil, map[string]string{"CAR_HOME": "/srv/car", "XDG_RUNTIME_DIR": "/run/user/1"})
 	if cfg.TokenPath != "/srv/car/ai.parslee.car/auth-token" {
 		t.Fatalf("with CAR_HOME: %s", cfg.TokenPath)
 	}
-	cfg, _ = Load(nil, env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"}), "/home/u", io.Discard)
+	cfg = mustLoad(t, nil, map[string]string{"XDG_RUNTIME_DIR": "/run/user/1"})
 	if cfg.TokenPath != "/run/user/1/ai.parslee.car/auth-token" {
 		t.Fatalf("with XDG_RUNTIME_DIR: %s", cfg.TokenPath)
 	}
-	cfg, _ = Load(nil, env(nil), "/home/u", io.Discard)
+	cfg = mustLoad(t, nil, nil)
 	if cfg.TokenPath != "/home/u/.config/ai.parslee.car/auth-token" {
 		t.Fatalf("fallback: %s", cfg.TokenPath)
 	}

@@ -18,7 +18,7 @@ func startIdemServer(t *testing.T, path string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Idempotency: cache, RetryBase: 1}, func() { cache.Close() })
+	return startRuntime(t, engine.Options{Idempotency: cache, RetryBase: 1}, cache.Close)
 }
 
 func TestIdempotentResultsAreServedFromTheJournal(t *testing.T) {

@@ -74,7 +74,7 @@ type serverSetup struct {
 	engine   engine.Options
 	listener net.Listener // nil: a loopback TCP listener
 	// closeAfter runs once the server has shut down (ledgers, journals).
-	closeAfter func()
+	closeAfter func() error
 }
 
 func startServer(t *testing.T, opts Options) *testServer {
@@ -84,7 +84,7 @@ func startServer(t *testing.T, opts Options) *testServer {
 
 // startRuntime serves a runtime built from opts; closeAfter runs after the
 // server has shut down.
-func startRuntime(t *testing.T, opts engine.Options, closeAfter func()) *testServer {
+func startRuntime(t *testing.T, opts engine.Options, closeAfter func() error) *testServer {
 	t.Helper()
 	return startServerWith(t, serverSetup{engine: opts, closeAfter: closeAfter})
 }
@@ -131,7 +131,9 @@ func startServerWith(t testing.TB, s serverSetup) *testServer {
 			errs = append(errs, fmt.Errorf("Serve did not return within %s of shutdown", testTimeout))
 		}
 		if s.closeAfter != nil {
-			s.closeAfter()
+			if err := s.closeAfter(); err != nil {
+				errs = append(errs, fmt.Errorf("close after shutdown: %w", err))
+			}
 		}
 		return errors.Join(errs...)
 	})

@@ -25,7 +25,7 @@ func startMessagingServer(t *testing.T, dir string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Approvals: led, Messages: msgs}, func() { led.Close(); msgs.Close() })
+	return startRuntime(t, engine.Options{Approvals: led, Messages: msgs}, func() error { return errors.Join(led.Close(), msgs.Close()) })
 }
 
 func sendAction(id string, params map[string]any) map[string]any {

@@ -19,7 +19,7 @@ func startGovernedServer(t *testing.T, supervisionTimeout time.Duration) *testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Approvals: ledger, SupervisionTimeout: supervisionTimeout}, func() { ledger.Close() })
+	return startRuntime(t, engine.Options{Approvals: ledger, SupervisionTimeout: supervisionTimeout}, ledger.Close)
 }
 
 var fingerprintRE = regexp.MustCompile(`approve fingerprint ([0-9a-f]{32})`)
