@@ -127,7 +127,7 @@ func startServerWith(t testing.TB, s serverSetup) *testServer {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("serve: %w", err))
 			}
-		case <-ctx.Done():
+		case <-time.After(testTimeout):
 			errs = append(errs, fmt.Errorf("Serve did not return within %s of shutdown", testTimeout))
 		}
 		if s.closeAfter != nil {
