@@ -183,11 +183,15 @@ func TestMultiTournamentWithAnOddField(t *testing.T) {
 		lines := strings.Split(task, "\n")
 		var a, b int
 		for i, l := range lines {
+			var err error
 			if strings.HasPrefix(l, "Candidate A (") {
-				fmt.Sscan(lines[i+1], &a)
+				_, err = fmt.Sscan(lines[i+1], &a)
 			}
 			if strings.HasPrefix(l, "Candidate B (") {
-				fmt.Sscan(lines[i+1], &b)
+				_, err = fmt.Sscan(lines[i+1], &b)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("the judge cannot read a candidate's answer %q: %w", lines[i+1], err)
 			}
 		}
 		if b > a {
