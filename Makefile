@@ -13,7 +13,8 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/car-server ./cmd/car-server
 
-## test: vet, then every test with the race detector
+## test: vet, then every test with the race detector (the process tests in
+## cmd/car-server build the daemon with it too)
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...

@@ -7,7 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package when a test leaves a goroutine running: the
+// load tool starts one per connection and one to read a spawned daemon.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func TestArgumentChecks(t *testing.T) {
 	cases := []struct {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/parslee-ai/car-server/protocol"
@@ -16,8 +14,7 @@ func TestApprovalsSurviveARestart(t *testing.T) {
 	plan := map[string]any{"proposal": map[string]any{"actions": []any{action}}}
 	decision := func(d *daemon) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
+		ctx := ctxT(t)
 		c := d.dial(t)
 		defer c.Close()
 		var res struct {
@@ -28,6 +25,9 @@ func TestApprovalsSurviveARestart(t *testing.T) {
 		if err := c.Call(ctx, protocol.MethodPermissionEvaluate, plan, &res); err != nil {
 			t.Fatal(err)
 		}
+		if len(res.Decisions) != 1 {
+			t.Fatalf("want one decision, got %+v", res.Decisions)
+		}
 		return res.Decisions[0].Decision
 	}
 
@@ -35,15 +35,14 @@ func TestApprovalsSurviveARestart(t *testing.T) {
 	if got := decision(d); got != "needs_approval" {
 		t.Fatalf("before approval: %s", got)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
 	approver := d.dial(t)
-	if err := approver.Call(ctx, protocol.MethodPermissionApprove, map[string]any{"action": action, "reason": "change 42"}, nil); err != nil {
+	if err := approver.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{"action": action, "reason": "change 42"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	approver.Close()
-	_ = d.cmd.Process.Signal(syscall.SIGKILL) // no graceful path: the fsync must have happened
-	_ = d.cmd.Wait()
+	if err := approver.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d.kill(t) // no graceful path: the fsync must have happened
 
 	st, err := os.Stat(filepath.Join(home, "approvals.jsonl"))
 	if err != nil || st.Mode().Perm() != 0o600 {

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,25 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
+// crashSeedEnv names the environment variable that replays a crash run:
+// the test logs its seed, and CAR_CRASH_SEED=<seed> go test -run Crash
+// ./cmd/car-server/ crashes at the same points (counted in tool calls) again.
+const crashSeedEnv = "CAR_CRASH_SEED"
+
+// crashSeed is the seed in CAR_CRASH_SEED, or a fresh one.
+func crashSeed(t *testing.T) int64 {
+	t.Helper()
+	v := os.Getenv(crashSeedEnv)
+	if v == "" {
+		return time.Now().UnixNano()
+	}
+	seed, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s must be an integer seed as a previous run logged it, got %q", crashSeedEnv, v)
+	}
+	return seed
+}
+
 // ledger is the test's own record of what the daemon asked it to do and
 // what the daemon confirmed.
 type ledger struct {
@@ -23,39 +43,67 @@ type ledger struct {
 	dispatched map[string]int  // key -> tools.execute calls
 	acked      map[string]bool // key -> a proposal result said succeeded
 	submitted  []string
+	// The crash point of the current trial: the crashAt-th tools.execute
+	// closes crash; with hold, that call never answers.
+	calls   int
+	crashAt int
+	hold    bool
+	crash   chan struct{}
+}
+
+// arm sets the crash point of the next trial.
+func (l *ledger) arm(at int, hold bool) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls, l.crashAt, l.hold, l.crash = 0, at, hold, make(chan struct{})
+	return l.crash
 }
 
 func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
 	c := d.dial(t)
-	c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, raw json.RawMessage) (any, error) {
+	c.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var p protocol.ToolExecuteParams
-		_ = json.Unmarshal(raw, &p)
-		key, _ := p.Parameters["k"].(string)
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("tools.execute params: %w", err)
+		}
+		key, ok := p.Parameters["k"].(string)
+		if !ok {
+			return nil, fmt.Errorf("tools.execute without a string k: %v", p.Parameters)
+		}
 		l.mu.Lock()
 		l.dispatched[key]++
+		l.calls++
+		atCrash := l.calls == l.crashAt
+		hold := atCrash && l.hold
+		if atCrash {
+			close(l.crash)
+		}
 		l.mu.Unlock()
+		if hold {
+			<-ctx.Done() // the daemon dies with this call open; Close ends ctx
+			return nil, ctx.Err()
+		}
 		return map[string]any{"charged": key}, nil
 	})
-	if err := c.Call(ctx, protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "book_seat", Idempotent: true}}, nil); err != nil {
+	if err := c.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "book_seat", Idempotent: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
 // submit sends one proposal of idempotent charges and records what came back.
-func (l *ledger) submit(c *client.Client, keys []string) error {
+func (l *ledger) submit(ctx context.Context, c *client.Client, keys []string) error {
 	actions := make([]any, len(keys))
 	for i, k := range keys {
 		actions[i] = map[string]any{"id": fmt.Sprint("a", i), "type": "tool_call", "tool": "book_seat", "parameters": map[string]any{"k": k}}
 	}
 	var res protocol.ProposalResult
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
 	if err := c.Call(ctx, protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": actions}}, &res); err != nil {
 		return err
+	}
+	if len(res.Results) != len(keys) {
+		return fmt.Errorf("%d results for %d actions", len(res.Results), len(keys))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -71,25 +119,22 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash trials run the daemon many times")
 	}
-	seed := time.Now().UnixNano()
+	seed := crashSeed(t)
+	t.Logf("seed %d (replay with %s=%d)", seed, crashSeedEnv, seed)
 	rng := rand.New(rand.NewSource(seed))
-	t.Logf("seed %d", seed)
 	home := t.TempDir()
 	l := &ledger{dispatched: map[string]int{}, acked: map[string]bool{}}
 	const trials = 12
 	for trial := 0; trial < trials; trial++ {
+		// A random point to crash at: after the n-th tool call of this
+		// trial, either while that call is open or racing its answer.
+		crash := l.arm(1+rng.Intn(40), rng.Intn(2) == 0)
 		d := startDaemon(t, home)
 		c := l.connect(t, d)
-		stop := make(chan struct{})
-		done := make(chan struct{})
+		ctx := ctxT(t)
+		done := make(chan error, 1)
 		go func() {
-			defer close(done)
 			for p := 0; ; p++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
 				keys := make([]string, 1+p%4)
 				for i := range keys {
 					keys[i] = fmt.Sprintf("t%d-p%d-%d", trial, p, i)
@@ -97,23 +142,33 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 				l.mu.Lock()
 				l.submitted = append(l.submitted, keys...)
 				l.mu.Unlock()
-				if err := l.submit(c, keys); err != nil {
-					return // the daemon died under us
+				if err := l.submit(ctx, c, keys); err != nil {
+					done <- err // the daemon died under us, or the deadline passed
+					return
 				}
 			}
 		}()
-		time.Sleep(time.Duration(10+rng.Intn(150)) * time.Millisecond) // a random point to crash at
-		_ = d.cmd.Process.Signal(syscall.SIGKILL)
-		_ = d.cmd.Wait()
-		close(stop)
-		<-done
-		c.Close()
+		select {
+		case <-crash:
+		case err := <-done:
+			t.Fatalf("trial %d: submissions stopped before the crash point: %v", trial, err)
+		case <-time.After(waitLimit):
+			t.Fatalf("trial %d: the crash point never came", trial)
+		}
+		d.kill(t)
+		if err := <-done; err == nil {
+			t.Fatalf("trial %d: a submission outlived the daemon", trial)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("trial %d: close the client: %v", trial, err)
+		}
 		if _, err := journal.Verify(filepath.Join(home, "idempotency.jsonl")); err != nil {
 			t.Fatalf("trial %d: the journal does not verify after SIGKILL: %v", trial, err)
 		}
 	}
 
 	// Restart once more and re-submit everything ever submitted.
+	l.arm(0, false)
 	d := startDaemon(t, home)
 	c := l.connect(t, d)
 	defer c.Close()
@@ -126,7 +181,7 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 	l.mu.Unlock()
 	for i := 0; i < len(all); i += 50 {
 		end := min(i+50, len(all))
-		if err := l.submit(c, all[i:end]); err != nil {
+		if err := l.submit(ctxT(t), c, all[i:end]); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,8 +43,8 @@ func TestJournalCommands(t *testing.T) {
 	if out, code := runBinary(t, "journal", "verify", path); code != 0 || !strings.Contains(out, "torn") {
 		t.Fatalf("verify torn: %d %s", code, out)
 	}
-	if data, _ := os.ReadFile(path); !strings.HasSuffix(string(data), `{"op":"pu`) {
-		t.Fatal("verify modified the file")
+	if data, err := os.ReadFile(path); err != nil || !strings.HasSuffix(string(data), `{"op":"pu`) {
+		t.Fatalf("verify modified the file: %v", err)
 	}
 	if out, code := runBinary(t, "journal", "compact", path); code != 0 || !strings.Contains(out, "3 records -> 2 (2 live)") {
 		t.Fatalf("compact: %d %s", code, out)

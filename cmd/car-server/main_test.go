@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.uber.org/goleak"
 
 	"github.com/parslee-ai/car-server/client"
 )
@@ -23,62 +25,99 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "car-server-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "car-server")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build car-server: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(runTests(m))
 }
 
+// runTests builds the daemon, runs the tests, and then fails the package
+// when a test left a goroutine running.
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "car-server-bin")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "make a directory for the test binary: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "car-server")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build car-server: %v\n%s", err, out)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// waitLimit bounds every wait in these tests; it is a hang guard, not a
+// performance assertion.
 const waitLimit = 20 * time.Second
+
+// ctxT is a context that ends with the test, bounded by waitLimit.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // daemon is a running car-server process.
 type daemon struct {
-	cmd   *exec.Cmd
-	addr  string
-	token string
-	home  string
-	logs  chan map[string]any
+	cmd     *exec.Cmd
+	addr    string
+	token   string
+	home    string
+	logPath string        // everything the daemon wrote to stderr
+	logs    *lineWatch    // the same lines, parsed, for waitLog
+	cursor  int           // lines before this one were already waited for
+	exited  chan struct{} // closed once the process has been reaped
+	exitErr error         // cmd.Wait's error; read after exited is closed
+	crashed bool          // the test killed it on purpose
 }
 
-// startDaemon runs the binary on a fresh state root and waits for its
-// "listening" log line.
+// startDaemon is the one way these tests start the daemon: the binary on a
+// state root, waited for until it logs "listening". The test's cleanup
+// stops it with SIGTERM within waitLimit (a daemon that does not stop
+// fails the test) and fails the test when its log holds a race report.
 func startDaemon(t *testing.T, home string, extraEnv ...string) *daemon {
 	t.Helper()
 	cmd := exec.Command(binary, "--port", "0")
 	cmd.Env = append(os.Environ(), append([]string{"CAR_HOME=" + home}, extraEnv...)...)
-	stderr, err := cmd.StderrPipe()
+	logFile, err := os.CreateTemp(t.TempDir(), "car-server-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := &daemon{cmd: cmd, home: home, logPath: logFile.Name(), logs: newLineWatch(), exited: make(chan struct{})}
+	cmd.Stderr = io.MultiWriter(logFile, d.logs)
 	if err := cmd.Start(); err != nil {
+		logFile.Close()
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, home: home, logs: make(chan map[string]any, 256)}
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil {
-				select {
-				case d.logs <- line:
-				default:
-				}
-			}
-		}
-		close(d.logs)
+		defer close(d.exited)
+		d.exitErr = cmd.Wait() // returns once stderr is copied out in full
+		d.logs.close()
+		logFile.Close()
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := d.signal(syscall.SIGTERM); err != nil {
+			t.Error(err)
+		}
+		if err := d.wait(); err != nil && !d.crashed {
+			t.Errorf("daemon exit: %v", err)
+		}
+		if data, err := os.ReadFile(d.logPath); err != nil {
+			t.Error(err)
+		} else if bytes.Contains(data, []byte("WARNING: DATA RACE")) {
+			t.Errorf("the daemon reported a data race:\n%s", data)
+		}
 	})
 	line := d.waitLog(t, "car-server listening")
 	d.addr = line["addr"].(string)
@@ -92,52 +131,96 @@ func startDaemon(t *testing.T, home string, extraEnv ...string) *daemon {
 	return d
 }
 
+// signal sends sig unless the process has already exited.
+func (d *daemon) signal(sig os.Signal) error {
+	select {
+	case <-d.exited:
+		return nil
+	default:
+	}
+	if err := d.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %v to the daemon: %w", sig, err)
+	}
+	return nil
+}
+
+// wait waits up to waitLimit for the process to exit and returns its exit
+// error; a process still running then is killed and reported.
+func (d *daemon) wait() error {
+	select {
+	case <-d.exited:
+		return d.exitErr
+	case <-time.After(waitLimit):
+		_ = d.cmd.Process.Kill() // it is reported below; Kill's own error adds nothing
+		<-d.exited
+		return fmt.Errorf("the daemon did not exit within %s and was killed", waitLimit)
+	}
+}
+
+// stop sends SIGTERM and fails the test unless the daemon exits cleanly.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	if err := d.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("daemon exit: %v", err)
+	}
+}
+
+// kill ends the daemon with SIGKILL, as a crash would, and reaps it.
+func (d *daemon) kill(t *testing.T) {
+	t.Helper()
+	if err := d.signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.crashed = true
+	err := d.wait()
+	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the daemon was to end by SIGKILL: %v", err)
+	}
+}
+
 // dial connects an authenticated, negotiated client; the caller closes it.
 func (d *daemon) dial(t *testing.T) *client.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	c, err := client.Dial(ctx, "ws://"+d.addr+"/", &client.Options{Token: d.token})
+	c, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{Token: d.token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
+// waitLog waits for the next log line, after those already waited for,
+// whose msg is msg.
 func (d *daemon) waitLog(t *testing.T, msg string) map[string]any {
 	t.Helper()
-	timer := time.NewTimer(waitLimit)
-	defer timer.Stop()
-	for {
-		select {
-		case line, ok := <-d.logs:
-			if !ok {
-				t.Fatalf("daemon exited before logging %q", msg)
-			}
-			if line["msg"] == msg {
-				return line
-			}
-		case <-timer.C:
-			t.Fatalf("no %q log line within %s", msg, waitLimit)
-		}
+	line, next, err := d.logs.wait(ctxT(t), d.cursor, msg)
+	if err != nil {
+		t.Fatalf("no %q log line: %v", msg, err)
 	}
+	d.cursor = next
+	return line
 }
 
 func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 	home := t.TempDir()
-	d := startDaemon(t, home)
+	// At debug level, so that a token leaking into any log line shows.
+	d := startDaemon(t, home, "CAR_LOG_LEVEL=debug")
 	tokenPath := filepath.Join(home, "ai.parslee.car", "auth-token")
 	st, err := os.Stat(tokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirSt, _ := os.Stat(filepath.Dir(tokenPath))
+	dirSt, err := os.Stat(filepath.Dir(tokenPath))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Mode().Perm() != 0o600 || dirSt.Mode().Perm() != 0o700 || len(d.token) != 43 {
 		t.Fatalf("token file %v in dir %v, token length %d", st.Mode(), dirSt.Mode(), len(d.token))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
+	ctx := ctxT(t)
 	c := d.dial(t)
 	defer c.Close()
 	// The same daemon answers on its Unix socket.
@@ -152,65 +235,67 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 	if err := c.Call(ctx, "state.get", map[string]any{"key": "via"}, &via); err != nil || via != "socket" {
 		t.Fatalf("state across transports: %q %v", via, err)
 	}
-	u.Close()
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
 
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	d.waitLog(t, "operator policies reloaded")
 
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	d.stop(t)
 	select {
 	case <-c.Done():
 	case <-time.After(waitLimit):
 		t.Fatal("client not disconnected on shutdown")
 	}
-	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon exit: %v", err)
-	}
 	if _, err := os.Stat(tokenPath); !os.IsNotExist(err) {
 		t.Fatalf("token file not removed on shutdown: %v", err)
 	}
-	for line := range d.logs {
-		if strings.Contains(fmt.Sprint(line), d.token) {
-			t.Fatalf("the token appears in a log line: %v", line)
+	// The whole of stderr, read once the process has exited: nothing a log
+	// reader skipped or dropped escapes the check.
+	logs, err := os.ReadFile(d.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"car-server listening", "operator policies reloaded", `"level":"debug"`} {
+		if !bytes.Contains(logs, []byte(want)) {
+			t.Fatalf("the captured log lacks %q, so it cannot show a leak:\n%s", want, logs)
 		}
+	}
+	if i := bytes.Index(logs, []byte(d.token)); i >= 0 {
+		t.Fatalf("the token appears in the log at byte %d:\n%s", i, logs)
 	}
 }
 
 func TestShutdownClosesWithGoingAway(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "CAR_NO_AUTH=1")
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
+	ctx := ctxT(t)
 	ws, _, err := websocket.Dial(ctx, "ws://"+d.addr+"/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = ws.Read(ctx)
 	if websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Fatalf("want close 1001, got %v", err)
 	}
-	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon exit: %v", err)
-	}
+	d.stop(t)
 }
 
 func TestSecondDaemonOnSameRootNamesTheHolder(t *testing.T) {
 	home := t.TempDir()
 	first := startDaemon(t, home)
-	out, err := exec.Command(binary, "--port", "0", "--home", home).CombinedOutput()
-	exitErr, ok := err.(*exec.ExitError)
-	if !ok || exitErr.ExitCode() != 1 {
-		t.Fatalf("second daemon: want exit 1, got %v: %s", err, out)
+	out, code := runBinary(t, "--port", "0", "--home", home)
+	if code != 1 {
+		t.Fatalf("second daemon: want exit 1, got %d: %s", code, out)
 	}
 	want := fmt.Sprintf("pid %d", first.cmd.Process.Pid)
-	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "daemon.lock") {
+	if !strings.Contains(out, want) || !strings.Contains(out, "daemon.lock") {
 		t.Fatalf("message should name %s and the lock: %s", want, out)
 	}
 }
@@ -232,16 +317,11 @@ func TestCommandLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(binary, tc.args...)
+			cmd := execBinary(tc.args...)
 			cmd.Env = append(os.Environ(), "CAR_HOME="+t.TempDir())
 			cmd.Env = append(cmd.Env, tc.env...)
 			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			code := exitCode(t, err)
 			if code != tc.code || !strings.Contains(string(out), tc.contains) {
 				t.Fatalf("exit %d (want %d), output:\n%s\nwant it to contain %q", code, tc.code, out, tc.contains)
 			}
@@ -263,8 +343,7 @@ func TestOperatorPoliciesLoadAndReload(t *testing.T) {
 	}
 	write("10-base.toml", `deny_tool = ["deploy"]`)
 	d := startDaemon(t, home)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
+	ctx := ctxT(t)
 	c := d.dial(t)
 	defer c.Close()
 	names := func() string {
@@ -285,14 +364,18 @@ func TestOperatorPoliciesLoadAndReload(t *testing.T) {
 	}
 
 	write("20-more.toml", "deny_keyword = [\"DROP TABLE\"]")
-	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	if err := d.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	d.waitLog(t, "operator policies reloaded")
 	if got := names(); got != "operator:deny_tool:deploy,operator:deny_keyword:DROP TABLE" {
 		t.Fatalf("after a good reload: %s", got)
 	}
 
 	write("30-bad.toml", "deny_tools = [\"x\"]")
-	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	if err := d.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	line := d.waitLog(t, "policy reload failed; the previous rules stay in force")
 	if !strings.Contains(fmt.Sprint(line["error"]), "30-bad.toml") {
 		t.Fatalf("the reload error should name the file: %v", line)
@@ -302,11 +385,9 @@ func TestOperatorPoliciesLoadAndReload(t *testing.T) {
 	}
 
 	// The same directory refuses a start, naming the file.
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
-	out, err := exec.Command(binary, "--home", home, "--port", "0").CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "30-bad.toml") || !strings.Contains(string(out), "unknown key deny_tools") {
-		t.Fatalf("start with a bad policy file: %v\n%s", err, out)
+	d.stop(t)
+	if out, code := runBinary(t, "--home", home, "--port", "0"); code != 1 || !strings.Contains(out, "30-bad.toml") || !strings.Contains(out, "unknown key deny_tools") {
+		t.Fatalf("start with a bad policy file: exit %d\n%s", code, out)
 	}
 }
 
@@ -315,19 +396,16 @@ func TestPolicyCheckCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a.toml"), []byte(`deny_tool = ["rm", "deploy"]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(binary, "policy", "check", dir).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok: 2 rules from 1 files") || !strings.Contains(string(out), "deny_tool:rm") {
-		t.Fatalf("good dir: %v\n%s", err, out)
+	if out, code := runBinary(t, "policy", "check", dir); code != 0 || !strings.Contains(out, "ok: 2 rules from 1 files") || !strings.Contains(out, "deny_tool:rm") {
+		t.Fatalf("good dir: exit %d\n%s", code, out)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "b.toml"), []byte("[[trace_rule]]\nx = 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err = exec.Command(binary, "policy", "check", dir).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "b.toml") {
-		t.Fatalf("bad dir: %v\n%s", err, out)
+	if out, code := runBinary(t, "policy", "check", dir); code != 1 || !strings.Contains(out, "b.toml") {
+		t.Fatalf("bad dir: exit %d\n%s", code, out)
 	}
-	out, err = exec.Command(binary, "policy").CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "usage") {
-		t.Fatalf("usage: %v\n%s", err, out)
+	if out, code := runBinary(t, "policy"); code != 2 || !strings.Contains(out, "usage") {
+		t.Fatalf("usage: exit %d\n%s", code, out)
 	}
 }

@@ -17,19 +17,30 @@ func TestSystemdNotifyProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	states := make(chan string, 64)
+	reading := make(chan struct{})
 	go func() {
+		defer close(reading)
+		defer close(states)
 		buf := make([]byte, 4096)
 		for {
 			n, _, err := conn.ReadFromUnix(buf)
 			if err != nil {
-				close(states)
-				return
+				return // the socket was closed below
 			}
-			states <- string(buf[:n])
+			select {
+			case states <- string(buf[:n]):
+			default:
+				t.Errorf("more than %d notify messages unread; dropping %q", cap(states), buf[:n])
+			}
 		}
 	}()
+	t.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			t.Error(err)
+		}
+		<-reading
+	})
 	next := func(want string) {
 		t.Helper()
 		deadline := time.After(waitLimit)
@@ -51,11 +62,11 @@ func TestSystemdNotifyProtocol(t *testing.T) {
 	next("READY=1")
 	next("WATCHDOG=1")
 	next("WATCHDOG=1")
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	next("STOPPING=1")
-	if err := d.cmd.Wait(); err != nil {
+	if err := d.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	next("STOPPING=1")
+	d.stop(t)
 }
 
 func TestOperatorSubcommands(t *testing.T) {

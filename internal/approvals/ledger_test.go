@@ -31,12 +31,18 @@ func TestLedgerLastDecisionWinsAndPersists(t *testing.T) {
 	if _, err := l.Record(Record{Fingerprint: fp, Decision: "maybe"}); err == nil {
 		t.Fatal("an unknown decision was recorded")
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	l, rep, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	rec, ok := l.Decision(fp)
 	if !ok || rec.Decision != Rejected || rec.Reviewer != "conn:b" || rep.Live != 1 || rep.Lines != 2 {
 		t.Fatalf("after reopening: %+v %v %+v", rec, ok, rep)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -26,5 +25,4 @@ func BenchmarkPermissionGate(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/action")
-	_ = policy.SandboxEdit
 }

@@ -40,14 +40,35 @@ func (d denyTool) Check(_ context.Context, _ *Submission, a *protocol.Action) er
 	return nil
 }
 
-func submitWith(t *testing.T, opts Options, actions ...protocol.Action) (*protocol.ProposalResult, *countingExecutor, *Runtime) {
+// openRuntime is the one way these tests start a runtime: one session whose
+// tool calls go to exec, with tools registered; the session closes with the
+// test.
+func openRuntime(t *testing.T, opts Options, exec ToolExecutor, tools ...string) (*Runtime, *Session) {
 	t.Helper()
 	rt := NewRuntime(opts)
-	exec := &countingExecutor{}
 	s := rt.OpenSession("s1", exec)
-	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "read"}, {Name: "write"}}); err != nil {
+	t.Cleanup(func() { rt.CloseSession(s) })
+	defs := make([]protocol.ToolSchema, len(tools))
+	for i, name := range tools {
+		defs[i] = protocol.ToolSchema{Name: name}
+	}
+	if _, err := s.Tools.Register(defs); err != nil {
 		t.Fatal(err)
 	}
+	return rt, s
+}
+
+// ctxT is a context that ends with the test, bounded by testTimeout.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func submitWith(t *testing.T, opts Options, actions ...protocol.Action) (*protocol.ProposalResult, *countingExecutor, *Runtime) {
+	t.Helper()
+	exec := &countingExecutor{}
+	rt, s := openRuntime(t, opts, exec, "read", "write")
 	for i := range actions {
 		if actions[i].Parameters == nil {
 			actions[i].Parameters = map[string]any{}
@@ -56,7 +77,7 @@ func submitWith(t *testing.T, opts Options, actions ...protocol.Action) (*protoc
 			actions[i].FailureBehavior = protocol.FailAbort
 		}
 	}
-	res, err := rt.Submit(context.Background(), &Submission{Proposal: &protocol.ActionProposal{Actions: actions}, Session: s})
+	res, err := rt.Submit(ctxT(t), &Submission{Proposal: &protocol.ActionProposal{Actions: actions}, Session: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +116,10 @@ func TestActionCheckRejectsOneAction(t *testing.T) {
 }
 
 func TestMaxActions(t *testing.T) {
-	rt := NewRuntime(Options{MaxActions: 2})
-	_, err := rt.Submit(context.Background(), &Submission{
+	rt, s := openRuntime(t, Options{MaxActions: 2}, nil)
+	_, err := rt.Submit(ctxT(t), &Submission{
 		Proposal: &protocol.ActionProposal{Actions: make([]protocol.Action, 3)},
-		Session:  rt.OpenSession("s", nil),
+		Session:  s,
 	})
 	var le *LimitError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "at most 2") {
@@ -107,7 +128,6 @@ func TestMaxActions(t *testing.T) {
 }
 
 func TestConcurrencyBound(t *testing.T) {
-	rt := NewRuntime(Options{MaxConcurrency: 2})
 	var mu sync.Mutex
 	running, peak := 0, 0
 	release := make(chan struct{})
@@ -120,19 +140,24 @@ func TestConcurrencyBound(t *testing.T) {
 			once.Do(func() { close(release) })
 		}
 		mu.Unlock()
-		<-release
-		mu.Lock()
-		running--
-		mu.Unlock()
-		return nil, nil
+		defer func() {
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}()
+		select {
+		case <-release: // two ran at once
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	})
-	s := rt.OpenSession("s", exec)
-	_, _ = s.Tools.Register([]protocol.ToolSchema{{Name: "t"}})
+	rt, s := openRuntime(t, Options{MaxConcurrency: 2}, exec, "t")
 	acts := make([]protocol.Action, 6)
 	for i := range acts {
 		acts[i] = protocol.Action{ID: string(rune('a' + i)), Type: protocol.ActionToolCall, Tool: "t", Parameters: map[string]any{}, FailureBehavior: protocol.FailAbort}
 	}
-	res, err := rt.Submit(context.Background(), &Submission{Proposal: &protocol.ActionProposal{Actions: acts}, Session: s})
+	res, err := rt.Submit(ctxT(t), &Submission{Proposal: &protocol.ActionProposal{Actions: acts}, Session: s})
 	if err != nil || res.Cost.ActionsExecuted != 6 {
 		t.Fatalf("%v %+v", err, res.Cost)
 	}

@@ -95,7 +95,7 @@ func TestVerifyCleanProposal(t *testing.T) {
 	if !res.Valid || len(res.Issues) != 0 {
 		t.Fatalf("issues %+v", res.Issues)
 	}
-	if got, _ := json.Marshal(res.ExecutionLevels); string(got) != `[["t","r"],["d"]]` {
+	if got := mustJSON(t, res.ExecutionLevels); string(got) != `[["t","r"],["d"]]` {
 		t.Fatalf("levels %s", got)
 	}
 	if res.SimulatedState["deployed"] != true || len(res.Conflicts) != 0 {
@@ -165,8 +165,8 @@ func TestOptimizePrunesPhantomDependencies(t *testing.T) {
 	if strings.Join(out.Actions[1].StateDependencies, ",") != "built,config" || len(out.Actions[2].StateDependencies) != 1 || len(pruned) != 1 || pruned[0].Reason != "listed twice" {
 		t.Fatalf("deps %v %v, pruned %+v", out.Actions[1].StateDependencies, out.Actions[2].StateDependencies, pruned)
 	}
-	before, _ := json.Marshal(buildGraph(p.Actions).levels())
-	after, _ := json.Marshal(buildGraph(out.Actions).levels())
+	before := mustJSON(t, buildGraph(p.Actions).levels())
+	after := mustJSON(t, buildGraph(out.Actions).levels())
 	if string(before) != string(after) {
 		t.Fatalf("optimize changed the edges: %s vs %s", before, after)
 	}
@@ -187,20 +187,21 @@ func TestMonteCarloIsReproducible(t *testing.T) {
 		Goal:             json.RawMessage(`{"type":"all_of","conditions":[{"type":"state_predicate","key":"deployed","value":true},{"type":"model_judge"}]}`),
 		Config:           MonteCarloConfig{Seed: &seed, Trials: &trials},
 	}
-	r1, err := MonteCarlo(context.Background(), p, params, registry(t))
-	if err != nil {
-		t.Fatal(err)
+	monteCarlo := func() (MonteCarloResult, []byte) {
+		t.Helper()
+		r, err := MonteCarlo(ctxT(t), p, params, registry(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, mustJSON(t, r)
 	}
-	r2, _ := MonteCarlo(context.Background(), p, params, registry(t))
-	b1, _ := json.Marshal(r1)
-	b2, _ := json.Marshal(r2)
-	if string(b1) != string(b2) {
+	r1, b1 := monteCarlo()
+	if _, b2 := monteCarlo(); string(b1) != string(b2) {
 		t.Fatal("same inputs and seed gave different output")
 	}
 	other := uint64(43)
 	params.Config.Seed = &other
-	r3, _ := MonteCarlo(context.Background(), p, params, registry(t))
-	if b3, _ := json.Marshal(r3); string(b3) == string(b1) {
+	if _, b3 := monteCarlo(); string(b3) == string(b1) {
 		t.Fatal("a different seed gave identical output")
 	}
 	if r1.RateProvenance.Tools[0].Tool != "deploy" || r1.RateProvenance.Tools[0].Rate != 1 || r1.RateProvenance.Tools[0].Source != "caller" ||
@@ -266,7 +267,7 @@ func TestVerifyAndMonteCarloStayBounded(t *testing.T) {
 		t.Fatalf("2,000 unordered writers of one key: %d conflicts, want one per consecutive pair (1,999)", len(res.Conflicts))
 	}
 	trials := 10000
-	_, err := MonteCarlo(context.Background(), p, MonteCarloParams{Config: MonteCarloConfig{Trials: &trials}}, nil)
+	_, err := MonteCarlo(ctxT(t), p, MonteCarloParams{Config: MonteCarloConfig{Trials: &trials}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "at most 5000000") {
 		t.Fatalf("trials × actions over the bound: %v", err)
 	}

@@ -37,16 +37,27 @@ func TestRecordLookupInvalidate(t *testing.T) {
 	if err := c.Record("k1", "charge", "p1", map[string]any{"id": json.Number("12345678901234567890")}); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.Record("k2", "charge", "p1", "ok")
+	if err := c.Record("k2", "charge", "p1", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Lookup("k2"); !ok {
+		t.Fatal("a recorded result is not served")
+	}
 	if err := c.Invalidate([]string{"k2"}, "p1"); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	c, _, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	out, ok := c.Lookup("k1")
 	if !ok || out.(map[string]any)["id"].(json.Number).String() != "12345678901234567890" {
 		t.Fatalf("stored output lost precision or vanished: %v %v", out, ok)

@@ -74,12 +74,21 @@ func mustErr(t *testing.T, js string) string {
 
 func TestReceiptShape(t *testing.T) {
 	id := "m-1"
-	b, _ := json.Marshal(Receipt{Channel: "imessage", MessageID: &id, Delivered: true})
+	b, err := json.Marshal(Receipt{Channel: "imessage", MessageID: &id, Delivered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(b) != `{"channel":"imessage","message_id":"m-1","deduplicated":false,"delivered":true,"queued":false}` {
 		t.Fatalf("%s", b)
 	}
-	m, _ := ParseParams(params(t, `{"channel":"teams","to":"u@x","kind":"channel","body":"b","deadline_ms":5}`))
-	dp, _ := json.Marshal(m.DeliveryParams())
+	m, err := ParseParams(params(t, `{"channel":"teams","to":"u@x","kind":"channel","body":"b","deadline_ms":5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := json.Marshal(m.DeliveryParams())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(dp) != `{"body":"b","channel":"teams","kind":"channel","to":"u@x"}` || *m.DeadlineMs != 5 {
 		t.Fatalf("%s %v", dp, m.DeadlineMs)
 	}

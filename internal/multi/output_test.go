@@ -44,7 +44,11 @@ func TestBudgetRefusesOnceALimitIsReached(t *testing.T) {
 		t.Fatalf("cost limit: %v", err)
 	}
 	b = &budget{limits: BudgetLimits{MaxAgents: &two}}
-	_, _ = b.admit(), b.admit()
+	for i := 0; i < 2; i++ {
+		if err := b.admit(); err != nil {
+			t.Fatalf("agent %d of 2 refused: %v", i+1, err)
+		}
+	}
 	if err := b.admit(); err == nil || !strings.Contains(err.Error(), "max_agents (2)") {
 		t.Fatalf("agent cap: %v", err)
 	}

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -18,7 +17,10 @@ func TestNewTokenShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewToken()
+	b, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(a) != 43 || strings.ContainsAny(a, "+/=") || a == b {
 		t.Fatalf("want two distinct 43-char base64url tokens, got %q and %q", a, b)
 	}
@@ -105,7 +107,7 @@ func TestHandshake(t *testing.T) {
 
 func TestClientDialWithWrongTokenFails(t *testing.T) {
 	ts := startServer(t, Options{Token: testToken})
-	_, err := client.Dial(context.Background(), ts.url, &client.Options{Token: "wrong"})
+	_, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "wrong"})
 	if err == nil || !strings.Contains(err.Error(), "token mismatch") {
 		t.Fatalf("want token mismatch, got %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkActionOverhead(b *testing.B) {
 
 func benchOverhead(b *testing.B, concurrency int) {
 	const actions = 1000
-	ts := startServerTB(b, Options{}, concurrency)
+	ts := startServerWith(b, serverSetup{engine: engine.Options{MaxConcurrency: concurrency}})
 	c, err := client.Dial(context.Background(), ts.url, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,28 +12,58 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// waitForEvent polls events.query until an event matches or the test's
-// deadline passes.
-func waitForEvent(t *testing.T, c *client.Client, q map[string]any) engine.Event {
+// eventOf returns the newest event matching q, failing when there is none.
+// Callers ask only once the daemon has signalled that the work is done
+// (a reply, or the "connection closed" log line of a vanished client).
+func eventOf(t *testing.T, c *client.Client, q map[string]any) engine.Event {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(testTimeout)
-	for {
-		var res struct {
-			Events []engine.Event `json:"events"`
+	var res struct {
+		Events []engine.Event `json:"events"`
+	}
+	if err := c.Call(ctxT(t), protocol.MethodEventsQuery, q, &res); err != nil {
+		t.Fatalf("events.query %v: %v", q, err)
+	}
+	if len(res.Events) == 0 {
+		t.Fatalf("no event matching %v", q)
+	}
+	return res.Events[0]
+}
+
+// submitAsync submits on its own goroutine under the test's deadline; the
+// reply, or the error that replaced it, arrives on the channel.
+func submitAsync(t *testing.T, c *client.Client, p any) <-chan submitted {
+	ch := make(chan submitted, 1)
+	ctx := ctxT(t)
+	go func() {
+		var s submitted
+		s.err = c.Call(ctx, protocol.MethodProposalSubmit, map[string]any{"proposal": p}, &s.res)
+		ch <- s
+	}()
+	return ch
+}
+
+// submitted is what submitAsync delivers.
+type submitted struct {
+	res protocol.ProposalResult
+	err error
+}
+
+// awaitResult waits for an asynchronous submission and fails the test when
+// it failed, did not come within testTimeout, or has not n results.
+func awaitResult(t *testing.T, ch <-chan submitted, n int) protocol.ProposalResult {
+	t.Helper()
+	select {
+	case s := <-ch:
+		if s.err != nil {
+			t.Fatalf("proposal.submit: %v", s.err)
 		}
-		if err := c.Call(ctxT(t), protocol.MethodEventsQuery, q, &res); err != nil {
-			t.Fatal(err)
+		if len(s.res.Results) != n {
+			t.Fatalf("want %d results, got %+v", n, s.res)
 		}
-		if len(res.Events) > 0 {
-			return res.Events[0]
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("no event matching %v", q)
-		}
+		return s.res
+	case <-time.After(testTimeout):
+		t.Fatal("no reply to proposal.submit")
+		return protocol.ProposalResult{}
 	}
 }
 
@@ -41,36 +71,40 @@ func TestClientDisconnectMidCallback(t *testing.T) {
 	ts := startServer(t, Options{})
 	called := make(chan struct{})
 	// The submitter answers nothing: it vanishes while the callback is open.
-	sub := ts.dial(t, "")
-	sub.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, _ json.RawMessage) (any, error) {
+	sub := newToolbox(t, ts, map[string]toolFunc{"hang": func(ctx context.Context, _ protocol.ToolExecuteParams) (any, error) {
 		close(called)
 		<-ctx.Done()
 		return nil, ctx.Err()
-	})
-	if err := sub.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "hang"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = sub.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(
-			toolCall("h", "hang", nil),
-			toolCall("next", "hang", nil, "dependencies", []string{"h"}),
-		)}, nil)
-	}()
+	}})
+	reply := submitAsync(t, sub.Client, proposal(
+		toolCall("h", "hang", nil),
+		toolCall("next", "hang", nil, "dependencies", []string{"h"}),
+	))
 	select {
 	case <-called:
 	case <-time.After(testTimeout):
 		t.Fatal("callback never arrived")
 	}
 	sub.Close()
+	select {
+	case s := <-reply:
+		if s.err == nil {
+			t.Fatalf("a client that closed got a reply: %+v", s.res)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("closing the client did not end its call")
+	}
 
-	// The daemon finishes the proposal at once (no 300 s wait) and stays healthy.
+	// The daemon finishes the proposal at once (no 300 s wait) and stays
+	// healthy: the connection logs its close only after its handlers return.
+	ts.waitLog(t, "connection closed", 1)
 	observer := ts.dial(t, "")
-	ev := waitForEvent(t, observer, map[string]any{"kinds": []string{"action_failed"}, "action_id": "h"})
+	ev := eventOf(t, observer, map[string]any{"kinds": []string{"action_failed"}, "action_id": "h"})
 	if msg, _ := ev.Data["error"].(string); !strings.Contains(msg, "disconnected") {
 		t.Fatalf("failure should say the client disconnected: %q", msg)
 	}
-	waitForEvent(t, observer, map[string]any{"kinds": []string{"proposal_finished"}, "proposal_id": "p-test"})
-	skipped := waitForEvent(t, observer, map[string]any{"kinds": []string{"action_skipped"}, "action_id": "next"})
+	eventOf(t, observer, map[string]any{"kinds": []string{"proposal_finished"}, "proposal_id": "p-test"})
+	skipped := eventOf(t, observer, map[string]any{"kinds": []string{"action_skipped"}, "action_id": "next"})
 	if skipped.ProposalID != "p-test" {
 		t.Fatalf("skipped event %+v", skipped)
 	}
@@ -98,7 +132,9 @@ func TestEventsAndChainVerification(t *testing.T) {
 		t.Fatal(res.Results[0])
 	}
 	var after int
-	_ = tb.Call(ctx, protocol.MethodEventsCount, nil, &after)
+	if err := tb.Call(ctx, protocol.MethodEventsCount, nil, &after); err != nil {
+		t.Fatal(err)
+	}
 	var verify map[string]int
 	if err := tb.Call(ctx, protocol.MethodEventsChainVerify, nil, &verify); err != nil {
 		t.Fatal(err)
@@ -147,47 +183,37 @@ func TestEventsAndChainVerification(t *testing.T) {
 	if ret.Removed != after-3 || *ret.Policy.MaxEvents != 3 {
 		t.Fatalf("retention %+v (had %d)", ret, after)
 	}
-	_ = tb.Call(ctx, protocol.MethodEventsCount, nil, &count)
-	if count != 3 {
-		t.Fatalf("count after retention %d", count)
+	if err := tb.Call(ctx, protocol.MethodEventsCount, nil, &count); err != nil || count != 3 {
+		t.Fatalf("count after retention %d: %v", count, err)
 	}
 	code, msg := rpcCode(t, tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_age_secs": uint64(1) << 60}}, nil))
 	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "max_age_secs must be at most") {
 		t.Fatalf("an overflowing max_age_secs: %d %q", code, msg)
 	}
-	if _ = tb.Call(ctx, protocol.MethodEventsCount, nil, &count); count < 3 {
-		t.Fatalf("a refused retention policy removed events: %d", count)
+	if err := tb.Call(ctx, protocol.MethodEventsCount, nil, &count); err != nil || count < 3 {
+		t.Fatalf("a refused retention policy removed events: %d %v", count, err)
 	}
 }
 
 func TestShutdownCancelsCallbacksBeforeClosing(t *testing.T) {
-	rt := engine.NewRuntime(engine.Options{})
-	srv := NewServer(rt, Options{})
-	ts := &testServer{srv: srv, rt: rt}
-	l := listenLoopback(t)
-	ts.url = "ws://" + l.Addr().String() + "/"
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-
+	ts := startServer(t, Options{})
 	called := make(chan struct{})
 	tb := newToolbox(t, ts, map[string]toolFunc{"hang": func(ctx context.Context, _ protocol.ToolExecuteParams) (any, error) {
 		close(called)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}})
-	reply := make(chan protocol.ProposalResult, 1)
-	go func() {
-		var res protocol.ProposalResult
-		_ = tb.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(toolCall("h", "hang", nil))}, &res)
-		reply <- res
-	}()
-	<-called
+	reply := submitAsync(t, tb.Client, proposal(toolCall("h", "hang", nil)))
+	select {
+	case <-called:
+	case <-time.After(testTimeout):
+		t.Fatal("callback never arrived")
+	}
 	graceOver, cancel := context.WithCancel(context.Background())
 	cancel() // no grace at all: in-flight work is cancelled at once
-	if err := srv.Shutdown(graceOver); err == nil {
-		t.Fatal("shutdown with no grace should report the cut")
+	if err := ts.srv.Shutdown(graceOver); !errors.Is(err, context.Canceled) {
+		t.Fatalf("shutdown with no grace should report the cut, got %v", err)
 	}
-	<-served
 	select {
 	case c := <-tb.cancel:
 		if !strings.Contains(c.Reason, "shutting down") {
@@ -196,8 +222,7 @@ func TestShutdownCancelsCallbacksBeforeClosing(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("no tools.cancel before the connection closed")
 	}
-	res := <-reply
-	if len(res.Results) != 1 || res.Results[0].Status != protocol.StatusFailed {
+	if res := awaitResult(t, reply, 1); res.Results[0].Status != protocol.StatusFailed {
 		t.Fatalf("the proposal should finish with the action failed: %+v", res)
 	}
 }

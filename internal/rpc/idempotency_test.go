@@ -18,24 +18,7 @@ func startIdemServer(t *testing.T, path string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Idempotency: cache, RetryBase: 1}, func() { cache.Close() })
-}
-
-// startRuntime serves a runtime built from opts; cleanup runs after the
-// server has shut down.
-func startRuntime(t *testing.T, opts engine.Options, cleanup func()) *testServer {
-	t.Helper()
-	rt := engine.NewRuntime(opts)
-	srv := NewServer(rt, Options{})
-	l := listenLoopback(t)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
-	t.Cleanup(func() {
-		_ = srv.Shutdown(context.Background())
-		<-done
-		cleanup()
-	})
-	return &testServer{srv: srv, url: "ws://" + l.Addr().String() + "/", rt: rt}
+	return startRuntime(t, engine.Options{Idempotency: cache, RetryBase: 1}, cache.Close)
 }
 
 func TestIdempotentResultsAreServedFromTheJournal(t *testing.T) {
@@ -61,7 +44,7 @@ func TestIdempotentResultsAreServedFromTheJournal(t *testing.T) {
 	if !equalJSON(a.Output, b.Output) {
 		t.Fatalf("stored output %v, first output %v", b.Output, a.Output)
 	}
-	ev := waitForEvent(t, tb.Client, map[string]any{"kinds": []string{"action_succeeded"}, "data_matches": map[string]string{"cache_hit": "idempotency"}})
+	ev := eventOf(t, tb.Client, map[string]any{"kinds": []string{"action_succeeded"}, "data_matches": map[string]string{"cache_hit": "idempotency"}})
 	if ev.ActionID != "c" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -102,7 +85,7 @@ func TestAbortTombstonesThisProposalsResults(t *testing.T) {
 	if s := statuses(res); s["pay"] != protocol.StatusSucceeded || s["send"] != protocol.StatusFailed {
 		t.Fatalf("%v", s)
 	}
-	waitForEvent(t, tb.Client, map[string]any{"kinds": []string{"idempotency_invalidated"}})
+	eventOf(t, tb.Client, map[string]any{"kinds": []string{"idempotency_invalidated"}})
 	// The rolled-back proposal's result is no longer served: re-submitting runs it.
 	tb.submit(t, plan)
 	if n != 2 {

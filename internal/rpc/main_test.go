@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -34,7 +37,9 @@ func init() {
 		var p struct {
 			Name string `json:"name"`
 		}
-		_ = json.Unmarshal(*params, &p)
+		if err := json.Unmarshal(*params, &p); err != nil {
+			return nil, invalidParams("test.block: %v", err)
+		}
 		started := blockers[p.Name+".started"]
 		if started != nil {
 			started <- struct{}{}
@@ -50,36 +55,117 @@ func init() {
 
 // testServer is a real server on a real loopback listener.
 type testServer struct {
-	srv *Server
-	url string
-	rt  *engine.Runtime
+	srv  *Server
+	url  string
+	rt   *engine.Runtime
+	logs *logWatch
+	// draining is closed when Shutdown closes the listener: the server sets
+	// its draining flag before that, so new work is refused from then on.
+	draining <-chan struct{}
+	// stop shuts the server down within testTimeout, waits for Serve and
+	// runs closeAfter; it runs once, and again at cleanup does nothing.
+	stop func() error
+}
+
+// serverSetup says how startServerWith builds a server; the zero value is
+// the default server on a loopback TCP listener.
+type serverSetup struct {
+	opts     Options
+	engine   engine.Options
+	listener net.Listener // nil: a loopback TCP listener
+	// closeAfter runs once the server has shut down (ledgers, journals).
+	closeAfter func() error
 }
 
 func startServer(t *testing.T, opts Options) *testServer {
-	return startServerTB(t, opts, 0)
+	t.Helper()
+	return startServerWith(t, serverSetup{opts: opts})
 }
 
-// startServerTB starts a server for a test or benchmark; concurrency bounds
-// the actions of one proposal (0: the default).
-func startServerTB(t testing.TB, opts Options, concurrency int) *testServer {
+// startRuntime serves a runtime built from opts; closeAfter runs after the
+// server has shut down.
+func startRuntime(t *testing.T, opts engine.Options, closeAfter func() error) *testServer {
 	t.Helper()
-	rt := engine.NewRuntime(engine.Options{RetryBase: time.Millisecond, MaxConcurrency: concurrency})
-	srv := NewServer(rt, opts)
-	l := listenLoopback(t)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(l); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
+	return startServerWith(t, serverSetup{engine: opts, closeAfter: closeAfter})
+}
+
+// startServerWith is the one way these tests start a server. It registers a
+// bounded shutdown: a shutdown that does not finish within testTimeout
+// fails the test.
+func startServerWith(t testing.TB, s serverSetup) *testServer {
+	t.Helper()
+	if s.engine.RetryBase == 0 {
+		s.engine.RetryBase = time.Millisecond
+	}
+	logs := newLogWatch()
+	if s.opts.Logger == nil {
+		s.opts.Logger = zap.New(logs.core())
+	}
+	l := s.listener
+	if l == nil {
+		l = listenLoopback(t)
+	}
+	nl := &notifyListener{Listener: l, closed: make(chan struct{})}
+	rt := engine.NewRuntime(s.engine)
+	srv := NewServer(rt, s.opts)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(nl) }()
+	url := "ws://" + l.Addr().String() + "/"
+	if l.Addr().Network() == "unix" {
+		url = "ws://car-server/"
+	}
+	ts := &testServer{srv: srv, url: url, rt: rt, logs: logs, draining: nl.closed}
+	ts.stop = sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		var errs []error
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown did not finish within %s: %w", testTimeout, err))
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("serve: %w", err))
+			}
+		case <-time.After(testTimeout):
+			errs = append(errs, fmt.Errorf("Serve did not return within %s of shutdown", testTimeout))
+		}
+		if s.closeAfter != nil {
+			if err := s.closeAfter(); err != nil {
+				errs = append(errs, fmt.Errorf("close after shutdown: %w", err))
+			}
+		}
+		return errors.Join(errs...)
 	})
-	return &testServer{srv: srv, url: "ws://" + l.Addr().String() + "/", rt: rt}
+	t.Cleanup(func() {
+		if err := ts.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ts
+}
+
+// notifyListener closes closed when the server closes it.
+type notifyListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *notifyListener) Close() error {
+	err := l.Listener.Close()
+	l.once.Do(func() { close(l.closed) })
+	return err
+}
+
+// waitDraining waits until Shutdown has begun refusing new work.
+func (ts *testServer) waitDraining(t *testing.T) {
+	t.Helper()
+	select {
+	case <-ts.draining:
+	case <-time.After(testTimeout):
+		t.Fatal("the server never started draining")
+	}
 }
 
 func listenLoopback(t testing.TB) net.Listener {
@@ -192,7 +278,8 @@ func wantErr(t *testing.T, rep reply, code int, contains string) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+// ctxT is a context that ends with the test, bounded by testTimeout.
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx

@@ -25,7 +25,7 @@ func startMessagingServer(t *testing.T, dir string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Approvals: led, Messages: msgs}, func() { led.Close(); msgs.Close() })
+	return startRuntime(t, engine.Options{Approvals: led, Messages: msgs}, func() error { return errors.Join(led.Close(), msgs.Close()) })
 }
 
 func sendAction(id string, params map[string]any) map[string]any {
@@ -122,7 +122,9 @@ func TestMessagingDedupAcrossARestart(t *testing.T) {
 		if delivered != 1 || out["deduplicated"] != true || out["message_id"] != "ts-1" {
 			t.Fatalf("repeat: delivered %d, receipt %v", delivered, out)
 		}
-		ts.srv.Shutdown(context.Background())
+		if err := ts.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ts := startMessagingServer(t, dir) // the ledgers are reopened from disk
 	tb := newToolbox(t, ts, map[string]toolFunc{messaging.DeliveryTool: deliver})

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // scrape returns the value of one series from GET /metrics (0 when absent).
@@ -17,7 +19,10 @@ func scrape(t *testing.T, ts *testServer, series string) float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read /metrics: %v", err)
+	}
 	if resp.StatusCode != 200 {
 		t.Fatalf("/metrics: %d", resp.StatusCode)
 	}
@@ -25,7 +30,10 @@ func scrape(t *testing.T, ts *testServer, series string) float64 {
 	if m == nil {
 		return 0
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("%s: %v", series, err)
+	}
 	return v
 }
 
@@ -46,7 +54,9 @@ func TestMetricsMoveAfterAProposal(t *testing.T) {
 	}
 	tb := newToolbox(t, ts, map[string]toolFunc{"echo": echo})
 	tb.submit(t, proposal(toolCall("a", "echo", nil), toolCall("b", "missing_tool", nil)))
-	_ = tb.Call(ctxT(t), "no.such.method", nil, nil)
+	if code, _ := rpcCode(t, tb.Call(ctxT(t), "no.such.method", nil, nil)); code != protocol.CodeMethodNotFound {
+		t.Fatalf("an unknown method answered %d", code)
+	}
 	want := map[string]float64{
 		`car_proposals_total`: 1, `car_actions_total{status="succeeded"}`: 1, `car_actions_total{status="rejected"}`: 1,
 		`car_requests_total{code="0",method="proposal.submit"}`: 1, `car_requests_total{code="-32601",method="unknown"}`: 1,

@@ -183,11 +183,15 @@ func TestMultiTournamentWithAnOddField(t *testing.T) {
 		lines := strings.Split(task, "\n")
 		var a, b int
 		for i, l := range lines {
+			var err error
 			if strings.HasPrefix(l, "Candidate A (") {
-				fmt.Sscan(lines[i+1], &a)
+				_, err = fmt.Sscan(lines[i+1], &a)
 			}
 			if strings.HasPrefix(l, "Candidate B (") {
-				fmt.Sscan(lines[i+1], &b)
+				_, err = fmt.Sscan(lines[i+1], &b)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("the judge cannot read a candidate's answer %q: %w", lines[i+1], err)
 			}
 		}
 		if b > a {
@@ -281,7 +285,7 @@ func TestMultiBudgetAndMalformedOutput(t *testing.T) {
 	if bad.Outputs[2].Failed() {
 		t.Fatal("a good agent failed beside malformed ones")
 	}
-	ev := waitForEvent(t, c, map[string]any{"kinds": []string{"agent_run"}, "data_matches": map[string]string{"agent": "good"}})
+	ev := eventOf(t, c, map[string]any{"kinds": []string{"agent_run"}, "data_matches": map[string]string{"agent": "good"}})
 	if ev.Data["method"] != "multi.swarm" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -298,8 +302,10 @@ func TestMultiDisconnectMidRun(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
+	ctx := ctxT(t)
+	called := make(chan error, 1)
 	go func() {
-		_ = c.Call(context.Background(), protocol.MethodMultiPipeline, map[string]any{"stages": specs("first", "hang", "never"), "task": "t"}, nil)
+		called <- c.Call(ctx, protocol.MethodMultiPipeline, map[string]any{"stages": specs("first", "hang", "never"), "task": "t"}, nil)
 	}()
 	select {
 	case <-started:
@@ -307,8 +313,13 @@ func TestMultiDisconnectMidRun(t *testing.T) {
 		t.Fatal("stage 2 never started")
 	}
 	c.Close()
+	if err := <-called; err == nil {
+		t.Fatal("a client that closed got a reply")
+	}
+	// The connection logs its close only after its handlers have returned.
+	ts.waitLog(t, "connection closed", 1)
 	observer := ts.dial(t, "")
-	ev := waitForEvent(t, observer, map[string]any{"kinds": []string{"agent_run"}, "data_matches": map[string]string{"agent": "hang"}})
+	ev := eventOf(t, observer, map[string]any{"kinds": []string{"agent_run"}, "data_matches": map[string]string{"agent": "hang"}})
 	if msg, _ := ev.Data["error"].(string); !strings.Contains(msg, "disconnected") {
 		t.Fatalf("the hung agent should fail with the disconnect: %+v", ev.Data)
 	}

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
@@ -20,7 +19,7 @@ func startGovernedServer(t *testing.T, supervisionTimeout time.Duration) *testSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startRuntime(t, engine.Options{Approvals: ledger, SupervisionTimeout: supervisionTimeout}, func() { ledger.Close() })
+	return startRuntime(t, engine.Options{Approvals: ledger, SupervisionTimeout: supervisionTimeout}, ledger.Close)
 }
 
 var fingerprintRE = regexp.MustCompile(`approve fingerprint ([0-9a-f]{32})`)
@@ -150,7 +149,10 @@ func newSupervisor(t *testing.T, ts *testServer, filter map[string]any) *supervi
 	s := &supervisor{toolbox: newToolbox(t, ts, map[string]toolFunc{}), intents: make(chan engine.Intent, 16)}
 	s.HandleNotification(protocol.MethodSupervisionIntent, func(raw json.RawMessage) {
 		var in engine.Intent
-		_ = json.Unmarshal(raw, &in)
+		if err := json.Unmarshal(raw, &in); err != nil {
+			t.Errorf("supervision.intent is not an Intent: %v: %s", err, raw)
+			return
+		}
 		s.intents <- in
 	})
 	var res map[string]any
@@ -176,17 +178,6 @@ func (s *supervisor) decide(t *testing.T, id, kind, reason string) error {
 	return s.Call(ctxT(t), protocol.MethodSupervisionDecide, map[string]any{"intent_id": id, "decision": map[string]any{"kind": kind, "reason": reason}}, nil)
 }
 
-// submitAsync submits on its own goroutine; the result arrives on the channel.
-func submitAsync(tb *toolbox, p any) chan protocol.ProposalResult {
-	ch := make(chan protocol.ProposalResult, 1)
-	go func() {
-		var res protocol.ProposalResult
-		_ = tb.Call(context.Background(), protocol.MethodProposalSubmit, map[string]any{"proposal": p}, &res)
-		ch <- res
-	}()
-	return ch
-}
-
 func TestSupervision(t *testing.T) {
 	ts := startGovernedServer(t, 0)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo, "read_file": echo})
@@ -194,9 +185,9 @@ func TestSupervision(t *testing.T) {
 	stage := toolCall("s", "stage_site", map[string]any{"note": "secret-value-123", "site": "blog"})
 
 	// allow
-	ch := submitAsync(runner, proposal(stage))
+	ch := submitAsync(t, runner.Client, proposal(stage))
 	in := sup.next(t)
-	raw, _ := json.Marshal(in)
+	raw := mustJSON(in)
 	if strings.Contains(string(raw), "secret-value-123") || strings.Contains(string(raw), "blog") {
 		t.Fatalf("an intent carried parameter values: %s", raw)
 	}
@@ -216,7 +207,7 @@ func TestSupervision(t *testing.T) {
 	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("allowed: %q", errText(r.Results[0]))
 	}
 	code, msg := rpcCode(t, sup.decide(t, in.ID, "allow", ""))
@@ -225,33 +216,33 @@ func TestSupervision(t *testing.T) {
 	}
 
 	// deny
-	ch = submitAsync(runner, proposal(stage))
+	ch = submitAsync(t, runner.Client, proposal(stage))
 	in = sup.next(t)
 	if err := sup.decide(t, in.ID, "deny", "not during the freeze"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by supervisor conn:") || !strings.Contains(errText(r.Results[0]), "not during the freeze") {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by supervisor conn:") || !strings.Contains(errText(r.Results[0]), "not during the freeze") {
 		t.Fatalf("denied: %q", errText(r.Results[0]))
 	}
 
 	// escalate: blocked until the ledger approves, then admitted on re-submission.
-	ch = submitAsync(runner, proposal(stage))
+	ch = submitAsync(t, runner.Client, proposal(stage))
 	in = sup.next(t)
 	if err := sup.decide(t, in.ID, "escalate", "needs a human"); err != nil {
 		t.Fatal(err)
 	}
-	r := <-ch
+	r := awaitResult(t, ch, 1)
 	m := fingerprintRE.FindStringSubmatch(errText(r.Results[0]))
 	if r.Results[0].Status != protocol.StatusRejected || m == nil || !strings.Contains(errText(r.Results[0]), "escalated") {
 		t.Fatalf("escalated: %q", errText(r.Results[0]))
 	}
 	mustCall(t, sup.toolbox, protocol.MethodPermissionApprove, map[string]any{"fingerprint": m[1], "required_tier": "sandbox_edit"}, nil)
-	ch = submitAsync(runner, proposal(stage))
+	ch = submitAsync(t, runner.Client, proposal(stage))
 	in = sup.next(t)
 	if err := sup.decide(t, in.ID, "escalate", "needs a human"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("escalated after approval: %q", errText(r.Results[0]))
 	}
 
@@ -261,10 +252,12 @@ func TestSupervision(t *testing.T) {
 	}
 	// allow does not bypass the other checks: the runner's own policy still denies.
 	mustCall(t, runner, protocol.MethodPolicyRegister, map[string]any{"name": "no_staging", "rule": "deny_tool", "target": "stage_site"}, nil)
-	ch = submitAsync(runner, proposal(stage))
+	ch = submitAsync(t, runner.Client, proposal(stage))
 	in = sup.next(t)
-	_ = sup.decide(t, in.ID, "allow", "")
-	if r := <-ch; r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "no_staging") {
+	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "no_staging") {
 		t.Fatalf("a supervisor's allow bypassed a policy: %q", errText(r.Results[0]))
 	}
 	// A proposal the permission gate blocks never reaches a supervisor.
@@ -278,10 +271,10 @@ func TestSupervisionTimesOutClosedAndSurvivesDisconnect(t *testing.T) {
 	ts := startGovernedServer(t, 100*time.Millisecond)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	sup := newSupervisor(t, ts, map[string]any{"min_reversibility": "compensable"})
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	sup.next(t)
 	sup.Close() // a supervisor that vanishes does not release its intents
-	r := <-ch
+	r := awaitResult(t, ch, 1)
 	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "fail-closed") {
 		t.Fatalf("timeout: %q", errText(r.Results[0]))
 	}
@@ -326,26 +319,29 @@ func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
 	ts := startGovernedServer(t, testTimeout)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	sup := newSupervisor(t, ts, nil)
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	in := sup.next(t)
 	shut := make(chan error, 1)
 	go func() { shut <- ts.srv.Shutdown(ctxT(t)) }()
-	// Wait until the daemon refuses new work, then decide.
-	deadline := time.Now().Add(testTimeout)
-	for {
-		err := runner.Call(ctxT(t), "state.keys", nil, nil)
+	// Wait until the supervisor's own connection refuses new work, then
+	// decide. The server signals that draining began (it closes its
+	// listener), but each connection enters its drain on its own goroutine
+	// right after with no signal of its own, so the last step asks the
+	// connection itself, bounded by the test's deadline.
+	ts.waitDraining(t)
+	for ctx := ctxT(t); ; {
+		err := sup.Call(ctx, "state.keys", nil, nil)
 		if err != nil && strings.Contains(err.Error(), "shutting down") {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon never started draining")
+		if ctx.Err() != nil {
+			t.Fatalf("the supervisor's connection never started draining: %v", err)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatalf("decide while draining: %v", err)
 	}
-	if r := <-ch; r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("the parked proposal: %q", errText(r.Results[0]))
 	}
 	if err := <-shut; err != nil {
@@ -360,7 +356,7 @@ func TestOnlyAMatchedSupervisorDecides(t *testing.T) {
 	// The submitter subscribes too, with a filter that matches nothing, and
 	// tries to allow its own parked proposal.
 	mustCall(t, runner, protocol.MethodSupervisionSubscribe, map[string]any{"filter": map[string]any{"tools": []string{"none"}}}, nil)
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	in := sup.next(t)
 	code, msg := rpcCode(t, runner.Call(ctxT(t), protocol.MethodSupervisionDecide, map[string]any{"intent_id": in.ID, "decision": map[string]any{"kind": "allow"}}, nil))
 	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "not pending for you") {
@@ -369,7 +365,7 @@ func TestOnlyAMatchedSupervisorDecides(t *testing.T) {
 	if err := sup.decide(t, in.ID, "deny", "not now"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ch; r.Results[0].Status != protocol.StatusRejected {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected {
 		t.Fatal("the real supervisor's deny did not hold")
 	}
 }

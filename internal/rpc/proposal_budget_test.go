@@ -34,16 +34,7 @@ func TestAnInBudgetProposalOutlivesTheHandlerTimeout(t *testing.T) {
 		actions = append(actions, toolCall(fmt.Sprintf("q%d", i), "quick", map[string]any{"n": i},
 			"timeout_ms", 86_400_000, "failure_behavior", "retry", "max_retries", 100))
 	}
-	type outcome struct {
-		res protocol.ProposalResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		var res protocol.ProposalResult
-		err := tb.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(actions...)}, &res)
-		done <- outcome{res, err}
-	}()
+	ch := submitAsync(t, tb.Client, proposal(actions...))
 	select {
 	case <-slowStarted:
 	case <-time.After(testTimeout):
@@ -59,21 +50,10 @@ func TestAnInBudgetProposalOutlivesTheHandlerTimeout(t *testing.T) {
 		t.Fatalf("the probe got %d, want the handler deadline", code)
 	}
 	close(release)
-	var got outcome
-	select {
-	case got = <-done:
-	case <-time.After(testTimeout):
-		t.Fatal("proposal.submit did not answer")
-	}
-	if got.err != nil {
-		t.Fatalf("an in-budget proposal was cut off: %v", got.err)
-	}
-	for _, r := range got.res.Results {
+	res := awaitResult(t, ch, 1101)
+	for _, r := range res.Results {
 		if r.Status != protocol.StatusSucceeded {
 			t.Fatalf("action %s: %s %s", r.ActionID, r.Status, errText(r))
 		}
-	}
-	if len(got.res.Results) != 1101 {
-		t.Fatalf("%d results", len(got.res.Results))
 	}
 }

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -99,7 +98,7 @@ func TestInterpolation(t *testing.T) {
 	if a2.Status != protocol.StatusSucceeded {
 		t.Fatalf("a2 %s: %s", a2.Status, errText(a2))
 	}
-	got, _ := json.Marshal(a2.Output)
+	got := mustJSON(a2.Output)
 	want := `{"deep":"first","list":["first","plain"],"num":3,"text":"name=first size=3","whole":{"items":[{"name":"first","size":3}]}}`
 	if string(got) != want {
 		t.Fatalf("interpolated params\n got %s\nwant %s", got, want)
@@ -285,7 +284,7 @@ func TestPreconditionsAndBuiltInActions(t *testing.T) {
 	if e := errText(resultOf(t, res, "weird")); !strings.Contains(e, "unknown operator 'approximately'") {
 		t.Fatalf("unknown operator: %q", e)
 	}
-	if out, _ := json.Marshal(resultOf(t, res, "read").Output); string(out) != `{"level":5,"nope":null}` {
+	if out := mustJSON(resultOf(t, res, "read").Output); string(out) != `{"level":5,"nope":null}` {
 		t.Fatalf("state_read output %s", out)
 	}
 	for _, c := range tb.callLog() {
@@ -438,13 +437,11 @@ func TestTenantScopedProposal(t *testing.T) {
 		t.Fatalf("%v %+v", err, res)
 	}
 	var v any
-	_ = tb.Call(ctxT(t), "state.get", map[string]any{"key": "k"}, &v)
-	if v != nil {
-		t.Fatalf("tenant write leaked into the unscoped namespace: %v", v)
+	if err := tb.Call(ctxT(t), "state.get", map[string]any{"key": "k"}, &v); err != nil || v != nil {
+		t.Fatalf("tenant write leaked into the unscoped namespace: %v %v", v, err)
 	}
-	_ = tb.Call(ctxT(t), "state.get", map[string]any{"key": "k", "tenant_id": "acme"}, &v)
-	if v != "v" {
-		t.Fatalf("tenant value %v", v)
+	if err := tb.Call(ctxT(t), "state.get", map[string]any{"key": "k", "tenant_id": "acme"}, &v); err != nil || v != "v" {
+		t.Fatalf("tenant value %v %v", v, err)
 	}
 }
 

@@ -31,20 +31,9 @@ func TestRollbackKeepsAConcurrentProposalsWrite(t *testing.T) {
 		map[string]any{"id": "mine", "type": "state_write", "parameters": map[string]any{"key": "only-p1", "value": 1}},
 		toolCall("t", "fails_later", map[string]any{}, "dependencies", []string{"w", "mine"}, "failure_behavior", "abort"),
 	}}
-	done := make(chan protocol.ProposalResult, 1)
-	errc := make(chan error, 1)
-	go func() {
-		var res protocol.ProposalResult
-		if err := tb.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": p1}, &res); err != nil {
-			errc <- err
-			return
-		}
-		done <- res
-	}()
+	ch := submitAsync(t, tb.Client, p1)
 	select {
 	case <-waiting:
-	case err := <-errc:
-		t.Fatalf("p1: %v", err)
 	case <-time.After(testTimeout):
 		t.Fatal("p1's tool was never called")
 	}
@@ -56,14 +45,7 @@ func TestRollbackKeepsAConcurrentProposalsWrite(t *testing.T) {
 		t.Fatalf("p2: %s %s", res2.Results[0].Status, errText(res2.Results[0]))
 	}
 	close(release)
-	var res1 protocol.ProposalResult
-	select {
-	case res1 = <-done:
-	case err := <-errc:
-		t.Fatalf("p1: %v", err)
-	case <-time.After(testTimeout):
-		t.Fatal("p1 did not finish")
-	}
+	res1 := awaitResult(t, ch, 3)
 	if st := statuses(res1)["t"]; st != protocol.StatusFailed {
 		t.Fatalf("p1's tool: %s", st)
 	}

@@ -1,9 +1,7 @@
 package rpc
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +13,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/parslee-ai/car-server/client"
-	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -26,7 +23,10 @@ func TestHealthz(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read /healthz: %v", err)
+	}
 	if resp.StatusCode != 200 || string(body) != "ok\n" {
 		t.Fatalf("healthz: %d %q", resp.StatusCode, body)
 	}
@@ -170,7 +170,7 @@ func TestToolsAreOwnedByTheirConnection(t *testing.T) {
 	if listed.Count != 3 || !strings.Contains(string(listed.Tools[1]), `"name":"messaging.send"`) {
 		t.Fatalf("the built-in messaging.send is missing: %d %s", listed.Count, listed.Tools)
 	}
-	list, _ := json.Marshal(map[string]any{"tools": []json.RawMessage{listed.Tools[0], listed.Tools[2]}, "count": 2})
+	list := mustJSON(map[string]any{"tools": []json.RawMessage{listed.Tools[0], listed.Tools[2]}, "count": 2})
 	want := `{"count":2,"tools":[{"name":"alpha","description":"","parameters":{"required":["path"],"type":"object"},"returns":{"type":"string"},"idempotent":true,"cache_ttl_secs":60,"rate_limit":{"max_calls":5,"interval_secs":1.5}},{"name":"zeta","description":"last","parameters":{"type":"object"},"idempotent":false}]}`
 	if string(list) != want {
 		t.Fatalf("tools.list\n got %s\nwant %s", list, want)
@@ -230,17 +230,13 @@ func TestSessionInitRegistersTools(t *testing.T) {
 }
 
 func TestUnixSocket(t *testing.T) {
-	srv := NewServer(engine.NewRuntime(engine.Options{}), Options{Token: testToken})
 	path := filepath.Join(t.TempDir(), "car-server.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(l) }()
-	defer func() { _ = srv.Shutdown(context.Background()); <-done }()
-
-	c, err := client.Dial(ctxT(t), "ws://car-server/", &client.Options{Token: testToken, SocketPath: path})
+	ts := startServerWith(t, serverSetup{opts: Options{Token: testToken}, listener: l})
+	c, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: testToken, SocketPath: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,48 +250,38 @@ func TestUnixSocket(t *testing.T) {
 func TestShutdownLetsInFlightFinishThenClosesWith1001(t *testing.T) {
 	blockers["shutdown"] = make(chan struct{})
 	blockers["shutdown.started"] = make(chan struct{}, 1)
-	rt := engine.NewRuntime(engine.Options{})
-	srv := NewServer(rt, Options{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	url := "ws://" + l.Addr().String() + "/"
-	ws, _, err := websocket.Dial(ctxT(t), url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	r := &rawConn{t: t, ws: ws}
+	ts := startServer(t, Options{})
+	r := ts.raw(t)
 	r.send(`{"jsonrpc":"2.0","id":1,"method":"test.block","params":{"name":"shutdown"}}`)
-	<-blockers["shutdown.started"]
+	select {
+	case <-blockers["shutdown.started"]:
+	case <-time.After(testTimeout):
+		t.Fatal("the blocking request never started")
+	}
 
 	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(ctxT(t)) }()
-	// New connections are refused while draining.
-	deadline := time.Now().Add(testTimeout)
-	for {
-		_, resp, err := websocket.Dial(ctxT(t), url, nil)
-		if err != nil && (resp == nil || resp.StatusCode == http.StatusServiceUnavailable) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("new connections still accepted during shutdown")
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx := ctxT(t)
+	go func() { shut <- ts.srv.Shutdown(ctx) }()
+	// New connections are refused once draining has begun.
+	ts.waitDraining(t)
+	if _, resp, err := websocket.Dial(ctxT(t), ts.url, nil); err == nil || (resp != nil && resp.StatusCode != http.StatusServiceUnavailable) {
+		t.Fatalf("a new connection was accepted during shutdown: %v %v", resp, err)
 	}
 	close(blockers["shutdown"])
 	if rep := r.mustRecv(); string(rep.Result) != `"released"` {
 		t.Fatalf("in-flight request did not finish: %+v", rep)
 	}
-	_, err = r.recv()
+	_, err := r.recv()
 	if websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Fatalf("want close 1001, got %v", err)
 	}
-	if err := <-shut; err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("shutdown: %v", err)
+	// The drain must finish within the grace: running out of it is a failure.
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("shutdown did not drain within its grace: %v", err)
+		}
+	case <-time.After(2 * testTimeout): // past the grace: Shutdown ignored its context
+		t.Fatal("shutdown never returned")
 	}
-	<-served
 }

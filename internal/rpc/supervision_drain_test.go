@@ -65,7 +65,7 @@ func decideDuringShutdown(t *testing.T, method string) {
 	if rep := sup.call(`{"jsonrpc":"2.0","id":1,"method":"supervision.subscribe"}`); rep.Error != nil {
 		t.Fatalf("subscribe: %s", rep.Error.Message)
 	}
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	in := sup.nextIntent()
 	shut := make(chan error, 1)
 	go func() { shut <- ts.srv.Shutdown(ctxT(t)) }()
@@ -86,7 +86,7 @@ func decideDuringShutdown(t *testing.T, method string) {
 	if _, err := sup.recv(); websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Fatalf("after the reply: want a 1001 close, got %v", err)
 	}
-	if r := awaitResult(t, ch); r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("the parked proposal: %q", errText(r.Results[0]))
 	}
 	if err := <-shut; err != nil {

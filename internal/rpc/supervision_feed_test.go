@@ -54,28 +54,17 @@ func stallSupervisor(t *testing.T, ts *testServer) *rawConn {
 }
 
 // awaitResult waits for a submitted proposal's result.
-func awaitResult(t *testing.T, ch chan protocol.ProposalResult) protocol.ProposalResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(testTimeout):
-		t.Fatal("proposal.submit is held up by a supervisor that stopped reading")
-		return protocol.ProposalResult{}
-	}
-}
-
 func TestAStalledSupervisorDoesNotHoldUpTheSubmitter(t *testing.T) {
 	ts := startGovernedServer(t, testTimeout)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	stallSupervisor(t, ts)
 	healthy := newSupervisor(t, ts, nil)
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	in := healthy.next(t) // parked, and sent to the healthy supervisor
 	if err := healthy.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatal(err)
 	}
-	if r := awaitResult(t, ch); r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("allowed by the healthy supervisor: %q", errText(r.Results[0]))
 	}
 }
@@ -84,7 +73,7 @@ func TestAStalledSupervisorsIntentStillTimesOutFailClosed(t *testing.T) {
 	ts := startGovernedServer(t, 100*time.Millisecond)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	stallSupervisor(t, ts)
-	r := awaitResult(t, submitAsync(runner, proposal(toolCall("s", "stage_site", nil))))
+	r := awaitResult(t, submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil))), 1)
 	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "fail-closed") {
 		t.Fatalf("want a fail-closed rejection, got %s %q", r.Results[0].Status, errText(r.Results[0]))
 	}
@@ -127,7 +116,7 @@ func TestIntentsCarryTheirCursorAndGap(t *testing.T) {
 		t.Fatalf("subscribe: %s", rep.Error.Message)
 	}
 	for want := uint64(1); want <= 2; want++ {
-		ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+		ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 		in := sup.nextIntent()
 		if in.Params.Cursor == nil || *in.Params.Cursor != want || in.Params.Dropped == nil || *in.Params.Dropped != 0 {
 			t.Fatalf("intent %d: cursor %v dropped %v", want, in.Params.Cursor, in.Params.Dropped)
@@ -136,7 +125,7 @@ func TestIntentsCarryTheirCursorAndGap(t *testing.T) {
 		if rep.Error != nil {
 			t.Fatalf("decide: %s", rep.Error.Message)
 		}
-		if r := awaitResult(t, ch); r.Results[0].Status != protocol.StatusSucceeded {
+		if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 			t.Fatalf("allowed: %q", errText(r.Results[0]))
 		}
 	}
@@ -168,7 +157,7 @@ func TestASupervisorThatMissesTheWriteDeadlineIsDisconnected(t *testing.T) {
 	feed := stalled.intents
 	stalled.mu.Unlock()
 	healthy := newSupervisor(t, ts, nil)
-	ch := submitAsync(runner, proposal(toolCall("s", "stage_site", nil)))
+	ch := submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil)))
 	in := healthy.next(t)
 
 	select {
@@ -187,7 +176,7 @@ func TestASupervisorThatMissesTheWriteDeadlineIsDisconnected(t *testing.T) {
 	if err := healthy.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatal(err)
 	}
-	if r := awaitResult(t, ch); r.Results[0].Status != protocol.StatusSucceeded {
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("allowed by the healthy supervisor: %q", errText(r.Results[0]))
 	}
 }

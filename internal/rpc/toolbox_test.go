@@ -44,7 +44,10 @@ func newToolbox(t *testing.T, ts *testServer, tools map[string]toolFunc) *toolbo
 	})
 	tb.HandleNotification(protocol.MethodToolsCancel, func(raw json.RawMessage) {
 		var p protocol.ToolCancelParams
-		_ = json.Unmarshal(raw, &p)
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Errorf("tools.cancel is not ToolCancelParams: %v: %s", err, raw)
+			return
+		}
 		tb.mu.Lock()
 		tb.cancels = append(tb.cancels, p)
 		tb.mu.Unlock()

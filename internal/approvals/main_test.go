@@ -1,0 +1,12 @@
+package approvals
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package when a test leaves a goroutine running: a ledger's journal flushes on a goroutine of its own.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
