@@ -80,6 +80,7 @@ type daemon struct {
 	exited  chan struct{} // closed once the process has been reaped
 	exitErr error         // cmd.Wait's error; read after exited is closed
 	crashed bool          // the test killed it on purpose
+	termed  bool          // SIGTERM was sent: a second one could land after the daemon stops catching it
 }
 
 // startDaemon is the one way these tests start the daemon: the binary on a
@@ -131,12 +132,19 @@ func startDaemon(t *testing.T, home string, extraEnv ...string) *daemon {
 	return d
 }
 
-// signal sends sig unless the process has already exited.
+// signal sends sig unless the process has already exited; SIGTERM is sent
+// once, since the shutdown it starts is what the tests wait for.
 func (d *daemon) signal(sig os.Signal) error {
 	select {
 	case <-d.exited:
 		return nil
 	default:
+	}
+	if sig == syscall.SIGTERM {
+		if d.termed {
+			return nil
+		}
+		d.termed = true
 	}
 	if err := d.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("signal %v to the daemon: %w", sig, err)
