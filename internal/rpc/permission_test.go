@@ -316,6 +316,7 @@ func TestAReferenceCannotCarryAnOperationPastTheTier(t *testing.T) {
 }
 
 func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
+	draining, _ := watchSupervisorDrain(t)
 	ts := startGovernedServer(t, testTimeout)
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	sup := newSupervisor(t, ts, nil)
@@ -323,20 +324,13 @@ func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
 	in := sup.next(t)
 	shut := make(chan error, 1)
 	go func() { shut <- ts.srv.Shutdown(ctxT(t)) }()
-	// Wait until the supervisor's own connection refuses new work, then
-	// decide. The server signals that draining began (it closes its
-	// listener), but each connection enters its drain on its own goroutine
-	// right after with no signal of its own, so the last step asks the
-	// connection itself, bounded by the test's deadline.
-	ts.waitDraining(t)
-	for ctx := ctxT(t); ; {
-		err := sup.Call(ctx, "state.keys", nil, nil)
-		if err != nil && strings.Contains(err.Error(), "shutting down") {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the supervisor's connection never started draining: %v", err)
-		}
+	select {
+	case <-draining: // the supervisor's own connection refuses new work now
+	case <-time.After(testTimeout):
+		t.Fatal("the supervisor's connection never began to drain")
+	}
+	if err := sup.Call(ctxT(t), "state.keys", nil, nil); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("an ordinary request while draining: %v", err)
 	}
 	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatalf("decide while draining: %v", err)
