@@ -119,6 +119,14 @@ type ActionResult struct {
 	CacheHit string `json:"cache_hit,omitempty"`
 }
 
+// ErrorText is the action's error, or "" when it has none.
+func (r ActionResult) ErrorText() string {
+	if r.Error == nil {
+		return ""
+	}
+	return *r.Error
+}
+
 // CostSummary is the accounting of one proposal. ActionsExecuted counts
 // succeeded plus failed actions (both did real work).
 type CostSummary struct {
@@ -135,6 +143,16 @@ type ProposalResult struct {
 	ProposalID string         `json:"proposal_id"`
 	Results    []ActionResult `json:"results"`
 	Cost       CostSummary    `json:"cost"`
+}
+
+// Result returns the result of the action with id.
+func (r *ProposalResult) Result(id string) (ActionResult, bool) {
+	for _, ar := range r.Results {
+		if ar.ActionID == id {
+			return ar, true
+		}
+	}
+	return ActionResult{}, false
 }
 
 // RuntimeScope attaches caller and tenant identity to one submission.

@@ -28,22 +28,14 @@ func runOne(t *testing.T, ctx context.Context, schemas []protocol.ToolSchema, ex
 	return res, rt
 }
 
+// resultByID is the result of action id, failing the test when there is none.
 func resultByID(t *testing.T, res *protocol.ProposalResult, id string) protocol.ActionResult {
 	t.Helper()
-	for _, r := range res.Results {
-		if r.ActionID == id {
-			return r
-		}
+	r, ok := res.Result(id)
+	if !ok {
+		t.Fatalf("no result for %s", id)
 	}
-	t.Fatalf("no result for %s", id)
-	return protocol.ActionResult{}
-}
-
-func errOf(r protocol.ActionResult) string {
-	if r.Error == nil {
-		return ""
-	}
-	return *r.Error
+	return r
 }
 
 func TestARateLimitWaitPastTheDeadlineSaysHowLong(t *testing.T) {
@@ -54,7 +46,7 @@ func TestARateLimitWaitPastTheDeadlineSaysHowLong(t *testing.T) {
 		{"id":"a","type":"tool_call","tool":"slow"},
 		{"id":"b","type":"tool_call","tool":"slow","dependencies":["a"]}]}`)
 	b := resultByID(t, res, "b")
-	msg := errOf(b)
+	msg := b.ErrorText()
 	if b.Status != protocol.StatusFailed || !strings.Contains(msg, "would delay this call by 1h0m0s") || !strings.Contains(msg, "past the proposal's deadline in") || strings.Contains(msg, "<nil>") {
 		t.Fatalf("b: %s %q", b.Status, msg)
 	}
@@ -89,8 +81,8 @@ func TestAMissingStateDependencyIsRejectedBeforeDispatch(t *testing.T) {
 		{"id":"free","type":"tool_call","tool":"t"}]}`
 	res, _ := runOne(t, context.Background(), []protocol.ToolSchema{{Name: "t"}}, exec, js)
 	needs := resultByID(t, res, "needs")
-	if needs.Status != protocol.StatusRejected || !strings.Contains(errOf(needs), "state dependency 'config' is not available") {
-		t.Fatalf("needs: %s %q", needs.Status, errOf(needs))
+	if needs.Status != protocol.StatusRejected || !strings.Contains(needs.ErrorText(), "state dependency 'config' is not available") {
+		t.Fatalf("needs: %s %q", needs.Status, needs.ErrorText())
 	}
 	if st := resultByID(t, res, "after").Status; st != protocol.StatusSkipped {
 		t.Fatalf("after (skip behaviour downstream): %s", st)
@@ -114,7 +106,7 @@ func TestAMissingStateDependencyIsRejectedBeforeDispatch(t *testing.T) {
 		{"id":"w","type":"state_write","parameters":{"key":"config","value":1}},
 		{"id":"needs","type":"tool_call","tool":"t","state_dependencies":["config"]}]}`)
 	if st := resultByID(t, res, "needs").Status; st != protocol.StatusSucceeded {
-		t.Fatalf("with the key written first: %s %q", st, errOf(resultByID(t, res, "needs")))
+		t.Fatalf("with the key written first: %s %q", st, resultByID(t, res, "needs").ErrorText())
 	}
 }
 
@@ -163,7 +155,7 @@ func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
 	res, rt := runOne(t, context.Background(), schemas, exec, `{"actions":[
 		{"id":"c","type":"tool_call","tool":"count","failure_behavior":"retry","max_retries":1,"expected_effects":{"counted":true}}]}`)
 	if c := resultByID(t, res, "c"); c.Status != protocol.StatusSucceeded || calls != 2 || res.Cost.Retries != 1 {
-		t.Fatalf("a retry after a bad output: %s %q, %d calls", c.Status, errOf(c), calls)
+		t.Fatalf("a retry after a bad output: %s %q, %d calls", c.Status, c.ErrorText(), calls)
 	}
 	if _, ok := rt.State.Get("", "counted"); !ok {
 		t.Fatal("the good output's effects were not applied")
@@ -177,8 +169,8 @@ func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
 		{"id":"c","type":"tool_call","tool":"count","expected_effects":{"counted":true}},
 		{"id":"uses","type":"state_write","parameters":{"key":"x","value":"$c.output"}}]}`)
 	c := resultByID(t, res, "c")
-	if c.Status != protocol.StatusFailed || !strings.Contains(errOf(c), "does not match its returns schema") || !strings.Contains(errOf(c), "/count") {
-		t.Fatalf("a bad output: %s %q", c.Status, errOf(c))
+	if c.Status != protocol.StatusFailed || !strings.Contains(c.ErrorText(), "does not match its returns schema") || !strings.Contains(c.ErrorText(), "/count") {
+		t.Fatalf("a bad output: %s %q", c.Status, c.ErrorText())
 	}
 	if st := resultByID(t, res, "uses").Status; st != protocol.StatusSkipped {
 		t.Fatalf("the dependent of a bad output: %s", st)

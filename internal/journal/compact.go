@@ -54,11 +54,7 @@ func (j *Journal) Compact() error {
 	for j.compaction != nil {
 		j.idle.Wait()
 	}
-	if j.broken != nil || j.closing {
-		err := j.broken
-		if err == nil {
-			err = fmt.Errorf("journal %s is closed", j.path)
-		}
+	if err := j.unusable(); err != nil {
 		j.mu.Unlock()
 		return err
 	}

@@ -226,11 +226,7 @@ func (j *Journal) Append(rec []byte) error {
 	}
 	p := pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
 	j.mu.Lock()
-	if j.broken != nil || j.closing {
-		err := j.broken
-		if err == nil {
-			err = fmt.Errorf("journal %s is closed", j.path)
-		}
+	if err := j.unusable(); err != nil {
 		j.mu.Unlock()
 		return err
 	}
@@ -350,4 +346,16 @@ func (j *Journal) Close() error {
 		j.broken = fmt.Errorf("journal %s is closed", j.path)
 	}
 	return j.f.Close()
+}
+
+// unusable says why the journal takes no more work (a failed write, or
+// Close), or nil. j.mu is held.
+func (j *Journal) unusable() error {
+	if j.broken != nil {
+		return j.broken
+	}
+	if j.closing {
+		return fmt.Errorf("journal %s is closed", j.path)
+	}
+	return nil
 }

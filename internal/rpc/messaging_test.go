@@ -49,14 +49,14 @@ func TestMessagingSendDeliveredThroughTheClient(t *testing.T) {
 	send := sendAction("s", map[string]any{"channel": "teams", "to": "user@example.invalid", "body": "Build is green.", "kind": "direct"})
 
 	// Unapproved, it does not reach anyone: reaching a human is full_access.
-	if r := tb.submit(t, proposal(send)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "needs full_access") {
-		t.Fatalf("unapproved send: %q", errText(r.Results[0]))
+	if r := tb.submit(t, proposal(send)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "needs full_access") {
+		t.Fatalf("unapproved send: %q", r.Results[0].ErrorText())
 	}
 	approve(t, tb, send)
 	res := tb.submit(t, proposal(send))
 	r := res.Results[0]
 	if r.Status != protocol.StatusSucceeded {
-		t.Fatalf("%s %q", r.Status, errText(r))
+		t.Fatalf("%s %q", r.Status, r.ErrorText())
 	}
 	if got := string(mustJSON(r.Output)); got != `{"channel":"teams","deduplicated":false,"delivered":true,"message_id":"m-9","queued":false}` {
 		t.Fatalf("receipt %s", got)
@@ -91,13 +91,13 @@ func TestMessagingPolicyAndParseErrors(t *testing.T) {
 	mustCall(t, tb, protocol.MethodPolicyRegister, map[string]any{"name": "no_ceo", "rule": "deny_tool_param", "target": "messaging.send", "key": "to", "pattern": "ceo@"}, nil)
 	send := sendAction("s", map[string]any{"channel": "mail", "to": "ceo@example.invalid", "body": "hello"})
 	approve(t, tb, send)
-	if r := tb.submit(t, proposal(send)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "no_ceo") {
-		t.Fatalf("policy on 'to': %q", errText(r.Results[0]))
+	if r := tb.submit(t, proposal(send)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "no_ceo") {
+		t.Fatalf("policy on 'to': %q", r.Results[0].ErrorText())
 	}
 	bad := sendAction("b", map[string]any{"channel": "mail", "recipient": "x@example.invalid", "body": "hello"})
 	approve(t, tb, bad)
-	if r := tb.submit(t, proposal(bad)); r.Results[0].Status != protocol.StatusFailed || !strings.Contains(errText(r.Results[0]), "missing required parameter 'to'") {
-		t.Fatalf("alias: %s %q", r.Results[0].Status, errText(r.Results[0]))
+	if r := tb.submit(t, proposal(bad)); r.Results[0].Status != protocol.StatusFailed || !strings.Contains(r.Results[0].ErrorText(), "missing required parameter 'to'") {
+		t.Fatalf("alias: %s %q", r.Results[0].Status, r.Results[0].ErrorText())
 	}
 	if len(tb.callLog()) != 0 {
 		t.Fatal("a denied or malformed send reached the client")
@@ -139,8 +139,8 @@ func TestMessagingUndeliverableAndRetryable(t *testing.T) {
 	silent := newToolbox(t, ts, map[string]toolFunc{}) // handles no messaging.channel_send
 	send := sendAction("s", map[string]any{"channel": "teams", "to": "u", "body": "b", "idempotency_key": "k1"})
 	approve(t, silent, send)
-	if r := silent.submit(t, proposal(send)).Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "this client does not deliver messages") {
-		t.Fatalf("no delivery: %q", errText(r))
+	if r := silent.submit(t, proposal(send)).Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "this client does not deliver messages") {
+		t.Fatalf("no delivery: %q", r.ErrorText())
 	}
 
 	attempts := 0
@@ -151,8 +151,8 @@ func TestMessagingUndeliverableAndRetryable(t *testing.T) {
 		}
 		return nil, nil
 	}})
-	if r := flaky.submit(t, proposal(send)).Results[0]; r.Status != protocol.StatusFailed || errText(r) != "rate limited by teams; retry in a minute" {
-		t.Fatalf("failed send: %q", errText(r))
+	if r := flaky.submit(t, proposal(send)).Results[0]; r.Status != protocol.StatusFailed || r.ErrorText() != "rate limited by teams; retry in a minute" {
+		t.Fatalf("failed send: %q", r.ErrorText())
 	}
 	r := flaky.submit(t, proposal(send)).Results[0]
 	out, _ := r.Output.(map[string]any)

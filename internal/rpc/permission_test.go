@@ -34,8 +34,8 @@ func TestPermissionBlockApproveExecute(t *testing.T) {
 	)
 	res := runner.submit(t, plan)
 	for _, r := range res.Results {
-		if r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "action 'ship' needs full_access (granted sandbox_edit)") {
-			t.Fatalf("%s: %s %q", r.ActionID, r.Status, errText(r))
+		if r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "action 'ship' needs full_access (granted sandbox_edit)") {
+			t.Fatalf("%s: %s %q", r.ActionID, r.Status, r.ErrorText())
 		}
 	}
 	var exists bool
@@ -43,7 +43,7 @@ func TestPermissionBlockApproveExecute(t *testing.T) {
 	if exists || len(runner.callLog()) != 0 {
 		t.Fatal("a blocked proposal changed state or dispatched")
 	}
-	fp := fingerprintRE.FindStringSubmatch(errText(res.Results[1]))[1]
+	fp := fingerprintRE.FindStringSubmatch(res.Results[1].ErrorText())[1]
 
 	// The pending queue shows the same fingerprint.
 	var pending struct {
@@ -59,8 +59,8 @@ func TestPermissionBlockApproveExecute(t *testing.T) {
 	if err := approver.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{"fingerprint": fp, "required_tier": "sandbox_edit"}, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if r := runner.submit(t, plan); r.Results[1].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[1]), "approve fingerprint") {
-		t.Fatalf("an under-scoped approval widened access: %s", errText(r.Results[1]))
+	if r := runner.submit(t, plan); r.Results[1].Status != protocol.StatusRejected || !strings.Contains(r.Results[1].ErrorText(), "approve fingerprint") {
+		t.Fatalf("an under-scoped approval widened access: %s", r.Results[1].ErrorText())
 	}
 
 	// The approver's decision, on another connection, opens it; the reviewer
@@ -75,7 +75,7 @@ func TestPermissionBlockApproveExecute(t *testing.T) {
 	}
 	res = runner.submit(t, plan)
 	if s := statuses(res); s["mark"] != protocol.StatusSucceeded || s["ship"] != protocol.StatusSucceeded {
-		t.Fatalf("after approval: %v %q", s, errText(res.Results[1]))
+		t.Fatalf("after approval: %v %q", s, res.Results[1].ErrorText())
 	}
 	var summary engine.MetricsSummary
 	mustCall(t, runner, protocol.MethodMetricsSummary, nil, &summary)
@@ -96,8 +96,8 @@ func TestPermissionRejectAndTiers(t *testing.T) {
 		t.Fatalf("default tier %v", tier)
 	}
 	mustCall(t, tb, protocol.MethodPermissionSetTier, map[string]any{"tier": "read_only"}, &tier)
-	if r := tb.submit(t, proposal(write)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "needs sandbox_edit (granted read_only)") {
-		t.Fatalf("read_only tier let a write through: %q", errText(r.Results[0]))
+	if r := tb.submit(t, proposal(write)); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "needs sandbox_edit (granted read_only)") {
+		t.Fatalf("read_only tier let a write through: %q", r.Results[0].ErrorText())
 	}
 	if r := tb.submit(t, proposal(read)); r.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatal("read_only tier blocked a read")
@@ -115,8 +115,8 @@ func TestPermissionRejectAndTiers(t *testing.T) {
 		t.Fatalf("%+v", rec)
 	}
 	r := tb.submit(t, proposal(write, read))
-	if !strings.Contains(errText(r.Results[0]), "is denied: rejected by conn:") || !strings.Contains(errText(r.Results[0]), "not on prod hosts") || r.Results[1].Status != protocol.StatusRejected {
-		t.Fatalf("rejection: %q", errText(r.Results[0]))
+	if !strings.Contains(r.Results[0].ErrorText(), "is denied: rejected by conn:") || !strings.Contains(r.Results[0].ErrorText(), "not on prod hosts") || r.Results[1].Status != protocol.StatusRejected {
+		t.Fatalf("rejection: %q", r.Results[0].ErrorText())
 	}
 	var eval struct {
 		Decisions []engine.PermissionRow `json:"decisions"`
@@ -208,7 +208,7 @@ func TestSupervision(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("allowed: %q", errText(r.Results[0]))
+		t.Fatalf("allowed: %q", r.Results[0].ErrorText())
 	}
 	code, msg := rpcCode(t, sup.decide(t, in.ID, "allow", ""))
 	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "not pending") {
@@ -221,8 +221,8 @@ func TestSupervision(t *testing.T) {
 	if err := sup.decide(t, in.ID, "deny", "not during the freeze"); err != nil {
 		t.Fatal(err)
 	}
-	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by supervisor conn:") || !strings.Contains(errText(r.Results[0]), "not during the freeze") {
-		t.Fatalf("denied: %q", errText(r.Results[0]))
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "denied by supervisor conn:") || !strings.Contains(r.Results[0].ErrorText(), "not during the freeze") {
+		t.Fatalf("denied: %q", r.Results[0].ErrorText())
 	}
 
 	// escalate: blocked until the ledger approves, then admitted on re-submission.
@@ -232,9 +232,9 @@ func TestSupervision(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := awaitResult(t, ch, 1)
-	m := fingerprintRE.FindStringSubmatch(errText(r.Results[0]))
-	if r.Results[0].Status != protocol.StatusRejected || m == nil || !strings.Contains(errText(r.Results[0]), "escalated") {
-		t.Fatalf("escalated: %q", errText(r.Results[0]))
+	m := fingerprintRE.FindStringSubmatch(r.Results[0].ErrorText())
+	if r.Results[0].Status != protocol.StatusRejected || m == nil || !strings.Contains(r.Results[0].ErrorText(), "escalated") {
+		t.Fatalf("escalated: %q", r.Results[0].ErrorText())
 	}
 	mustCall(t, sup.toolbox, protocol.MethodPermissionApprove, map[string]any{"fingerprint": m[1], "required_tier": "sandbox_edit"}, nil)
 	ch = submitAsync(t, runner.Client, proposal(stage))
@@ -243,7 +243,7 @@ func TestSupervision(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("escalated after approval: %q", errText(r.Results[0]))
+		t.Fatalf("escalated after approval: %q", r.Results[0].ErrorText())
 	}
 
 	// A proposal the filter does not match is not parked.
@@ -257,13 +257,13 @@ func TestSupervision(t *testing.T) {
 	if err := sup.decide(t, in.ID, "allow", ""); err != nil {
 		t.Fatal(err)
 	}
-	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "no_staging") {
-		t.Fatalf("a supervisor's allow bypassed a policy: %q", errText(r.Results[0]))
+	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "no_staging") {
+		t.Fatalf("a supervisor's allow bypassed a policy: %q", r.Results[0].ErrorText())
 	}
 	// A proposal the permission gate blocks never reaches a supervisor.
 	r = runner.submit(t, proposal(toolCall("s3", "stage_site", map[string]any{"command": "rm -rf /"})))
 	if r.Results[0].Status != protocol.StatusRejected || len(sup.intents) != 0 {
-		t.Fatalf("permission-blocked proposal: %q, intents queued %d", errText(r.Results[0]), len(sup.intents))
+		t.Fatalf("permission-blocked proposal: %q, intents queued %d", r.Results[0].ErrorText(), len(sup.intents))
 	}
 }
 
@@ -275,15 +275,15 @@ func TestSupervisionTimesOutClosedAndSurvivesDisconnect(t *testing.T) {
 	sup.next(t)
 	sup.Close() // a supervisor that vanishes does not release its intents
 	r := awaitResult(t, ch, 1)
-	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "fail-closed") {
-		t.Fatalf("timeout: %q", errText(r.Results[0]))
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "fail-closed") {
+		t.Fatalf("timeout: %q", r.Results[0].ErrorText())
 	}
 	if len(runner.callLog()) != 0 {
 		t.Fatal("dispatched after a timeout")
 	}
 	// With no supervisor left, proposals run ungated.
 	if r := runner.submit(t, proposal(toolCall("s", "stage_site", nil))); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("after the supervisor left: %q", errText(r.Results[0]))
+		t.Fatalf("after the supervisor left: %q", r.Results[0].ErrorText())
 	}
 	bad := ts.dial(t, "")
 	code, _ := rpcCode(t, bad.Call(ctxT(t), protocol.MethodSupervisionSubscribe, map[string]any{"filter": map[string]any{"min_reversibility": "sometimes"}}, nil))
@@ -301,17 +301,17 @@ func TestAReferenceCannotCarryAnOperationPastTheTier(t *testing.T) {
 	)
 	res := tb.submit(t, plan)
 	x := resultOf(t, res, "x")
-	if x.Status != protocol.StatusRejected || !strings.Contains(errText(x), "with its references resolved, action 'x' needs full_access") {
-		t.Fatalf("%s %q", x.Status, errText(x))
+	if x.Status != protocol.StatusRejected || !strings.Contains(x.ErrorText(), "with its references resolved, action 'x' needs full_access") {
+		t.Fatalf("%s %q", x.Status, x.ErrorText())
 	}
 	if len(tb.callLog()) != 0 {
 		t.Fatal("the resolved command was dispatched")
 	}
 	// Approving the resolved operation lets it run.
-	m := fingerprintRE.FindStringSubmatch(errText(x))
+	m := fingerprintRE.FindStringSubmatch(x.ErrorText())
 	mustCall(t, tb, protocol.MethodPermissionApprove, map[string]any{"fingerprint": m[1], "required_tier": "full_access"}, nil)
 	if r := resultOf(t, tb.submit(t, plan), "x"); r.Status != protocol.StatusSucceeded {
-		t.Fatalf("after approving the resolved operation: %q", errText(r))
+		t.Fatalf("after approving the resolved operation: %q", r.ErrorText())
 	}
 }
 
@@ -336,7 +336,7 @@ func TestSupervisorCanDecideWhileTheDaemonDrains(t *testing.T) {
 		t.Fatalf("decide while draining: %v", err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("the parked proposal: %q", errText(r.Results[0]))
+		t.Fatalf("the parked proposal: %q", r.Results[0].ErrorText())
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)

@@ -42,17 +42,17 @@ func TestPolicyLayers(t *testing.T) {
 	}
 	rm := toolCall("x", "runner", map[string]any{"target": "/tmp/build/out"}, "failure_behavior", "skip")
 	if r := submitIn(t, a, "", rm); r.Results[0].Status != protocol.StatusRejected ||
-		errText(r.Results[0]) != "denied by connection policy 'no_rm': parameter 'target' of tool 'runner' contains the denied pattern '/tmp/build'" {
-		t.Fatalf("A: %+v %q", r.Results[0].Status, errText(r.Results[0]))
+		r.Results[0].ErrorText() != "denied by connection policy 'no_rm': parameter 'target' of tool 'runner' contains the denied pattern '/tmp/build'" {
+		t.Fatalf("A: %+v %q", r.Results[0].Status, r.Results[0].ErrorText())
 	}
 	if r := submitIn(t, b, "", rm); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("A's rule touched B: %s", errText(r.Results[0]))
+		t.Fatalf("A's rule touched B: %s", r.Results[0].ErrorText())
 	}
 	// Nobody can allow what the operator denies.
 	for _, tb := range []*toolbox{a, b} {
 		r := submitIn(t, tb, "", toolCall("d", "stage_site", nil))
-		if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "denied by operator policy 'deny_tool:stage_site'") {
-			t.Fatalf("operator rule: %q", errText(r.Results[0]))
+		if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "denied by operator policy 'deny_tool:stage_site'") {
+			t.Fatalf("operator rule: %q", r.Results[0].ErrorText())
 		}
 	}
 	// A sub-session narrows the connection: it denies read, the connection doesn't.
@@ -76,8 +76,8 @@ func TestPolicyLayers(t *testing.T) {
 	}
 	// B cannot use, list or change A's sub-session.
 	r := submitIn(t, b, sid, read)
-	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "not an open policy session of this connection") {
-		t.Fatalf("B used A's session: %q", errText(r.Results[0]))
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "not an open policy session of this connection") {
+		t.Fatalf("B used A's session: %q", r.Results[0].ErrorText())
 	}
 	code, _ := rpcCode(t, b.Call(ctxT(t), protocol.MethodPolicyUnregister, map[string]any{"name": "no_read", "session_id": sid}, nil))
 	if code != protocol.CodeInvalidParams {
@@ -156,15 +156,15 @@ func TestPolicyDenialOutcomes(t *testing.T) {
 		map[string]any{"id": "get", "type": "state_read", "parameters": map[string]any{"key": "target"}},
 		toolCall("leak", "read", map[string]any{"path": "$get.output"}),
 	))
-	if r := resultOf(t, res, "leak"); r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "no_rm") {
-		t.Fatalf("reference bypassed the policy: %s %q", r.Status, errText(r))
+	if r := resultOf(t, res, "leak"); r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "no_rm") {
+		t.Fatalf("reference bypassed the policy: %s %q", r.Status, r.ErrorText())
 	}
 
 	// require_state: flipping the flag denies everything.
 	mustCall(t, tb, "state.set", map[string]any{"key": "ready", "value": false}, nil)
 	res = tb.submit(t, proposal(toolCall("r2", "read", nil)))
-	if r := res.Results[0]; r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "state 'ready' must be true") {
-		t.Fatalf("require_state: %q", errText(r))
+	if r := res.Results[0]; r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "state 'ready' must be true") {
+		t.Fatalf("require_state: %q", r.ErrorText())
 	}
 
 	var q struct {
@@ -189,7 +189,7 @@ func TestSessionInitRegistersPolicies(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	r := tb.submit(t, proposal(toolCall("s", "runner", nil)))
-	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "policy 'no_runner'") {
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "policy 'no_runner'") {
 		t.Fatal("policy from session.init not enforced")
 	}
 	code, msg := rpcCode(t, tb.Call(ctxT(t), protocol.MethodSessionInit, map[string]any{
@@ -216,7 +216,7 @@ func TestEveryRetryPassesThePoliciesAgain(t *testing.T) {
 	}})
 	res := tb.submit(t, proposal(toolCall("f", "flaky_call", nil, "failure_behavior", "retry", "max_retries", 5)))
 	r := res.Results[0]
-	if calls != 2 || r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "retry 3 refused") || !strings.Contains(errText(r), "rate limit") {
-		t.Fatalf("calls %d, %s %q", calls, r.Status, errText(r))
+	if calls != 2 || r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "retry 3 refused") || !strings.Contains(r.ErrorText(), "rate limit") {
+		t.Fatalf("calls %d, %s %q", calls, r.Status, r.ErrorText())
 	}
 }

@@ -53,7 +53,7 @@ func TestAnInBudgetProposalOutlivesTheHandlerTimeout(t *testing.T) {
 	res := awaitResult(t, ch, 1101)
 	for _, r := range res.Results {
 		if r.Status != protocol.StatusSucceeded {
-			t.Fatalf("action %s: %s %s", r.ActionID, r.Status, errText(r))
+			t.Fatalf("action %s: %s %s", r.ActionID, r.Status, r.ErrorText())
 		}
 	}
 }

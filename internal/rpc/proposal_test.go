@@ -34,7 +34,7 @@ func TestDependencyOrder(t *testing.T) {
 	))
 	for id, st := range statuses(res) {
 		if st != protocol.StatusSucceeded {
-			t.Fatalf("%s: %s (%s)", id, st, errText(resultOf(t, res, id)))
+			t.Fatalf("%s: %s (%s)", id, st, resultOf(t, res, id).ErrorText())
 		}
 	}
 	if got := strings.Join(order, ","); got != "a,b,c,d" {
@@ -96,7 +96,7 @@ func TestInterpolation(t *testing.T) {
 	))
 	a2 := resultOf(t, res, "a2")
 	if a2.Status != protocol.StatusSucceeded {
-		t.Fatalf("a2 %s: %s", a2.Status, errText(a2))
+		t.Fatalf("a2 %s: %s", a2.Status, a2.ErrorText())
 	}
 	got := mustJSON(a2.Output)
 	want := `{"deep":"first","list":["first","plain"],"num":3,"text":"name=first size=3","whole":{"items":[{"name":"first","size":3}]}}`
@@ -111,8 +111,8 @@ func TestInterpolation(t *testing.T) {
 
 	// A path that does not exist rejects the action, naming the step.
 	res = tb.submit(t, proposal(toolCall("b1", "list", nil), toolCall("b2", "echo", map[string]any{"x": "$b1.output.items.7"})))
-	if b2 := resultOf(t, res, "b2"); b2.Status != protocol.StatusRejected || !strings.Contains(errText(b2), "'7' is not an index") {
-		t.Fatalf("bad path: %s %s", b2.Status, errText(b2))
+	if b2 := resultOf(t, res, "b2"); b2.Status != protocol.StatusRejected || !strings.Contains(b2.ErrorText(), "'7' is not an index") {
+		t.Fatalf("bad path: %s %s", b2.Status, b2.ErrorText())
 	}
 }
 
@@ -146,8 +146,8 @@ func TestRetriesCountAttemptsFromOne(t *testing.T) {
 	// Exhausted retries abort.
 	attempts = nil
 	res = tb.submit(t, proposal(toolCall("r2", "flaky", nil, "failure_behavior", "retry", "max_retries", 1)))
-	if r := resultOf(t, res, "r2"); r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "gave up after 2 attempts") {
-		t.Fatalf("exhausted: %s %s", r.Status, errText(r))
+	if r := resultOf(t, res, "r2"); r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "gave up after 2 attempts") {
+		t.Fatalf("exhausted: %s %s", r.Status, r.ErrorText())
 	}
 }
 
@@ -160,8 +160,8 @@ func TestTimeoutFailsAndSendsCancelWithTheSameRequestID(t *testing.T) {
 	tb := newToolbox(t, ts, map[string]toolFunc{"hang": hang})
 	res := tb.submit(t, proposal(toolCall("t", "hang", nil, "timeout_ms", 50)))
 	r := resultOf(t, res, "t")
-	if r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "timed out after 50ms") {
-		t.Fatalf("timeout: %s %q", r.Status, errText(r))
+	if r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "timed out after 50ms") {
+		t.Fatalf("timeout: %s %q", r.Status, r.ErrorText())
 	}
 	var cancel protocol.ToolCancelParams
 	select {
@@ -190,8 +190,8 @@ func TestToolErrorsFailTheAction(t *testing.T) {
 	})
 	for tool, want := range map[string]string{"soft": "disk full", "hard": "permission denied on /etc"} {
 		res := tb.submit(t, proposal(toolCall("x", tool, nil)))
-		if r := resultOf(t, res, "x"); r.Status != protocol.StatusFailed || errText(r) != want {
-			t.Fatalf("%s: %s %q", tool, r.Status, errText(r))
+		if r := resultOf(t, res, "x"); r.Status != protocol.StatusFailed || r.ErrorText() != want {
+			t.Fatalf("%s: %s %q", tool, r.Status, r.ErrorText())
 		}
 		if res.Cost.ActionsExecuted != 1 {
 			t.Fatalf("a failed action counts as executed: %+v", res.Cost)
@@ -218,8 +218,8 @@ func TestSkipVersusAbortAndRollback(t *testing.T) {
 	if got := statuses(res); !reflect.DeepEqual(got, want) {
 		t.Fatalf("skip: %v", got)
 	}
-	if errText(resultOf(t, res, "f")) != "boom" {
-		t.Fatalf("the skipped action keeps its error: %q", errText(resultOf(t, res, "f")))
+	if resultOf(t, res, "f").ErrorText() != "boom" {
+		t.Fatalf("the skipped action keeps its error: %q", resultOf(t, res, "f").ErrorText())
 	}
 
 	// abort: state written earlier in the proposal is rolled back and what
@@ -281,7 +281,7 @@ func TestPreconditionsAndBuiltInActions(t *testing.T) {
 	if got := statuses(res); !reflect.DeepEqual(got, want) {
 		t.Fatalf("statuses %v", got)
 	}
-	if e := errText(resultOf(t, res, "weird")); !strings.Contains(e, "unknown operator 'approximately'") {
+	if e := resultOf(t, res, "weird").ErrorText(); !strings.Contains(e, "unknown operator 'approximately'") {
 		t.Fatalf("unknown operator: %q", e)
 	}
 	if out := mustJSON(resultOf(t, res, "read").Output); string(out) != `{"level":5,"nope":null}` {
@@ -295,8 +295,8 @@ func TestPreconditionsAndBuiltInActions(t *testing.T) {
 
 	// A failed assertion aborts by default.
 	res = tb.submit(t, proposal(map[string]any{"id": "must", "type": "assertion", "parameters": map[string]any{"key": "level", "value": 6}}))
-	if r := resultOf(t, res, "must"); r.Status != protocol.StatusFailed || !strings.Contains(errText(r), "assertion failed") {
-		t.Fatalf("assertion: %s %q", r.Status, errText(r))
+	if r := resultOf(t, res, "must"); r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "assertion failed") {
+		t.Fatalf("assertion: %s %q", r.Status, r.ErrorText())
 	}
 }
 
@@ -331,12 +331,12 @@ func TestValidationRejectsWithoutCallbacks(t *testing.T) {
 		want, rejected := reasons[r.ActionID]
 		if !rejected {
 			if r.Status != protocol.StatusSucceeded {
-				t.Fatalf("%s: %s %s", r.ActionID, r.Status, errText(r))
+				t.Fatalf("%s: %s %s", r.ActionID, r.Status, r.ErrorText())
 			}
 			continue
 		}
-		if r.Status != protocol.StatusRejected || !strings.Contains(errText(r), want) {
-			t.Fatalf("%s: %s %q, want rejected with %q", r.ActionID, r.Status, errText(r), want)
+		if r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), want) {
+			t.Fatalf("%s: %s %q, want rejected with %q", r.ActionID, r.Status, r.ErrorText(), want)
 		}
 	}
 	calls := tb.callLog()
@@ -455,8 +455,8 @@ func TestReferencesThatResolveToTheWrongTypeAreRejectedNotFatal(t *testing.T) {
 		map[string]any{"id": "a4", "type": "state_read", "parameters": map[string]any{"keys": []any{"$a1.output"}}, "failure_behavior": "skip"},
 	))
 	for _, id := range []string{"a2", "a3", "a4"} {
-		if r := resultOf(t, res, id); r.Status != protocol.StatusSkipped && r.Status != protocol.StatusRejected || !strings.Contains(errText(r), "with its references resolved") {
-			t.Fatalf("%s: %s %q", id, r.Status, errText(r))
+		if r := resultOf(t, res, id); r.Status != protocol.StatusSkipped && r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "with its references resolved") {
+			t.Fatalf("%s: %s %q", id, r.Status, r.ErrorText())
 		}
 	}
 	var keys []string

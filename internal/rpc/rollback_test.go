@@ -42,7 +42,7 @@ func TestRollbackKeepsAConcurrentProposalsWrite(t *testing.T) {
 		map[string]any{"id": "w2", "type": "state_write", "parameters": map[string]any{"key": "k", "value": "p2"}},
 	}})
 	if res2.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("p2: %s %s", res2.Results[0].Status, errText(res2.Results[0]))
+		t.Fatalf("p2: %s %s", res2.Results[0].Status, res2.Results[0].ErrorText())
 	}
 	close(release)
 	res1 := awaitResult(t, ch, 3)

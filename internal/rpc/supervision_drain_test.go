@@ -87,7 +87,7 @@ func decideDuringShutdown(t *testing.T, method string) {
 		t.Fatalf("after the reply: want a 1001 close, got %v", err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("the parked proposal: %q", errText(r.Results[0]))
+		t.Fatalf("the parked proposal: %q", r.Results[0].ErrorText())
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)

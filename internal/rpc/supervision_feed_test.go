@@ -65,7 +65,7 @@ func TestAStalledSupervisorDoesNotHoldUpTheSubmitter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("allowed by the healthy supervisor: %q", errText(r.Results[0]))
+		t.Fatalf("allowed by the healthy supervisor: %q", r.Results[0].ErrorText())
 	}
 }
 
@@ -74,8 +74,8 @@ func TestAStalledSupervisorsIntentStillTimesOutFailClosed(t *testing.T) {
 	runner := newToolbox(t, ts, map[string]toolFunc{"stage_site": echo})
 	stallSupervisor(t, ts)
 	r := awaitResult(t, submitAsync(t, runner.Client, proposal(toolCall("s", "stage_site", nil))), 1)
-	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(errText(r.Results[0]), "fail-closed") {
-		t.Fatalf("want a fail-closed rejection, got %s %q", r.Results[0].Status, errText(r.Results[0]))
+	if r.Results[0].Status != protocol.StatusRejected || !strings.Contains(r.Results[0].ErrorText(), "fail-closed") {
+		t.Fatalf("want a fail-closed rejection, got %s %q", r.Results[0].Status, r.Results[0].ErrorText())
 	}
 	if len(runner.callLog()) != 0 {
 		t.Fatal("dispatched without a decision")
@@ -126,7 +126,7 @@ func TestIntentsCarryTheirCursorAndGap(t *testing.T) {
 			t.Fatalf("decide: %s", rep.Error.Message)
 		}
 		if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-			t.Fatalf("allowed: %q", errText(r.Results[0]))
+			t.Fatalf("allowed: %q", r.Results[0].ErrorText())
 		}
 	}
 }
@@ -177,6 +177,6 @@ func TestASupervisorThatMissesTheWriteDeadlineIsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := awaitResult(t, ch, 1); r.Results[0].Status != protocol.StatusSucceeded {
-		t.Fatalf("allowed by the healthy supervisor: %q", errText(r.Results[0]))
+		t.Fatalf("allowed by the healthy supervisor: %q", r.Results[0].ErrorText())
 	}
 }

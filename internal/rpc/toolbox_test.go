@@ -126,22 +126,13 @@ func statuses(res protocol.ProposalResult) map[string]protocol.ActionStatus {
 	return out
 }
 
-func errText(r protocol.ActionResult) string {
-	if r.Error == nil {
-		return ""
-	}
-	return *r.Error
-}
-
 func resultOf(t *testing.T, res protocol.ProposalResult, id string) protocol.ActionResult {
 	t.Helper()
-	for _, r := range res.Results {
-		if r.ActionID == id {
-			return r
-		}
+	r, ok := res.Result(id)
+	if !ok {
+		t.Fatalf("no result for action %s", id)
 	}
-	t.Fatalf("no result for action %s", id)
-	return protocol.ActionResult{}
+	return r
 }
 
 func mustJSON(v any) []byte {
