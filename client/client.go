@@ -33,6 +33,8 @@ type NotificationHandler func(params json.RawMessage)
 type Options struct {
 	// Token is sent with session.auth right after connecting; empty skips auth.
 	Token string
+	// HostToken, when set, authenticates with the host role instead of Token.
+	HostToken string
 	// SkipHandshake leaves server.handshake to the caller.
 	SkipHandshake bool
 	// SocketPath dials this Unix socket instead of TCP; the URL's host is then
@@ -86,7 +88,13 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	}
 	ws.SetReadLimit(limit)
 	c := New(ws)
-	if opts.Token != "" {
+	switch {
+	case opts.HostToken != "":
+		if err := c.AuthHost(ctx, opts.HostToken); err != nil {
+			c.Close()
+			return nil, err
+		}
+	case opts.Token != "":
 		if err := c.Auth(ctx, opts.Token); err != nil {
 			c.Close()
 			return nil, err
@@ -133,8 +141,18 @@ func (c *Client) HandleNotification(method string, h NotificationHandler) {
 
 // Auth sends session.auth.
 func (c *Client) Auth(ctx context.Context, token string) error {
+	return c.authWith(ctx, protocol.AuthParams{Token: token})
+}
+
+// AuthHost sends session.auth with the host token: the connection gets the
+// host role.
+func (c *Client) AuthHost(ctx context.Context, hostToken string) error {
+	return c.authWith(ctx, protocol.AuthParams{HostToken: hostToken})
+}
+
+func (c *Client) authWith(ctx context.Context, p protocol.AuthParams) error {
 	var res protocol.AuthResult
-	if err := c.Call(ctx, protocol.MethodSessionAuth, protocol.AuthParams{Token: token}, &res); err != nil {
+	if err := c.Call(ctx, protocol.MethodSessionAuth, p, &res); err != nil {
 		return fmt.Errorf("session.auth: %w", err)
 	}
 	return nil

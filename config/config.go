@@ -23,6 +23,9 @@ type Config struct {
 	Socket             string        // Unix socket path; empty disables it
 	NoAuth             bool          // turn token auth off
 	AuthToken          string        // use this token instead of a fresh one
+	HostToken          string        // use this host token instead of a fresh one
+	ApproverRole       string        // who may approve: "any" or "host"
+	ApprovalTimeout    time.Duration // how long parked actions wait for a person
 	AllowedOrigins     []string      // Origin host patterns allowed besides same-host
 	MaxFrameBytes      int64         // largest frame accepted
 	MaxConnections     int           // concurrent connections
@@ -38,6 +41,7 @@ type Config struct {
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
+	HostTokenPath   string // where the host token is written: beside the auth token
 	LockPath        string // the advisory lock of the state root
 	PoliciesDir     string // the operator's policy files
 	IdempotencyPath string // the idempotency journal
@@ -110,6 +114,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 		return nil, err
 	}
 	cfg.TokenPath = tokenPath(home, r.origin("home") != originDefault, userHome)
+	cfg.HostTokenPath = filepath.Join(filepath.Dir(cfg.TokenPath), "host-token")
 	cfg.LockPath = filepath.Join(home, "run", "daemon.lock")
 	cfg.PoliciesDir = filepath.Join(home, "policies")
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
@@ -185,6 +190,12 @@ func (c *Config) resolve(r *reader) error {
 	}
 	c.NoAuth = r.boolean("no_auth")
 	c.AuthToken = strings.TrimSpace(r.str("auth_token"))
+	c.HostToken = strings.TrimSpace(r.str("host_token"))
+	c.ApproverRole = r.str("approver_role")
+	if c.ApproverRole != "any" && c.ApproverRole != "host" {
+		r.fail("approver_role", "approver_role must be any or host, got %q", c.ApproverRole)
+	}
+	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")

@@ -4,14 +4,20 @@ import "encoding/json"
 
 // AuthParams are the params of session.auth.
 type AuthParams struct {
-	Token string `json:"token"`
+	Token     string `json:"token,omitempty"`
+	HostToken string `json:"host_token,omitempty"` // grants the host role
 }
 
 // AuthResult is the reply to a successful session.auth.
 type AuthResult struct {
-	OK          bool `json:"ok"`
-	AuthEnabled bool `json:"auth_enabled"`
+	OK          bool   `json:"ok"`
+	AuthEnabled bool   `json:"auth_enabled"`
+	Role        string `json:"role,omitempty"` // "host" for the host-token path
 }
+
+// RoleHost is the role of a connection that authenticated with the host
+// token: it may approve when approver_role is host, and cancel any proposal.
+const RoleHost = "host"
 
 // HandshakeParams are the params of server.handshake. ProtocolVersion is raw
 // so that a missing or non-numeric value can be told apart from a wrong one.

@@ -100,11 +100,21 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Approvals:          ledger,
 		Messages:           messages,
 		SupervisionTimeout: cfg.SupervisionTimeout,
+		ApprovalTimeout:    cfg.ApprovalTimeout,
 	})
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
+	hostToken := cfg.HostToken
+	if hostToken == "" {
+		if hostToken, err = rpc.NewToken(); err != nil {
+			return err
+		}
+	}
 	srv := rpc.NewServer(rt, rpc.Options{
 		Token:          token,
+		HostToken:      hostToken,
+		ApproverRole:   cfg.ApproverRole,
+		Home:           cfg.Home,
 		AllowedOrigins: cfg.AllowedOrigins,
 		MaxFrameBytes:  cfg.MaxFrameBytes,
 		MaxConnections: cfg.MaxConnections,
@@ -143,6 +153,20 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}()
 	}
 
+	// The host token is written on every start, whatever approver_role says:
+	// a person's tools (the CLI, a dashboard) read it to take the host role.
+	if err := writeTokenFile(cfg.HostTokenPath, hostToken); err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return err
+	}
+	defer func() {
+		if err := os.Remove(cfg.HostTokenPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("could not remove the host token file", zap.String("path", cfg.HostTokenPath), zap.Error(err))
+		}
+	}()
+
 	errs := make(chan error, len(listeners))
 	var wg sync.WaitGroup
 	for _, l := range listeners {
@@ -160,6 +184,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		zap.String("socket", cfg.Socket),
 		zap.Bool("auth", token != ""),
 		zap.String("token_file", tokenFileField(token, cfg.TokenPath)),
+		zap.String("host_token_file", cfg.HostTokenPath),
+		zap.String("approver_role", cfg.ApproverRole),
 		zap.String("home", cfg.Home),
 		zap.String("config_file", cfg.ConfigFile),
 	)

@@ -30,11 +30,15 @@ const opsUsage = `usage:
   car-server status [--json]                            version, uptime, connections, proposals in flight
   car-server policies [--json]                          the operator policies in force
   car-server approvals list [--json]                    every decision on the approval ledger
+  car-server approvals watch [--json]                   print each approval request as it arrives, until Ctrl-C
+  car-server approvals approve ID [--reason TEXT] [--json]          decide a waiting request (its id from watch)
+  car-server approvals reject  ID --reason TEXT [--json]
   car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--json]
   car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
 
 They talk to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
-with the token from $CAR_AUTH_TOKEN or the daemon's token file.
+as a person: with the host token from $CAR_HOST_TOKEN or the daemon's host-token
+file when it is readable, else with the token from $CAR_AUTH_TOKEN or the token file.
 Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
 
 // runOpsCommand serves status, policies and approvals.
@@ -58,6 +62,15 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		method = protocol.MethodPolicyList
 	case cmd == "approvals" && len(rest) == 1 && rest[0] == "list":
 		method = protocol.MethodApprovalsList
+	case cmd == "approvals" && len(rest) == 1 && rest[0] == "watch":
+		return watchApprovals(*asJSON, stdout, stderr)
+	case cmd == "approvals" && len(rest) == 2 && (rest[0] == "approve" || rest[0] == "reject") && *tier == "" && !isFingerprint(rest[1]):
+		if rest[0] == "reject" && *reason == "" {
+			fmt.Fprintln(stderr, "car-server approvals reject: --reason is required: the agent is told why")
+			return exitUsage
+		}
+		method = protocol.MethodHostResolveApproval
+		params = map[string]any{"approval_id": rest[1], "approved": rest[0] == "approve", "notes": *reason}
 	case cmd == "approvals" && len(rest) == 2 && (rest[0] == "approve" || rest[0] == "reject"):
 		if *tier == "" {
 			fmt.Fprintf(stderr, "car-server approvals %s: --tier is required (read_only, sandbox_edit or full_access; see permission.evaluate)\n", rest[0])
@@ -105,21 +118,25 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 		fmt.Fprintln(stderr, "car-server: the Unix socket is turned off (socket: off); the operator commands need it")
 		return nil, exitUnreachable
 	}
-	token := strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN"))
-	if token == "" {
-		if b, err := os.ReadFile(cfg.TokenPath); err == nil {
-			token = strings.TrimSpace(string(b))
-		}
-	}
 	c, err := client.Dial(ctx, "ws://car-server/", &client.Options{SocketPath: cfg.Socket, SkipHandshake: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "car-server: no daemon answers on %s (is it running? start it with car-server, or point CAR_HOME at its state root): %v\n", cfg.Socket, err)
 		return nil, exitUnreachable
 	}
-	if err := c.Auth(ctx, token); err != nil {
-		c.Close()
-		fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", tokenSource(), err)
-		return nil, exitAuth
+	// The operator is a person: the host role when its token is at hand.
+	if hostToken, source := readToken("CAR_HOST_TOKEN", cfg.HostTokenPath); hostToken != "" {
+		if err := c.AuthHost(ctx, hostToken); err != nil {
+			c.Close()
+			fmt.Fprintf(stderr, "car-server: the daemon refused the host token (from %s): %v\n", source, err)
+			return nil, exitAuth
+		}
+	} else {
+		token, from := readToken("CAR_AUTH_TOKEN", cfg.TokenPath)
+		if err := c.Auth(ctx, token); err != nil {
+			c.Close()
+			fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", from, err)
+			return nil, exitAuth
+		}
 	}
 	if _, err := c.Handshake(ctx); err != nil {
 		c.Close()
@@ -129,11 +146,30 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 	return c, exitOK
 }
 
-func tokenSource() string {
-	if strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN")) != "" {
-		return "CAR_AUTH_TOKEN"
+// readToken reads a token from the environment variable env, else from
+// the file at path; it says which.
+func readToken(env, path string) (token, source string) {
+	if t := strings.TrimSpace(os.Getenv(env)); t != "" {
+		return t, env
 	}
-	return "the token file"
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), path
+	}
+	return "", path
+}
+
+// isFingerprint tells an approval-ledger fingerprint (32 hex characters)
+// from a host approval id.
+func isFingerprint(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // printHuman renders a reply for people.
@@ -195,6 +231,14 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		for _, a := range l.Approvals {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, a.Reviewer, a.RecordedAt.Format(time.RFC3339), a.Reason)
 		}
+	case protocol.MethodHostResolveApproval:
+		var a struct {
+			ID         string `json:"id"`
+			Status     string `json:"status"`
+			ResolvedBy string `json:"resolved_by"`
+		}
+		_ = json.Unmarshal(raw, &a)
+		fmt.Fprintf(tw, "approval %s %s (reviewer %s)\n", a.ID, a.Status, a.ResolvedBy)
 	default:
 		var rec struct {
 			Fingerprint, Decision, RequiredTier, Reviewer string

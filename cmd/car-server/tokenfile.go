@@ -23,24 +23,24 @@ func writeTokenFile(path, token string) error {
 	if err := ensureDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".auth-token-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
-		return fmt.Errorf("write auth token: %w", err)
+		return fmt.Errorf("write token file %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write auth token: %w", err)
+		return fmt.Errorf("write token file %s: %w", path, err)
 	}
 	if _, err := tmp.WriteString(token); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write auth token: %w", err)
+		return fmt.Errorf("write token file %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write auth token: %w", err)
+		return fmt.Errorf("write token file %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write auth token: %w", err)
+		return fmt.Errorf("write token file %s: %w", path, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -52,10 +53,19 @@ func Fingerprint(a *protocol.Action) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// Ledger is the approval ledger over its journal.
+// Ledger is the approval ledger over its journal. A decision recorded
+// through any door (permission.approve, host.resolve_approval, the CLI)
+// wakes whoever watches its fingerprint: the ledger record is what releases
+// a parked action.
 type Ledger struct {
 	j *journal.Journal
+
+	mu       sync.Mutex
+	watchers map[string]map[*watcher]struct{}
 }
+
+// watcher is one Watch of a fingerprint.
+type watcher struct{ ch chan Record }
 
 // Open replays the ledger at path.
 func Open(path string, opts ...journal.Option) (*Ledger, journal.Report, error) {
@@ -63,7 +73,7 @@ func Open(path string, opts ...journal.Option) (*Ledger, journal.Report, error) 
 	if err != nil {
 		return nil, rep, err
 	}
-	return &Ledger{j: j}, rep, nil
+	return &Ledger{j: j, watchers: make(map[string]map[*watcher]struct{})}, rep, nil
 }
 
 // Record stores a decision durably and returns it.
@@ -76,7 +86,48 @@ func (l *Ledger) Record(r Record) (Record, error) {
 	if err != nil {
 		return r, err
 	}
-	return r, l.j.Append(b)
+	if err := l.j.Append(b); err != nil {
+		return r, err
+	}
+	l.wake(r)
+	return r, nil
+}
+
+// Watch returns a channel that receives the next decision recorded for
+// fingerprint after the call, and a function that stops watching. A caller
+// that must not miss a decision watches first, then reads Decision.
+func (l *Ledger) Watch(fingerprint string) (<-chan Record, func()) {
+	w := &watcher{ch: make(chan Record, 1)}
+	l.mu.Lock()
+	set := l.watchers[fingerprint]
+	if set == nil {
+		set = make(map[*watcher]struct{})
+		l.watchers[fingerprint] = set
+	}
+	set[w] = struct{}{}
+	l.mu.Unlock()
+	return w.ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if set := l.watchers[fingerprint]; set != nil {
+			delete(set, w)
+			if len(set) == 0 {
+				delete(l.watchers, fingerprint)
+			}
+		}
+	}
+}
+
+// wake hands r to the watchers of its fingerprint; each gets one decision.
+func (l *Ledger) wake(r Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.watchers[r.Fingerprint] {
+		select {
+		case w.ch <- r:
+		default: // it already holds an undelivered decision; the later one is in Decision
+		}
+	}
 }
 
 // Decision returns the last decision for a fingerprint.

@@ -51,3 +51,49 @@ func TestLedgerLastDecisionWinsAndPersists(t *testing.T) {
 		t.Fatalf("list %+v", list)
 	}
 }
+
+func TestWatchWakesOnTheNextDecisionOnly(t *testing.T) {
+	l, _, err := Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ch, stop := l.Watch("fp1")
+	other, stopOther := l.Watch("fp2")
+	defer stopOther()
+	if _, err := l.Record(Record{Fingerprint: "fp1", Decision: Approved, RequiredTier: "full_access", Reviewer: "conn:a"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ch:
+		if r.Decision != Approved || r.Reviewer != "conn:a" {
+			t.Fatalf("woke with %+v", r)
+		}
+	default:
+		t.Fatal("a recorded decision did not wake its watcher")
+	}
+	select {
+	case r := <-other:
+		t.Fatalf("another fingerprint's watcher woke: %+v", r)
+	default:
+	}
+	stop()
+	if _, err := l.Record(Record{Fingerprint: "fp1", Decision: Rejected, RequiredTier: "full_access", Reviewer: "conn:b"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("a stopped watcher woke: %+v", r)
+	default:
+	}
+	l.mu.Lock()
+	left := len(l.watchers)
+	l.mu.Unlock()
+	if left != 1 {
+		t.Fatalf("%d fingerprints watched, want only fp2", left)
+	}
+}

@@ -109,6 +109,9 @@ func (r *run) resolve(i int) (params, effects map[string]any, rej *outcome) {
 // receive, then the preconditions and state dependencies against state now.
 func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *outcome {
 	a := r.nodes[i].action
+	if reason, ok := r.sub.denied[a.ID]; ok {
+		return rejectedBy("permission", errors.New(reason))
+	}
 	checked := a
 	if r.graph.hasRefs[i] {
 		resolved := *a
@@ -121,7 +124,7 @@ func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *ou
 		}
 	}
 	if r.graph.hasRefs[i] {
-		if err := r.rt.checkResolved(r.sub, checked); err != nil {
+		if err := r.rt.checkResolved(ctx, r.sub, checked); err != nil {
 			return rejectedBy("permission", err)
 		}
 	}

@@ -30,4 +30,8 @@ type Submission struct {
 	Tenant   string // state namespace; "" is the unscoped one
 	// PolicySession names a sub-session of Session whose rules also apply.
 	PolicySession string
+
+	// denied holds the actions a person rejected while the proposal was
+	// parked at the permission gate, with the reason; set before execution.
+	denied map[string]string
 }

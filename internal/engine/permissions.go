@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -27,6 +28,7 @@ type PermissionRow struct {
 	Reversibility protocol.Reversibility `json:"reversibility"`
 	Granted       policy.Tier            `json:"granted"`
 	Reason        string                 `json:"reason,omitempty"`
+	Signals       []string               `json:"signals,omitempty"` // the classifier's reasons for Required
 }
 
 // Tier is the session's standing permission tier (default sandbox_edit).
@@ -47,7 +49,7 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		c := policy.Classify(a)
-		row := PermissionRow{ActionID: a.ID, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow}
+		row := PermissionRow{ActionID: a.ID, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
 		var rec approvals.Record
 		var recorded bool
 		if rt.opts.Approvals != nil {
@@ -106,11 +108,23 @@ func (rt *Runtime) RecordDecision(connID string, r approvals.Record) (approvals.
 // $id.output placeholders, and a reference must not carry an operation past
 // the tier (a command read from state, say). The resolved operation needs its
 // own approval when it needs one at all.
-func (rt *Runtime) checkResolved(sub *Submission, a *protocol.Action) error {
+func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protocol.Action) error {
 	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
 	r := rt.EvaluatePermissions(p, sub.Session.Tier())[0]
 	switch r.Decision {
 	case DecisionNeedsApproval:
+		if rt.canPark() {
+			// Park mid-run, like the gate does at admission; the person
+			// sees the resolved parameters.
+			denied, err := rt.awaitApprovals(ctx, sub, []PermissionRow{r}, func(string) map[string]any { return a.Parameters })
+			if err != nil {
+				return fmt.Errorf("with its references resolved, action '%s' needs %s: %w", a.ID, r.Required, err)
+			}
+			if reason, ok := denied[a.ID]; ok {
+				return errors.New(reason)
+			}
+			return nil
+		}
 		return fmt.Errorf("with its references resolved, action '%s' needs %s (granted %s): approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
 			a.ID, r.Required, r.Granted, r.Fingerprint, r.Fingerprint, r.Required)
 	case DecisionDeny:
@@ -126,10 +140,10 @@ type permissionGate struct{ rt *Runtime }
 
 func (permissionGate) Name() string { return "permission" }
 
-func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
+func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows := g.rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
 	var problems []string
-	allowed := 0
+	allowed, waiting := 0, 0
 	for _, r := range rows {
 		if r.Decision == DecisionAllow {
 			allowed++
@@ -140,6 +154,7 @@ func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
 		}})
 		switch r.Decision {
 		case DecisionNeedsApproval:
+			waiting++
 			problems = append(problems, fmt.Sprintf("action '%s' needs %s (granted %s): approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
 				r.ActionID, r.Required, r.Granted, r.Fingerprint, r.Fingerprint, r.Required))
 		case DecisionDeny:
@@ -153,6 +168,15 @@ func (g permissionGate) Admit(_ context.Context, sub *Submission) error {
 		}})
 	}
 	if len(problems) == 0 {
+		return nil
+	}
+	// Only approvals missing, and a person watching: wait for them.
+	if waiting == len(problems) && g.rt.canPark() {
+		denied, err := g.rt.awaitApprovals(ctx, sub, rows, proposalParams(sub.Proposal))
+		if err != nil {
+			return fmt.Errorf("permission gate blocked the proposal: %w", err)
+		}
+		sub.denied = denied
 		return nil
 	}
 	return fmt.Errorf("permission gate blocked the proposal: %s", strings.Join(problems, "; "))

@@ -24,6 +24,8 @@ type Options struct {
 	Messages           *messaging.Ledger  // delivered messaging.send idempotency keys; nil: keys are refused
 	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
 	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
+	Desk               ApprovalDesk       // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
+	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
 	Gates              []AdmissionGate
 	Checks             []ActionCheck
 }
@@ -43,6 +45,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SupervisionTimeout <= 0 {
 		o.SupervisionTimeout = 30 * time.Second
+	}
+	if o.ApprovalTimeout <= 0 {
+		o.ApprovalTimeout = 5 * time.Minute
 	}
 	if o.ProposalGrace <= 0 {
 		o.ProposalGrace = 15 * time.Second

@@ -29,13 +29,25 @@ func tokenMatches(want, got string) bool {
 }
 
 // handleAuth answers session.auth. It runs on the read loop so that a
-// client's next frame is judged with the auth decision already made.
+// client's next frame is judged with the auth decision already made. The
+// host token authenticates too, and grants the host role.
 func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 	var p protocol.AuthParams
-	if err := decodeParams(req.Params, &p, "{token: string}"); err != nil {
+	if err := decodeParams(req.Params, &p, "{token: string} or {host_token: string}"); err != nil {
 		return nil, err
 	}
-	if c.srv.opts.Token == "" {
+	enabled := c.srv.opts.Token != ""
+	if p.HostToken != "" {
+		if c.srv.opts.HostToken == "" || !tokenMatches(c.srv.opts.HostToken, p.HostToken) {
+			c.log.Warn("auth failed: host token mismatch")
+			return nil, internalError("auth failed: host token mismatch; read the current host token from the daemon's host-token file, beside the auth-token file (it changes on every start)")
+		}
+		c.host.Store(true)
+		c.authed.Store(true)
+		c.log.Info("authenticated with the host role")
+		return protocol.AuthResult{OK: true, AuthEnabled: enabled, Role: protocol.RoleHost}, nil
+	}
+	if !enabled {
 		c.authed.Store(true)
 		return protocol.AuthResult{OK: true, AuthEnabled: false}, nil
 	}
@@ -45,6 +57,20 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 	}
 	c.authed.Store(true)
 	return protocol.AuthResult{OK: true, AuthEnabled: true}, nil
+}
+
+// isHost reports whether the connection authenticated with the host token.
+func (c *conn) isHost() bool { return c.host.Load() }
+
+// mayApprove refuses a connection that may not record human decisions:
+// with approver_role host, only host-role connections may, so that an
+// agent holding the ordinary token cannot approve its own actions.
+func (c *conn) mayApprove(what string) error {
+	if c.srv.opts.ApproverRole != ApproverHost || c.isHost() {
+		return nil
+	}
+	return rpcError(protocol.CodeApprovalDenied,
+		"%s needs the host role (approver_role = host): authenticate with session.auth {host_token}, read from the daemon's host-token file", what)
 }
 
 // handleHandshake answers server.handshake: the exact wire version or -32006.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
@@ -41,6 +42,7 @@ type conn struct {
 	hcancel context.CancelCauseFunc
 
 	authed      atomic.Bool
+	host        atomic.Bool // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
 
@@ -58,7 +60,8 @@ type conn struct {
 	handlers sync.WaitGroup // requests taken before draining, and owned goroutines
 	exempt   sync.WaitGroup // drain-exempt requests taken while draining, whose replies the drain waits for
 
-	intents *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
+	intents    *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
+	hostEvents *fanout.Queue[host.Event]    // host.event feed, once subscribed
 }
 
 // newConn prepares a connection; run serves it.
@@ -102,8 +105,12 @@ func (c *conn) run(remote string) {
 	c.handlers.Wait()
 	c.exempt.Wait()
 	c.srv.rt.CloseSession(c.sess)
-	if c.intents != nil { // no handler is left to make it
+	c.srv.host.DropConnection(c.id) // its agents go, with agent.unregistered
+	if c.intents != nil {           // no handler is left to make it
 		c.intents.Close()
+	}
+	if c.hostEvents != nil {
+		c.hostEvents.Close()
 	}
 	c.log.Info("connection closed")
 }

@@ -63,6 +63,18 @@ func init() {
 		protocol.MethodSupervisionPending:     {handle: (*conn).supervisionPending},
 		protocol.MethodSupervisionDecide:      {handle: (*conn).supervisionDecide},
 
+		protocol.MethodHostSubscribe:       {handle: (*conn).hostSubscribe},
+		protocol.MethodHostUnsubscribe:     {handle: (*conn).hostUnsubscribe},
+		protocol.MethodHostAgents:          {handle: (*conn).hostAgents},
+		protocol.MethodHostApprovals:       {handle: (*conn).hostApprovals},
+		protocol.MethodHostEvents:          {handle: (*conn).hostEventsList},
+		protocol.MethodHostRegisterAgent:   {handle: (*conn).hostRegisterAgent},
+		protocol.MethodHostUnregisterAgent: {handle: (*conn).hostUnregisterAgent},
+		protocol.MethodHostSetStatus:       {handle: (*conn).hostSetStatus},
+		protocol.MethodHostNotify:          {handle: (*conn).hostNotify},
+		protocol.MethodHostRequestApproval: {handle: (*conn).hostRequestApproval},
+		protocol.MethodHostResolveApproval: {handle: (*conn).hostResolveApproval},
+
 		protocol.MethodEventsCount:       {handle: (*conn).eventsCount},
 		protocol.MethodEventsQuery:       {handle: (*conn).eventsQuery},
 		protocol.MethodEventsChainEnable: {handle: (*conn).eventsChainEnable},

@@ -43,6 +43,12 @@ func (c *conn) permissionSetTier(_ context.Context, params *json.RawMessage) (an
 	if err != nil {
 		return nil, invalidParams("param 'tier': %v", err)
 	}
+	// Raising one's own tier is self-approval by another name.
+	if t > c.sess.Tier() {
+		if err := c.mayApprove("raising the permission tier"); err != nil {
+			return nil, err
+		}
+	}
 	c.sess.SetTier(t)
 	return map[string]any{"granted_tier": t}, nil
 }
@@ -97,10 +103,16 @@ func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (an
 }
 
 func (c *conn) permissionApprove(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := c.mayApprove("permission.approve"); err != nil {
+		return nil, err
+	}
 	return c.recordDecision(params, approvals.Approved)
 }
 
 func (c *conn) permissionReject(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := c.mayApprove("permission.reject"); err != nil {
+		return nil, err
+	}
 	return c.recordDecision(params, approvals.Rejected)
 }
 

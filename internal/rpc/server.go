@@ -14,12 +14,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
 	Token          string        // auth token; empty turns auth off
+	HostToken      string        // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole   string        // who may approve: ApproverAny (default) or ApproverHost
+	Home           string        // the state root, reported in host.subscribe's identity
 	AllowedOrigins []string      // extra Origin host patterns allowed to upgrade (same-host is always allowed)
 	MaxFrameBytes  int64         // largest accepted frame (16 MiB)
 	MaxConnections int           // concurrent connections (1024)
@@ -32,7 +36,16 @@ type Options struct {
 	Logger         *zap.Logger
 }
 
+// Approver roles (Options.ApproverRole).
+const (
+	ApproverAny  = "any"  // every authenticated connection may approve
+	ApproverHost = "host" // only host-role connections may
+)
+
 func (o *Options) setDefaults() {
+	if o.ApproverRole == "" {
+		o.ApproverRole = ApproverAny
+	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = 16 << 20
 	}
@@ -65,10 +78,12 @@ func (o *Options) setDefaults() {
 // Server serves the JSON-RPC surface over WebSocket on any number of
 // listeners, all backed by one Runtime.
 type Server struct {
-	opts Options
-	rt   *engine.Runtime
-	log  *zap.Logger
-	mux  *http.ServeMux
+	opts    Options
+	rt      *engine.Runtime
+	host    *host.Registry // agents, host approvals and host events
+	started time.Time
+	log     *zap.Logger
+	mux     *http.ServeMux
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -81,7 +96,10 @@ type Server struct {
 // NewServer returns a server for rt.
 func NewServer(rt *engine.Runtime, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{})}
+	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now()}
+	s.host = host.New(host.Options{})
+	// Actions that need an approval wait for a person at this registry.
+	rt.SetApprovalDesk(s.host)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))

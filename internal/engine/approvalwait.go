@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Approvals that wait for a person. When the permission gate finds actions
+// that need an approval and some connection that may approve is watching
+// (a host subscriber), the proposal parks instead of being rejected: each
+// distinct operation (fingerprint) is raised on the approval desk with a
+// preview a person can read, and the proposal waits, up to ApprovalTimeout,
+// for a decision on the durable ledger. Whatever door records it
+// (host.resolve_approval, permission.approve/reject, the CLI), the ledger
+// record is what releases the action. With nobody watching, the gate rejects
+// at once, as it always has.
+
+// ApprovalDesk is where parked actions ask a person: the host registry,
+// plugged in by the daemon.
+type ApprovalDesk interface {
+	// HasApprovers reports whether a connection that may approve is watching.
+	HasApprovers() bool
+	// RaiseSystem records a daemon-raised approval request and announces it.
+	RaiseSystem(req host.ApprovalRequest) (host.Approval, error)
+	// Resolve marks a request decided (conn "" for the daemon itself).
+	Resolve(conn, id string, approved bool, notes, reviewer string) (host.Approval, error)
+	// Expire marks a request that nobody decided in time.
+	Expire(id, reason string) (host.Approval, error)
+}
+
+// Event kinds of parked approvals.
+const (
+	EventApprovalWaiting EventKind = "approval_waiting" // an operation was raised for a person
+	EventApprovalSettled EventKind = "approval_settled" // it was approved, denied or expired
+)
+
+// SetApprovalDesk plugs in where actions needing approval wait for a
+// person. Call it before serving; nil turns waiting off.
+func (rt *Runtime) SetApprovalDesk(d ApprovalDesk) { rt.opts.Desk = d }
+
+// canPark reports whether a needs_approval row may wait for a person.
+func (rt *Runtime) canPark() bool {
+	return rt.opts.Desk != nil && rt.opts.Approvals != nil && rt.opts.Desk.HasApprovers()
+}
+
+// waitingOp is one operation (fingerprint) waiting for a decision.
+type waitingOp struct {
+	row      PermissionRow
+	actions  []string // the ids of this proposal's actions with this fingerprint
+	approval host.Approval
+	decision *approvals.Record // nil until decided
+}
+
+// awaitApprovals parks the needs_approval rows of sub until a person decides
+// each of them, or ApprovalTimeout passes, or ctx ends. It returns the
+// actions whose operation was rejected, with the reason; an error means the
+// wait ended undecided, and names what to approve.
+func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []PermissionRow, params func(actionID string) map[string]any) (denied map[string]string, err error) {
+	ops, order := groupByFingerprint(rows)
+	type decided struct {
+		fp  string
+		rec approvals.Record
+	}
+	settled := make(chan decided, len(order))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, fp := range order {
+		op := ops[fp]
+		ch, stop := rt.opts.Approvals.Watch(fp)
+		// A decision recorded before the watch began is in the ledger.
+		if rec, ok := rt.opts.Approvals.Decision(fp); ok && rt.settles(rec, op.row) {
+			stop()
+			op.decision = &rec
+			continue
+		}
+		op.approval, err = rt.opts.Desk.RaiseSystem(approvalRequest(sub, op, params(op.actions[0])))
+		if err != nil {
+			stop()
+			rt.expireAll(ops, order, "the request could not be raised")
+			return nil, fmt.Errorf("action '%s' needs %s, and it could not be put to a person: %w", op.actions[0], op.row.Required, err)
+		}
+		rt.Events.Append(Event{Kind: EventApprovalWaiting, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
+			"fingerprint": fp, "approval_id": op.approval.ID, "tool": op.row.Tool, "required": op.row.Required.String(),
+		}})
+		go func() {
+			defer stop()
+			for {
+				select {
+				case rec := <-ch:
+					if rt.settles(rec, op.row) {
+						settled <- decided{fp, rec}
+						return
+					}
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	timer := time.NewTimer(rt.opts.ApprovalTimeout)
+	defer timer.Stop()
+	for pending := countUndecided(ops); pending > 0; pending-- {
+		select {
+		case d := <-settled:
+			op := ops[d.fp]
+			op.decision = &d.rec
+			approved := d.rec.Decision == approvals.Approved
+			if _, err := rt.opts.Desk.Resolve("", op.approval.ID, approved, d.rec.Reason, d.rec.Reviewer); err != nil && !errors.Is(err, host.ErrInvalid) {
+				return nil, fmt.Errorf("settle approval %s: %w", op.approval.ID, err)
+			}
+			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
+				"fingerprint": d.fp, "approval_id": op.approval.ID, "decision": d.rec.Decision, "reviewer": d.rec.Reviewer,
+			}})
+		case <-timer.C:
+			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("nobody decided within %s (approval_timeout)", rt.opts.ApprovalTimeout))
+		case <-ctx.Done():
+			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("the proposal stopped while waiting: %v", context.Cause(ctx)))
+		}
+	}
+	denied = map[string]string{}
+	for _, fp := range order {
+		op := ops[fp]
+		if op.decision.Decision != approvals.Rejected {
+			continue
+		}
+		reason := fmt.Sprintf("rejected by %s", op.decision.Reviewer)
+		if op.decision.Reason != "" {
+			reason += ": " + op.decision.Reason
+		}
+		for _, id := range op.actions {
+			denied[id] = fmt.Sprintf("action '%s' (fingerprint %s) was not approved: %s", id, fp, reason)
+		}
+	}
+	return denied, nil
+}
+
+// settles reports whether rec decides row: any rejection does, an approval
+// only at or above the tier the operation needs.
+func (rt *Runtime) settles(rec approvals.Record, row PermissionRow) bool {
+	return rec.Decision == approvals.Rejected || approvedAtOrAbove(rec, row.Required)
+}
+
+// undecided expires what is still waiting and says how to get past it.
+func (rt *Runtime) undecided(sub *Submission, ops map[string]*waitingOp, order []string, why string) error {
+	rt.expireAll(ops, order, why)
+	var todo []string
+	for _, fp := range order {
+		op := ops[fp]
+		if op.decision != nil {
+			continue
+		}
+		rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
+			"fingerprint": fp, "approval_id": op.approval.ID, "decision": "expired",
+		}})
+		todo = append(todo, fmt.Sprintf("action '%s' needs %s: approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
+			op.actions[0], op.row.Required, fp, fp, op.row.Required))
+	}
+	return fmt.Errorf("approval not given: %s; %s, then resubmit the proposal", why, strings.Join(todo, "; "))
+}
+
+// expireAll marks every raised, undecided request expired.
+func (rt *Runtime) expireAll(ops map[string]*waitingOp, order []string, why string) {
+	for _, fp := range order {
+		if op := ops[fp]; op.decision == nil && op.approval.ID != "" {
+			// Already resolved through another door is fine: the ledger rules.
+			_, _ = rt.opts.Desk.Expire(op.approval.ID, why)
+		}
+	}
+}
+
+// countUndecided is the number of operations still waiting.
+func countUndecided(ops map[string]*waitingOp) int {
+	n := 0
+	for _, op := range ops {
+		if op.decision == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// groupByFingerprint gathers the rows that need approval by operation, in
+// the order they first appear.
+func groupByFingerprint(rows []PermissionRow) (map[string]*waitingOp, []string) {
+	ops := map[string]*waitingOp{}
+	var order []string
+	for _, r := range rows {
+		if r.Decision != DecisionNeedsApproval {
+			continue
+		}
+		op := ops[r.Fingerprint]
+		if op == nil {
+			op = &waitingOp{row: r}
+			ops[r.Fingerprint] = op
+			order = append(order, r.Fingerprint)
+		}
+		op.actions = append(op.actions, r.ActionID)
+	}
+	return ops, order
+}
+
+// proposalParams looks up an action's parameters as the proposal gives them.
+func proposalParams(p *protocol.ActionProposal) func(string) map[string]any {
+	return func(id string) map[string]any {
+		for i := range p.Actions {
+			if p.Actions[i].ID == id {
+				return p.Actions[i].Parameters
+			}
+		}
+		return nil
+	}
+}
+
+// approvalRequest is what a person sees: what would run, why it needs them,
+// and a preview of its parameters with credentials redacted.
+func approvalRequest(sub *Submission, op *waitingOp, params map[string]any) host.ApprovalRequest {
+	r := op.row
+	actions := append([]string(nil), op.actions...)
+	sort.Strings(actions)
+	return host.ApprovalRequest{
+		Title:       fmt.Sprintf("%s needs %s", describe(r), r.Required),
+		Description: fmt.Sprintf("Proposal %s wants to run %s (%s). Approve to record it at %s on the approval ledger.", sub.Proposal.ID, describe(r), r.Reversibility, r.Required),
+		Context: map[string]any{
+			"source":        "permission_gate",
+			"proposal_id":   sub.Proposal.ID,
+			"action_id":     op.actions[0],
+			"action_ids":    actions,
+			"connection":    sub.Session.ID,
+			"tool":          r.Tool,
+			"fingerprint":   r.Fingerprint,
+			"required_tier": r.Required.String(),
+			"granted_tier":  r.Granted.String(),
+			"reversibility": string(r.Reversibility),
+			"signals":       append([]string{}, r.Signals...),
+			"preview":       policy.Preview(params),
+		},
+		RequiredApprovals: 1,
+	}
+}
+
+// describe names the operation of a row for a person.
+func describe(r PermissionRow) string {
+	if r.Tool != "" {
+		return fmt.Sprintf("tool '%s'", r.Tool)
+	}
+	return fmt.Sprintf("action '%s'", r.ActionID)
+}
