@@ -1,0 +1,207 @@
+package host
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Approval statuses.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+)
+
+// Approval is one request for a person's decision, as every reader sees it.
+type Approval struct {
+	ID                string         `json:"id"`
+	AgentID           string         `json:"agent_id,omitempty"`
+	Title             string         `json:"title"`
+	Description       string         `json:"description,omitempty"`
+	Context           map[string]any `json:"context,omitempty"`
+	RequiredApprovals int            `json:"required_approvals"` // default 1
+	Status            string         `json:"status"`
+	ClientID          string         `json:"client_id,omitempty"` // raising connection; "" = system-level (any approver may resolve)
+	CreatedAt         time.Time      `json:"created_at"`
+	ResolvedAt        *time.Time     `json:"resolved_at,omitempty"`
+	ResolvedBy        string         `json:"resolved_by,omitempty"`
+	Approved          *bool          `json:"approved,omitempty"`
+	Notes             string         `json:"notes,omitempty"`
+}
+
+// ApprovalRequest is the params of host.request_approval.
+type ApprovalRequest struct {
+	AgentID           string         `json:"agent_id,omitempty"`
+	Title             string         `json:"title"`
+	Description       string         `json:"description,omitempty"`
+	Context           map[string]any `json:"context,omitempty"`
+	RequiredApprovals int            `json:"required_approvals,omitempty"`
+}
+
+// Approvals returns every kept approval, oldest first, for host.approvals.
+func (r *Registry) Approvals() []Approval {
+	r.mu.Lock()
+	defer r.unlock()
+	return r.approvalsLocked()
+}
+
+func (r *Registry) approvalsLocked() []Approval {
+	out := make([]Approval, 0, len(r.approvals))
+	for _, ap := range r.approvals {
+		out = append(out, *ap)
+	}
+	return out
+}
+
+// Approval returns one kept approval by id.
+func (r *Registry) Approval(id string) (Approval, bool) {
+	r.mu.Lock()
+	defer r.unlock()
+	ap, ok := r.byID[id]
+	if !ok {
+		return Approval{}, false
+	}
+	return *ap, true
+}
+
+// RequestApproval records an approval raised by conn, which alone may
+// resolve it. When req names an agent conn registered, that agent's status
+// flips to waiting_for_approval; naming another connection's agent is
+// refused, as any other change to it would be. Emits approval.requested.
+func (r *Registry) RequestApproval(conn string, req ApprovalRequest) (Approval, error) {
+	if conn == "" {
+		return Approval{}, fmt.Errorf("%w: an approval raised by a client needs its connection id", ErrInvalid)
+	}
+	return r.raise(conn, req)
+}
+
+// RaiseSystem records a system-level approval (ClientID "") for the daemon's
+// own gates, which any approver may resolve, and emits approval.requested.
+func (r *Registry) RaiseSystem(req ApprovalRequest) (Approval, error) {
+	return r.raise("", req)
+}
+
+func (r *Registry) raise(conn string, req ApprovalRequest) (Approval, error) {
+	if strings.TrimSpace(req.Title) == "" {
+		return Approval{}, fmt.Errorf("%w: approval title is empty; say what the person is asked to approve", ErrInvalid)
+	}
+	if req.RequiredApprovals < 0 {
+		return Approval{}, fmt.Errorf("%w: required_approvals is %d; give a positive number or leave it out for 1", ErrInvalid, req.RequiredApprovals)
+	}
+	if req.RequiredApprovals == 0 {
+		req.RequiredApprovals = 1
+	}
+	r.mu.Lock()
+	defer r.unlock()
+	agent, flip := r.agents[req.AgentID]
+	if flip && conn != "" && agent.SessionID != conn {
+		return Approval{}, notOwner(req.AgentID)
+	}
+	if err := r.makeRoomLocked(conn); err != nil {
+		return Approval{}, err
+	}
+	ap := &Approval{
+		ID:                "approval-" + uuid.NewString(),
+		AgentID:           req.AgentID,
+		Title:             req.Title,
+		Description:       req.Description,
+		Context:           req.Context,
+		RequiredApprovals: req.RequiredApprovals,
+		Status:            ApprovalPending,
+		ClientID:          conn,
+		CreatedAt:         now(),
+	}
+	r.approvals = append(r.approvals, ap)
+	r.byID[ap.ID] = ap
+	r.emitLocked(KindApprovalRequested, ap.AgentID, ap.Title, map[string]any{"approval": *ap})
+	if flip && agent.Status != StatusWaiting {
+		r.setStatusLocked(agent, StatusWaiting, "waiting for approval: "+ap.Title)
+	}
+	return *ap, nil
+}
+
+// makeRoomLocked enforces the bounds before a new approval is kept: conn's
+// own pending count, then the total, evicting the oldest resolved approval.
+func (r *Registry) makeRoomLocked(conn string) error {
+	if conn != "" {
+		pending := 0
+		for _, ap := range r.approvals {
+			if ap.ClientID == conn && ap.Status == ApprovalPending {
+				pending++
+			}
+		}
+		if pending >= r.opts.MaxPendingPerConn {
+			return fmt.Errorf("%w: this connection already has %d approvals pending, the most one connection may raise; resolve some first", ErrLimit, pending)
+		}
+	}
+	if len(r.approvals) < r.opts.MaxApprovals {
+		return nil
+	}
+	i := slices.IndexFunc(r.approvals, func(ap *Approval) bool { return ap.Status != ApprovalPending })
+	if i < 0 {
+		return fmt.Errorf("%w: all %d kept approvals are pending; resolve or let some expire before raising another", ErrLimit, len(r.approvals))
+	}
+	delete(r.byID, r.approvals[i].ID)
+	r.approvals = slices.Delete(r.approvals, i, i+1)
+	return nil
+}
+
+// Resolve marks a pending approval approved or denied by reviewer (the rpc
+// layer passes "conn:<id>"). A client-raised approval may be resolved only by
+// the connection that raised it; a system-level one by anyone (the caller
+// checks the approver role). Emits approval.resolved.
+func (r *Registry) Resolve(conn, id string, approved bool, notes, reviewer string) (Approval, error) {
+	r.mu.Lock()
+	defer r.unlock()
+	ap, err := r.pendingLocked(id)
+	if err != nil {
+		return Approval{}, err
+	}
+	if ap.ClientID != "" && ap.ClientID != conn {
+		return Approval{}, fmt.Errorf("approval '%s' is %w: only the session that raised it may resolve it", id, ErrNotOwner)
+	}
+	t := now()
+	ap.Status = ApprovalDenied
+	if approved {
+		ap.Status = ApprovalApproved
+	}
+	ap.ResolvedAt, ap.ResolvedBy, ap.Approved, ap.Notes = &t, reviewer, &approved, notes
+	r.emitLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
+	return *ap, nil
+}
+
+// Expire marks a pending approval expired (the gate's timeout, with reason
+// kept as its notes) and emits approval.resolved with status expired.
+func (r *Registry) Expire(id, reason string) (Approval, error) {
+	r.mu.Lock()
+	defer r.unlock()
+	ap, err := r.pendingLocked(id)
+	if err != nil {
+		return Approval{}, err
+	}
+	r.expireLocked(ap, reason)
+	return *ap, nil
+}
+
+func (r *Registry) expireLocked(ap *Approval, reason string) {
+	t := now()
+	ap.Status, ap.ResolvedAt, ap.Notes = ApprovalExpired, &t, reason
+	r.emitLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
+}
+
+// pendingLocked finds approval id and checks it still awaits a decision.
+func (r *Registry) pendingLocked(id string) (*Approval, error) {
+	ap, ok := r.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no approval '%s' is kept; host.approvals lists them", ErrNotFound, id)
+	}
+	if ap.Status != ApprovalPending {
+		return nil, fmt.Errorf("%w: approval '%s' is already %s; only a pending approval can be resolved", ErrInvalid, id, ap.Status)
+	}
+	return ap, nil
+}
