@@ -227,6 +227,14 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 	if st.Mode().Perm() != 0o600 || dirSt.Mode().Perm() != 0o700 || len(d.token) != 43 {
 		t.Fatalf("token file %v in dir %v, token length %d", st.Mode(), dirSt.Mode(), len(d.token))
 	}
+	hostTokenPath := filepath.Join(home, "ai.parslee.car", "host-token")
+	hostToken, err := os.ReadFile(hostTokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hst, err := os.Stat(hostTokenPath); err != nil || hst.Mode().Perm() != 0o600 || len(hostToken) != 43 || string(hostToken) == d.token {
+		t.Fatalf("host token file %v (%v), length %d, distinct from the auth token: %v", hst.Mode(), err, len(hostToken), string(hostToken) != d.token)
+	}
 
 	ctx := ctxT(t)
 	c := d.dial(t)
@@ -261,6 +269,9 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 	if _, err := os.Stat(tokenPath); !os.IsNotExist(err) {
 		t.Fatalf("token file not removed on shutdown: %v", err)
 	}
+	if _, err := os.Stat(hostTokenPath); !os.IsNotExist(err) {
+		t.Fatalf("host token file not removed on shutdown: %v", err)
+	}
 	// The whole of stderr, read once the process has exited: nothing a log
 	// reader skipped or dropped escapes the check.
 	logs, err := os.ReadFile(d.logPath)
@@ -272,8 +283,10 @@ func TestTokenFileLifecycleAndGracefulShutdown(t *testing.T) {
 			t.Fatalf("the captured log lacks %q, so it cannot show a leak:\n%s", want, logs)
 		}
 	}
-	if i := bytes.Index(logs, []byte(d.token)); i >= 0 {
-		t.Fatalf("the token appears in the log at byte %d:\n%s", i, logs)
+	for _, tok := range []string{d.token, string(hostToken)} {
+		if i := bytes.Index(logs, []byte(tok)); i >= 0 {
+			t.Fatalf("a token appears in the log at byte %d:\n%s", i, logs)
+		}
 	}
 }
 

@@ -37,8 +37,8 @@ const opsUsage = `usage:
   car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
 
 They talk to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
-as a person: with the host token from $CAR_HOST_TOKEN or the daemon's host-token
-file when it is readable, else with the token from $CAR_AUTH_TOKEN or the token file.
+as a person: with the first credential found of $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN,
+the daemon's host-token file (the host role) and its auth-token file.
 Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
 
 // runOpsCommand serves status, policies and approvals.
@@ -124,19 +124,16 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 		return nil, exitUnreachable
 	}
 	// The operator is a person: the host role when its token is at hand.
-	if hostToken, source := readToken("CAR_HOST_TOKEN", cfg.HostTokenPath); hostToken != "" {
-		if err := c.AuthHost(ctx, hostToken); err != nil {
-			c.Close()
-			fmt.Fprintf(stderr, "car-server: the daemon refused the host token (from %s): %v\n", source, err)
-			return nil, exitAuth
-		}
-	} else {
-		token, from := readToken("CAR_AUTH_TOKEN", cfg.TokenPath)
-		if err := c.Auth(ctx, token); err != nil {
-			c.Close()
-			fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", from, err)
-			return nil, exitAuth
-		}
+	// A token named in the environment wins over the files.
+	token, source, asHost := operatorToken(cfg)
+	auth := c.Auth
+	if asHost {
+		auth = c.AuthHost
+	}
+	if err := auth(ctx, token); err != nil {
+		c.Close()
+		fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", source, err)
+		return nil, exitAuth
 	}
 	if _, err := c.Handshake(ctx); err != nil {
 		c.Close()
@@ -146,16 +143,21 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 	return c, exitOK
 }
 
-// readToken reads a token from the environment variable env, else from
-// the file at path; it says which.
-func readToken(env, path string) (token, source string) {
-	if t := strings.TrimSpace(os.Getenv(env)); t != "" {
-		return t, env
+// operatorToken picks the operator commands' credential, first found:
+// $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN, the host-token file, the auth-token
+// file. asHost says it is the host token.
+func operatorToken(cfg *config.Config) (token, source string, asHost bool) {
+	if t := strings.TrimSpace(os.Getenv("CAR_HOST_TOKEN")); t != "" {
+		return t, "CAR_HOST_TOKEN", true
 	}
-	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), path
+	if t := strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN")); t != "" {
+		return t, "CAR_AUTH_TOKEN", false
 	}
-	return "", path
+	if b, err := os.ReadFile(cfg.HostTokenPath); err == nil {
+		return strings.TrimSpace(string(b)), cfg.HostTokenPath, true
+	}
+	b, _ := os.ReadFile(cfg.TokenPath)
+	return strings.TrimSpace(string(b)), cfg.TokenPath, false
 }
 
 // isFingerprint tells an approval-ledger fingerprint (32 hex characters)

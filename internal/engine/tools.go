@@ -141,6 +141,11 @@ func (r *ToolRegistry) Names() []string {
 	return names
 }
 
+// maxTokenEvery caps a rate limit's interval per call at a century: the
+// token bucket's arithmetic overflows near the longest Duration, and a
+// century is as good as forever for a limit.
+const maxTokenEvery = 100 * 365 * 24 * time.Hour
+
 // isAbsent reports whether a schema field was left out (or null).
 func isAbsent(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
@@ -192,7 +197,7 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if rl := s.RateLimit; rl != nil {
 		// Seconds saturates: an interval of 1e10 s is a limit of max_calls
 		// for practically ever, never an overflow into no limit at all.
-		t.tokenEvery = protocol.Seconds(rl.IntervalSecs / float64(rl.MaxCalls))
+		t.tokenEvery = min(protocol.Seconds(rl.IntervalSecs/float64(rl.MaxCalls)), maxTokenEvery)
 		t.limiter = rate.NewLimiter(rate.Every(t.tokenEvery), int(rl.MaxCalls))
 	}
 	if s.CacheTTLSecs != nil && *s.CacheTTLSecs > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -175,7 +176,7 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 	}
 	row, ok := c.srv.host.Approval(p.ApprovalID)
 	if !ok {
-		return hostReply(nil, host.ErrNotFound)
+		return hostReply(nil, fmt.Errorf("%w: no approval '%s' is kept; host.approvals lists them", host.ErrNotFound, p.ApprovalID))
 	}
 	reviewer := "conn:" + c.id
 	if fp, tier, ok := gateOperation(row); ok && row.Status == host.ApprovalPending {
