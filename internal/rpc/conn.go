@@ -51,14 +51,16 @@ type conn struct {
 	abandoned   map[string]struct{}
 	sem         chan struct{} // in-flight request slots
 
-	mu       sync.Mutex // guards closed, draining, sealed, intents and the Adds of handlers and exempt
+	mu       sync.Mutex // guards closed, draining, sealed, intents, events, eventSub and the Adds of handlers and exempt
 	closed   bool
 	draining bool
 	sealed   bool           // the drain no longer serves the drain-exempt methods
 	handlers sync.WaitGroup // requests taken before draining, and owned goroutines
 	exempt   sync.WaitGroup // drain-exempt requests taken while draining, whose replies the drain waits for
 
-	intents *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
+	intents  *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
+	events   *fanout.Queue[feedEvent]     // events.event feed, once subscribed
+	eventSub *eventSub                    // the events.subscribe in force, if any
 }
 
 // newConn prepares a connection; run serves it.
@@ -104,6 +106,10 @@ func (c *conn) run(remote string) {
 	c.srv.rt.CloseSession(c.sess)
 	if c.intents != nil { // no handler is left to make it
 		c.intents.Close()
+	}
+	c.endEventSub()
+	if c.events != nil {
+		c.events.Close()
 	}
 	c.log.Info("connection closed")
 }
@@ -165,6 +171,11 @@ var drainExempt = map[string]bool{
 	protocol.MethodSupervisionDecide:  true,
 	protocol.MethodSupervisionPending: true,
 }
+
+// isHost reports whether this connection holds the host role, which may act
+// on every connection's work (proposal.cancel). No connection holds it until
+// the host token exists.
+func (c *conn) isHost() bool { return false }
 
 // goOwned runs f on a goroutine the connection waits for.
 func (c *conn) goOwned(f func()) {
