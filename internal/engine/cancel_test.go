@@ -117,3 +117,29 @@ func TestARunIsUnregisteredWhenSubmitReturns(t *testing.T) {
 		t.Fatal("a finished proposal was cancelled")
 	}
 }
+
+func TestCancellingTheLastRunningActionRollsBack(t *testing.T) {
+	started := make(chan string, 1)
+	rt, s := openRuntime(t, Options{}, hangingExecutor(started), "hang")
+	p := decode(t, `{"id":"last","actions":[
+		{"id":"w","type":"state_write","parameters":{"key":"k","value":1}},
+		{"id":"t","type":"tool_call","tool":"hang","dependencies":["w"]}]}`)
+	done := make(chan *protocol.ProposalResult, 1)
+	go func() {
+		res, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-started
+	if !rt.Cancel("last", "", s.ID, false) {
+		t.Fatal("not cancelled")
+	}
+	if r := resultByID(t, <-done, "t"); r.Status != protocol.StatusFailed {
+		t.Fatalf("t: %s %q", r.Status, r.ErrorText())
+	}
+	if _, ok := rt.State.Get("", "k"); ok {
+		t.Fatal("a proposal whose last action failed on cancel kept its write")
+	}
+}
