@@ -25,6 +25,7 @@ const (
 	MethodStateSnapshot = "state.snapshot"
 
 	MethodProposalSubmit = "proposal.submit"
+	MethodProposalCancel = "proposal.cancel"
 
 	MethodMultiSwarm      = "multi.swarm"
 	MethodMultiPipeline   = "multi.pipeline"
@@ -57,6 +58,8 @@ const (
 	MethodEventsChainEnable = "events.chain.enable"
 	MethodEventsChainVerify = "events.chain.verify"
 	MethodEventsRetention   = "events.retention"
+	MethodEventsSubscribe   = "events.subscribe"
+	MethodEventsUnsubscribe = "events.unsubscribe"
 	MethodMetricsSummary    = "metrics.summary"
 )
 
@@ -67,4 +70,5 @@ const (
 
 	MethodSupervisionIntent = "supervision.intent" // notification: a proposal waits for a supervisor
 	MethodMultiRunAgent     = "multi.run_agent"    // request: run one agent, answer an AgentOutput
+	MethodEventsEvent       = "events.event"       // notification: an appended event, to an events.subscribe connection
 )

@@ -19,7 +19,8 @@ type EventKind string
 const (
 	EventProposalReceived       EventKind = "proposal_received"
 	EventProposalFinished       EventKind = "proposal_finished"
-	EventProposalRejected       EventKind = "proposal_rejected" // an admission gate blocked it
+	EventProposalRejected       EventKind = "proposal_rejected"  // an admission gate blocked it
+	EventProposalCancelled      EventKind = "proposal_cancelled" // proposal.cancel stopped it
 	EventActionStarted          EventKind = "action_started"
 	EventActionSucceeded        EventKind = "action_succeeded"
 	EventActionFailed           EventKind = "action_failed"
@@ -66,6 +67,9 @@ type EventQuery struct {
 	Until       *time.Time        `json:"until,omitempty"`
 	DataMatches map[string]string `json:"data_matches,omitempty"`
 	Limit       int               `json:"limit,omitempty"`
+	// AfterCursor keeps only events with a larger Seq: how a subscriber
+	// backfills a gap in its events.event feed.
+	AfterCursor uint64 `json:"after_cursor,omitempty"`
 }
 
 // MetricsSummary is the operational rollup of the retained events.
@@ -101,6 +105,24 @@ type EventLog struct {
 	lastHash string
 	policy   RetentionPolicy
 	now      func() time.Time
+
+	// Subscribers, replaced (never edited) under mu, so that an Append can
+	// keep the slice it saw.
+	subs []*eventSubscriber
+
+	// Delivery to subscribers runs outside mu, in Seq order: an Append that
+	// has subscribers takes the next ticket under mu and delivers once every
+	// earlier ticket has been served.
+	tickets   uint64
+	deliverMu sync.Mutex
+	served    uint64
+	turn      *sync.Cond // signalled under deliverMu when served moves
+}
+
+// eventSubscriber is one Subscribe: its filter and where matching events go.
+type eventSubscriber struct {
+	filter EventQuery
+	fn     func(Event)
 }
 
 // NewEventLog returns a log that keeps at most capacity events (oldest go
@@ -109,14 +131,80 @@ func NewEventLog(capacity int) *EventLog {
 	if capacity <= 0 {
 		capacity = 100_000
 	}
-	return &EventLog{capacity: capacity, now: time.Now}
+	l := &EventLog{capacity: capacity, now: time.Now}
+	l.turn = sync.NewCond(&l.deliverMu)
+	return l
 }
 
 // Append records e, stamping its sequence number, time and (when chaining is
-// on) its hash link.
+// on) its hash link, then hands it to the subscribers whose filter it
+// matches.
 func (l *EventLog) Append(e Event) {
 	l.mu.Lock()
+	subs := l.subs
+	var ticket uint64
+	if len(subs) > 0 {
+		l.tickets++
+		ticket = l.tickets
+	}
+	e = l.record(e)
+	l.mu.Unlock()
+	if ticket != 0 {
+		l.deliver(ticket, subs, e)
+	}
+}
+
+// deliver hands e to the matching subscribers once every earlier ticket has
+// been served, then serves its own, even if a subscriber panics.
+func (l *EventLog) deliver(ticket uint64, subs []*eventSubscriber, e Event) {
+	l.deliverMu.Lock()
+	for l.served != ticket-1 {
+		l.turn.Wait()
+	}
+	l.deliverMu.Unlock()
+	defer func() {
+		l.deliverMu.Lock()
+		l.served = ticket
+		l.turn.Broadcast()
+		l.deliverMu.Unlock()
+	}()
+	for _, s := range subs {
+		if s.filter.matches(&e) {
+			s.fn(e)
+		}
+	}
+}
+
+// Subscribe calls fn with every event appended from now on that matches
+// filter (its Kinds, ActionID, ProposalID and DataMatches; its Limit and
+// times are ignored), in Seq order, on the appending goroutine. fn must not
+// block and must not append to the log: it holds up every Append behind
+// it. cursor is the Seq of the last event appended before the
+// subscription took effect. After cancel returns, fn may still be called by
+// an Append already under way.
+func (l *EventLog) Subscribe(filter EventQuery, fn func(Event)) (cursor uint64, cancel func()) {
+	filter.Since, filter.Until, filter.Limit, filter.AfterCursor = nil, nil, 0, 0
+	s := &eventSubscriber{filter: filter, fn: fn}
+	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.subs = append(l.subs[:len(l.subs):len(l.subs)], s)
+	return l.seq, func() { l.unsubscribe(s) }
+}
+
+func (l *EventLog) unsubscribe(s *eventSubscriber) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, x := range l.subs {
+		if x == s {
+			l.subs = append(l.subs[:i:i], l.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// record stamps e, keeps it within the bounds and returns it as kept. The
+// caller holds mu.
+func (l *EventLog) record(e Event) Event {
 	l.seq++
 	e.Seq = l.seq
 	e.Timestamp = l.now().UTC()
@@ -140,6 +228,7 @@ func (l *EventLog) Append(e Event) {
 			l.events = append(make([]Event, 0, limit+limit/4+16), l.events...)
 		}
 	}
+	return e
 }
 
 // Count is the number of retained events.
@@ -156,6 +245,9 @@ func (l *EventLog) Query(q EventQuery) []Event {
 	var out []Event
 	for i := len(l.events) - 1; i >= 0; i-- {
 		e := &l.events[i]
+		if q.AfterCursor > 0 && e.Seq <= q.AfterCursor {
+			break // Seq grows along the log
+		}
 		if !q.matches(e) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -84,5 +85,64 @@ func TestEventLogStaysBoundedUnderManyAppends(t *testing.T) {
 	}
 	if c := cap(l.events); c > 2*3+1024 {
 		t.Fatalf("backing array grew to %d", c)
+	}
+}
+
+func TestSubscribersSeeMatchingEventsInSeqOrder(t *testing.T) {
+	l := NewEventLog(0)
+	l.Append(Event{Kind: EventProposalReceived})
+	var all, failed []uint64
+	cursor, cancelAll := l.Subscribe(EventQuery{}, func(e Event) { all = append(all, e.Seq) })
+	_, cancelFailed := l.Subscribe(EventQuery{Kinds: []EventKind{EventActionFailed}, ProposalID: "p"}, func(e Event) { failed = append(failed, e.Seq) })
+	defer cancelFailed()
+	if cursor != 1 {
+		t.Fatalf("subscribe cursor %d, want 1 (the last event before it)", cursor)
+	}
+	const writers, each = 8, 200
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				kind := EventActionSucceeded
+				if i%10 == 0 {
+					kind = EventActionFailed
+				}
+				l.Append(Event{Kind: kind, ProposalID: string(rune('p' + w%2))})
+			}
+		})
+	}
+	wg.Wait()
+	if len(all) != writers*each {
+		t.Fatalf("unfiltered subscriber saw %d events, want %d", len(all), writers*each)
+	}
+	for i, seq := range all {
+		if seq != cursor+uint64(i)+1 {
+			t.Fatalf("unfiltered subscriber's event %d has seq %d, want %d: not contiguous", i, seq, cursor+uint64(i)+1)
+		}
+	}
+	want := l.Query(EventQuery{Kinds: []EventKind{EventActionFailed}, ProposalID: "p"})
+	if len(failed) != len(want) || len(want) == 0 {
+		t.Fatalf("filtered subscriber saw %d events, the log holds %d matching", len(failed), len(want))
+	}
+	for i := range failed {
+		if failed[i] != want[len(want)-1-i].Seq {
+			t.Fatalf("filtered subscriber's event %d has seq %d, want %d", i, failed[i], want[len(want)-1-i].Seq)
+		}
+	}
+	cancelAll()
+	l.Append(Event{Kind: EventActionSucceeded})
+	if len(all) != writers*each {
+		t.Fatal("a cancelled subscriber was called")
+	}
+}
+
+func TestQueryAfterCursor(t *testing.T) {
+	l := NewEventLog(0)
+	for range 5 {
+		l.Append(Event{Kind: EventActionSucceeded})
+	}
+	got := l.Query(EventQuery{AfterCursor: 3})
+	if len(got) != 2 || got[0].Seq != 5 || got[1].Seq != 4 {
+		t.Fatalf("after_cursor 3: %+v", got)
 	}
 }

@@ -20,13 +20,17 @@ func (e *LimitError) Error() string { return e.Msg }
 
 // Submit validates, admits and executes a proposal and returns its result.
 // The error is non-nil only when the proposal could not be considered at all
-// (over max_actions); everything else is reported per action.
+// (over max_actions); everything else is reported per action, a Cancel
+// included.
 func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.ProposalResult, error) {
 	p := sub.Proposal
 	if len(p.Actions) > rt.opts.MaxActions {
 		return nil, &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
 	}
 	Normalize(p)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer rt.running.track(p.ID, sub.Session.ID, cancel)()
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	r := newRun(rt, sub)
@@ -235,8 +239,8 @@ func (r *run) execute(parent context.Context) {
 			}
 		}
 	}
-	if stop == nil || (!stop.byOutcome && !r.anyUnfinished()) {
-		return // nothing stopped, or cancelled only after every action had its outcome
+	if stop == nil || (!stop.byOutcome && !r.anyUnfinishedOrFailed()) {
+		return // nothing stopped, or stopped only after every action had succeeded
 	}
 	for i := range r.nodes {
 		if !r.isDone(i) {
@@ -328,12 +332,14 @@ func (r *run) skipDownstream(i int) {
 	}
 }
 
-// anyUnfinished reports whether some action has no outcome yet.
-func (r *run) anyUnfinished() bool {
+// anyUnfinishedOrFailed reports whether some action has no outcome yet or
+// failed: a stopped run that left one needs its rollback, as an aborted one
+// does.
+func (r *run) anyUnfinishedOrFailed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range r.nodes {
-		if !r.nodes[i].done {
+		if !r.nodes[i].done || r.nodes[i].result.Status == protocol.StatusFailed {
 			return true
 		}
 	}

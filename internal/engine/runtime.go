@@ -70,6 +70,7 @@ type Runtime struct {
 	inFlight    atomic.Int64    // proposals being executed
 	started     time.Time
 	checks      []ActionCheck // built-in checks, then Options.Checks
+	running     running       // proposals being executed, for Cancel
 
 	mu       sync.Mutex
 	sessions map[string]*Session

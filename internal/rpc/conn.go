@@ -53,7 +53,7 @@ type conn struct {
 	abandoned   map[string]struct{}
 	sem         chan struct{} // in-flight request slots
 
-	mu       sync.Mutex // guards closed, draining, sealed, intents and the Adds of handlers and exempt
+	mu       sync.Mutex // guards closed, draining, sealed, intents, events, eventSub and the Adds of handlers and exempt
 	closed   bool
 	draining bool
 	sealed   bool           // the drain no longer serves the drain-exempt methods
@@ -62,6 +62,8 @@ type conn struct {
 
 	intents    *fanout.Queue[engine.Intent] // supervision.intent feed, once subscribed
 	hostEvents *fanout.Queue[host.Event]    // host.event feed, once subscribed
+	events     *fanout.Queue[feedEvent]     // events.event feed, once subscribed
+	eventSub   *eventSub                    // the events.subscribe in force, if any
 }
 
 // newConn prepares a connection; run serves it.
@@ -111,6 +113,10 @@ func (c *conn) run(remote string) {
 	}
 	if c.hostEvents != nil {
 		c.hostEvents.Close()
+	}
+	c.endEventSub()
+	if c.events != nil {
+		c.events.Close()
 	}
 	c.log.Info("connection closed")
 }

@@ -36,6 +36,7 @@ func init() {
 		protocol.MethodStateSnapshot: {handle: (*conn).stateSnapshot},
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true},
+		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 
 		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm},
 		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline},
@@ -80,6 +81,8 @@ func init() {
 		protocol.MethodEventsChainEnable: {handle: (*conn).eventsChainEnable},
 		protocol.MethodEventsChainVerify: {handle: (*conn).eventsChainVerify},
 		protocol.MethodEventsRetention:   {handle: (*conn).eventsRetention},
+		protocol.MethodEventsSubscribe:   {handle: (*conn).eventsSubscribe},
+		protocol.MethodEventsUnsubscribe: {handle: (*conn).eventsUnsubscribe},
 		protocol.MethodMetricsSummary:    {handle: (*conn).metricsSummary},
 	}
 }

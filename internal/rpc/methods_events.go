@@ -11,7 +11,7 @@ func (c *conn) eventsCount(context.Context, *json.RawMessage) (any, error) {
 	return c.srv.rt.Events.Count(), nil
 }
 
-const eventQueryShape = "{kinds?: string[], action_id?: string, proposal_id?: string, since?: RFC3339, until?: RFC3339, data_matches?: {key: string}, limit?: number}"
+const eventQueryShape = "{kinds?: string[], action_id?: string, proposal_id?: string, since?: RFC3339, until?: RFC3339, data_matches?: {key: string}, limit?: number, after_cursor?: number}"
 
 func (c *conn) eventsQuery(_ context.Context, params *json.RawMessage) (any, error) {
 	var q engine.EventQuery

@@ -39,3 +39,18 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	}
 	return res, err
 }
+
+const cancelShape = "{proposal_id: string, reason?: string}"
+
+// proposalCancel stops the running proposals with this id that this
+// connection submitted (any of them, for a host-role connection).
+func (c *conn) proposalCancel(_ context.Context, params *json.RawMessage) (any, error) {
+	var p protocol.ProposalCancelParams
+	if err := decodeParams(params, &p, cancelShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("proposal_id", p.ProposalID, cancelShape); err != nil {
+		return nil, err
+	}
+	return protocol.ProposalCancelResult{Cancelled: c.srv.rt.Cancel(p.ProposalID, p.Reason, c.id, c.isHost())}, nil
+}

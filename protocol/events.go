@@ -1,0 +1,54 @@
+package protocol
+
+import "encoding/json"
+
+// EventsSubscribeParams are the params of events.subscribe: which events
+// the feed carries. Empty fields match everything.
+type EventsSubscribeParams struct {
+	Kinds      []string `json:"kinds,omitempty"`
+	ProposalID string   `json:"proposal_id,omitempty"`
+}
+
+// EventsSubscribeResult is the reply to events.subscribe. Cursor is the seq
+// of the last event appended before the subscription took effect: history
+// up to it is in events.query, and the feed carries what follows.
+type EventsSubscribeResult struct {
+	Subscribed bool   `json:"subscribed"`
+	Cursor     uint64 `json:"cursor"`
+}
+
+// EventsUnsubscribeResult is the reply to events.unsubscribe.
+type EventsUnsubscribeResult struct {
+	Subscribed    bool `json:"subscribed"`
+	WasSubscribed bool `json:"was_subscribed"`
+}
+
+// EventNotice is the params of an events.event notification. Cursor is the
+// event's seq. Missed, when present, says that the subscriber fell behind
+// and lost matching events before this one.
+type EventNotice struct {
+	Cursor uint64          `json:"cursor"`
+	Event  json.RawMessage `json:"event"`
+	Missed *EventsMissed   `json:"missed,omitempty"`
+}
+
+// EventsMissed is a gap in an events.event feed: Count matching events with
+// seq between AfterCursor and the notice's cursor were dropped. The
+// subscriber gets them back with events.query {after_cursor, kinds?,
+// proposal_id?}, as long as the event log still retains them.
+type EventsMissed struct {
+	Count       uint64 `json:"count"`
+	AfterCursor uint64 `json:"after_cursor"`
+}
+
+// ProposalCancelParams are the params of proposal.cancel.
+type ProposalCancelParams struct {
+	ProposalID string `json:"proposal_id"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// ProposalCancelResult is the reply to proposal.cancel: whether a running
+// proposal this connection may cancel was stopped.
+type ProposalCancelResult struct {
+	Cancelled bool `json:"cancelled"`
+}
