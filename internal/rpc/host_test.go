@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -355,5 +356,33 @@ func TestHostAgentsBelongToTheirConnection(t *testing.T) {
 	}
 	if ev := watcher.next(t, host.KindAgentUnregistered); ev.AgentID != "researcher-1" {
 		t.Fatalf("agent.unregistered for %q", ev.AgentID)
+	}
+}
+
+func TestAHostRoleConnectionCancelsAnotherConnectionsProposal(t *testing.T) {
+	ts := startServer(t, Options{HostToken: "the-host-token"})
+	started := make(chan struct{}, 1)
+	runner := newToolbox(t, ts, map[string]toolFunc{"hang": func(ctx context.Context, _ protocol.ToolExecuteParams) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	ch := submitAsync(t, runner.Client, map[string]any{"id": "p-runaway", "actions": []any{toolCall("t", "hang", nil)}})
+	select {
+	case <-started:
+	case <-time.After(testTimeout):
+		t.Fatal("the callback never arrived")
+	}
+	h, err := client.Dial(ctxT(t), ts.url, &client.Options{HostToken: "the-host-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	var res protocol.ProposalCancelResult
+	if err := h.Call(ctxT(t), protocol.MethodProposalCancel, protocol.ProposalCancelParams{ProposalID: "p-runaway", Reason: "runaway agent"}, &res); err != nil || !res.Cancelled {
+		t.Fatalf("the host's cancel: %v %+v", err, res)
+	}
+	if r := awaitResult(t, ch, 1).Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "cancelled: runaway agent") {
+		t.Fatalf("after the host's cancel: %s %q", r.Status, r.ErrorText())
 	}
 }
