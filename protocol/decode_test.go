@@ -20,6 +20,7 @@ func TestDecodeProposalErrors(t *testing.T) {
 		{"string", `"x"`, "proposal: must be " + shape + ", got a JSON string"},
 		{"truncated", `{"actions":[`, "proposal: not valid JSON: unexpected EOF"},
 		{"two values", `{"actions":[]} {"actions":[]}`, "proposal: not valid JSON: unexpected data after the first JSON value"},
+		{"trailing junk", `{"actions":[]} junk`, "proposal: not valid JSON: unexpected data after the first JSON value"},
 		{"no actions", `{}`, "proposal: field 'actions' is required (an array of Action)"},
 		{"null actions", `{"actions":null}`, "proposal: field 'actions' is required (an array of Action)"},
 		{"actions object", `{"actions":{}}`, "proposal: field 'actions' must be an array, got a JSON object"},
@@ -160,6 +161,8 @@ func TestDecodeValue(t *testing.T) {
 		{`{"a":[true]}`, map[string]any{"a": []any{true}}, ""},
 		{`{"a":`, nil, "unexpected EOF"},
 		{`1 2`, nil, "unexpected data after the first JSON value"},
+		{`00`, nil, "unexpected data after the first JSON value"},
+		{`"a""b"`, nil, "unexpected data after the first JSON value"},
 		{`{} x`, nil, "unexpected data after the first JSON value"},
 	}
 	for _, tc := range cases {
