@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,8 @@ func TestDecodeProposalErrors(t *testing.T) {
 		{"array context", `{"context":[],"actions":[]}`, "proposal: field 'context' must be an object, got a JSON array"},
 
 		{"action not object", `{"actions":[1]}`, "proposal.actions[0]: must be an Action object, got a JSON number"},
+		{"action too deep", `{"actions":[{"id":"deep","type":"state_read","parameters":{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}}]}`,
+			"proposal.actions[0] (id 'deep'): nests 65 levels deep; at most 64 are accepted (the action object is level 1): flatten its parameters"},
 		{"action null", `{"actions":[null]}`, "proposal.actions[0]: field 'type' is required: " + types},
 		{"action numeric id", `{"actions":[{"id":7,"type":"state_read"}]}`, "proposal.actions[0]: field 'id' must be a string, got a JSON number"},
 		{"no type", `{"actions":[{"id":"a"}]}`, "proposal.actions[0] (id 'a'): field 'type' is required: " + types},
