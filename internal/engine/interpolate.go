@@ -49,7 +49,7 @@ func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudg
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
-			return x, budget.charge(jsonSize(x, budget.remaining()))
+			return x, budget.charge(stringSize(x))
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
 			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
@@ -58,35 +58,36 @@ func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudg
 			}
 			return val, budget.charge(jsonSize(val, budget.remaining()))
 		}
-		var firstErr error
-		fail := func(err error) {
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-		out := refPattern.ReplaceAllStringFunc(x, func(ref string) string {
-			if firstErr != nil {
-				return ref
-			}
-			m := refPattern.FindStringSubmatch(ref)
-			val, err := resolveRef(m[1], m[2], outputs)
+		// Resolve and charge every reference before building anything, so a
+		// string over the budget costs no more than its references' sizes.
+		locs := refPattern.FindAllStringSubmatchIndex(x, -1)
+		texts := make([]string, len(locs))
+		size := len(x)
+		for n, loc := range locs {
+			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
 			if err != nil {
-				fail(err)
-				return ref
+				return nil, err
 			}
 			if err := budget.charge(jsonSize(val, budget.remaining())); err != nil {
-				fail(err)
-				return ref
+				return nil, err
 			}
 			if s, ok := val.(string); ok {
-				return s
+				texts[n] = s
+			} else {
+				texts[n] = string(jsonvalue.Canonical(val))
 			}
-			return string(jsonvalue.Canonical(val))
-		})
-		if firstErr != nil {
-			return nil, firstErr
+			size += len(texts[n])
 		}
-		return out, budget.charge(int64(len(x)))
+		var b strings.Builder
+		b.Grow(size)
+		last := 0
+		for n, loc := range locs {
+			b.WriteString(x[last:loc[0]])
+			b.WriteString(texts[n])
+			last = loc[1]
+		}
+		b.WriteString(x[last:])
+		return b.String(), budget.charge(int64(len(x)))
 	case []any:
 		if err := budget.charge(int64(len(x)) + 2); err != nil {
 			return nil, err
@@ -106,7 +107,7 @@ func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudg
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if err := budget.charge(jsonSize(k, budget.remaining()) + 1); err != nil {
+			if err := budget.charge(stringSize(k) + 1); err != nil {
 				return nil, err
 			}
 			r, err := interpolate(e, outputs, budget)
@@ -172,17 +173,7 @@ func jsonSize(v any, limit int64) int64 {
 	walk = func(v any) bool {
 		switch x := v.(type) {
 		case string:
-			n += 2
-			for i := 0; i < len(x); i++ {
-				switch c := x[i]; {
-				case c == '"' || c == '\\':
-					n += 2
-				case c < 0x20 || c == '<' || c == '>' || c == '&':
-					n += 6
-				default:
-					n++
-				}
-			}
+			n += stringSize(x)
 		case []any:
 			n += 2 + int64(len(x))
 			for _, e := range x {
@@ -193,7 +184,8 @@ func jsonSize(v any, limit int64) int64 {
 		case map[string]any:
 			n += 2 + int64(len(x))
 			for k, e := range x {
-				if !walk(k) || n > limit || !walk(e) {
+				n += stringSize(k)
+				if n > limit || !walk(e) {
 					return false
 				}
 			}
@@ -209,6 +201,23 @@ func jsonSize(v any, limit int64) int64 {
 		return n <= limit
 	}
 	walk(v)
+	return n
+}
+
+// stringSize is the length of s as a JSON string, quotes and escapes
+// included (encoding/json escapes <, > and & too).
+func stringSize(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		default:
+			n++
+		}
+	}
 	return n
 }
 
