@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load clean
+.PHONY: run build test check bench load fuzz clean
 
 ## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
 run:
@@ -30,6 +30,27 @@ check:
 	@$(STATICCHECK) -version 2>/dev/null | grep -qF "($(STATICCHECK_VERSION:v%=%))" || \
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(STATICCHECK) ./...
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./internal/rpc:FuzzCheckFrame \
+	./protocol:FuzzDecodeValue \
+	./protocol:FuzzDecodeProposal \
+	./internal/engine:FuzzGraph \
+	./internal/engine:FuzzInterpolate \
+	./internal/policy:FuzzLoadFile \
+	./internal/policy:FuzzClassify \
+	./internal/journal:FuzzOpen \
+	./internal/messaging:FuzzParseParams
+
+## fuzz: each fuzz target for FUZZTIME, one after another (make fuzz FUZZTIME=5m);
+## a failing input lands in the package's testdata/fuzz/ and then runs in make test
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 ## bench: the go test benchmarks
 bench:

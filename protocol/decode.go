@@ -45,6 +45,11 @@ const (
 	TimeoutMsLimit  = 24 * 60 * 60 * 1000
 )
 
+// MaxActionDepth bounds how deeply one action's JSON nests (the action
+// object is level 1, its parameters level 2): every pass over parameters —
+// classification, policies, references — then costs their size, not more.
+const MaxActionDepth = 64
+
 // DecodeProposal decodes a proposal and applies the IR's defaults. Unknown
 // fields are ignored; numbers stay exact (json.Number). Ids are not minted
 // here: the runtime does that.
@@ -94,6 +99,9 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	var a Action
 	if s, ok := idOnly.ID.(string); ok {
 		a.ID = s
+	}
+	if d := nestingDepth(raw); d > MaxActionDepth {
+		return a, fmt.Errorf("nests %d levels deep; at most %d are accepted (the action object is level 1): flatten its parameters", d, MaxActionDepth)
 	}
 	var w actionWire
 	if err := strictDecode(raw, &w); err != nil {
@@ -183,6 +191,34 @@ func DecodeValue(raw []byte) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// nestingDepth is the deepest nesting of objects and arrays in raw, which is
+// valid JSON.
+func nestingDepth(raw []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // errTrailing is input holding more than one JSON value: decoding only the

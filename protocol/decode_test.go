@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func TestDecodeProposalErrors(t *testing.T) {
 		{"string", `"x"`, "proposal: must be " + shape + ", got a JSON string"},
 		{"truncated", `{"actions":[`, "proposal: not valid JSON: unexpected EOF"},
 		{"two values", `{"actions":[]} {"actions":[]}`, "proposal: not valid JSON: unexpected data after the first JSON value"},
+		{"trailing junk", `{"actions":[]} junk`, "proposal: not valid JSON: unexpected data after the first JSON value"},
 		{"no actions", `{}`, "proposal: field 'actions' is required (an array of Action)"},
 		{"null actions", `{"actions":null}`, "proposal: field 'actions' is required (an array of Action)"},
 		{"actions object", `{"actions":{}}`, "proposal: field 'actions' must be an array, got a JSON object"},
@@ -28,6 +30,8 @@ func TestDecodeProposalErrors(t *testing.T) {
 		{"array context", `{"context":[],"actions":[]}`, "proposal: field 'context' must be an object, got a JSON array"},
 
 		{"action not object", `{"actions":[1]}`, "proposal.actions[0]: must be an Action object, got a JSON number"},
+		{"action too deep", `{"actions":[{"id":"deep","type":"state_read","parameters":{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}}]}`,
+			"proposal.actions[0] (id 'deep'): nests 65 levels deep; at most 64 are accepted (the action object is level 1): flatten its parameters"},
 		{"action null", `{"actions":[null]}`, "proposal.actions[0]: field 'type' is required: " + types},
 		{"action numeric id", `{"actions":[{"id":7,"type":"state_read"}]}`, "proposal.actions[0]: field 'id' must be a string, got a JSON number"},
 		{"no type", `{"actions":[{"id":"a"}]}`, "proposal.actions[0] (id 'a'): field 'type' is required: " + types},
@@ -160,6 +164,8 @@ func TestDecodeValue(t *testing.T) {
 		{`{"a":[true]}`, map[string]any{"a": []any{true}}, ""},
 		{`{"a":`, nil, "unexpected EOF"},
 		{`1 2`, nil, "unexpected data after the first JSON value"},
+		{`00`, nil, "unexpected data after the first JSON value"},
+		{`"a""b"`, nil, "unexpected data after the first JSON value"},
 		{`{} x`, nil, "unexpected data after the first JSON value"},
 	}
 	for _, tc := range cases {

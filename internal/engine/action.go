@@ -79,11 +79,15 @@ func (r *run) resolve(i int) (params, effects map[string]any, rej *outcome) {
 	if !r.graph.hasRefs[i] {
 		return a.Parameters, a.ExpectedEffects, nil
 	}
-	p, err := interpolate(any(a.Parameters), r.output)
+	budget := &resolveBudget{
+		action: a.ID, left: r.rt.opts.MaxResolvedActionBytes, limit: r.rt.opts.MaxResolvedActionBytes,
+		proposalUsed: &r.resolved, proposal: r.rt.opts.MaxResolvedProposalBytes,
+	}
+	p, err := interpolate(any(a.Parameters), r.output, budget)
 	if err != nil {
 		return nil, nil, rejectedBy("reference", err)
 	}
-	e, err := interpolate(any(a.ExpectedEffects), r.output)
+	e, err := interpolate(any(a.ExpectedEffects), r.output, budget)
 	if err != nil {
 		return nil, nil, rejectedBy("reference", err)
 	}

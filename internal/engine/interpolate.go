@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
@@ -38,36 +42,59 @@ func referencedIDs(v any, out map[string]struct{}) {
 // interpolate returns v with references replaced by outputs. A string that is
 // exactly one reference becomes the referenced JSON value; a reference inside
 // a longer string is replaced by its text (strings as-is, other values as
-// JSON). Containers are copied; call it only on parameters that refer.
-func interpolate(v any, outputs func(id string) (any, bool)) (any, error) {
+// JSON). Containers are copied; call it only on parameters that refer. Every
+// byte of the result is charged to budget before it is built, so a reference
+// repeated or chained cannot build more than the budget allows.
+func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudget) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
-			return x, nil
+			return x, budget.charge(stringSize(x))
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
-			return resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
-		}
-		var firstErr error
-		out := refPattern.ReplaceAllStringFunc(x, func(ref string) string {
-			m := refPattern.FindStringSubmatch(ref)
-			val, err := resolveRef(m[1], m[2], outputs)
+			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				return ref
+				return nil, err
+			}
+			return val, budget.charge(jsonSize(val, budget.remaining()))
+		}
+		// Resolve and charge every reference before building anything, so a
+		// string over the budget costs no more than its references' sizes.
+		locs := refPattern.FindAllStringSubmatchIndex(x, -1)
+		texts := make([]string, len(locs))
+		size := len(x)
+		for n, loc := range locs {
+			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
+			if err != nil {
+				return nil, err
+			}
+			if err := budget.charge(jsonSize(val, budget.remaining())); err != nil {
+				return nil, err
 			}
 			if s, ok := val.(string); ok {
-				return s
+				texts[n] = s
+			} else {
+				texts[n] = string(jsonvalue.Canonical(val))
 			}
-			return string(jsonvalue.Canonical(val))
-		})
-		return out, firstErr
+			size += len(texts[n])
+		}
+		var b strings.Builder
+		b.Grow(size)
+		last := 0
+		for n, loc := range locs {
+			b.WriteString(x[last:loc[0]])
+			b.WriteString(texts[n])
+			last = loc[1]
+		}
+		b.WriteString(x[last:])
+		return b.String(), budget.charge(int64(len(x)))
 	case []any:
+		if err := budget.charge(int64(len(x)) + 2); err != nil {
+			return nil, err
+		}
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := interpolate(e, outputs)
+			r, err := interpolate(e, outputs, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -75,9 +102,15 @@ func interpolate(v any, outputs func(id string) (any, bool)) (any, error) {
 		}
 		return out, nil
 	case map[string]any:
+		if err := budget.charge(int64(len(x)) + 2); err != nil {
+			return nil, err
+		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			r, err := interpolate(e, outputs)
+			if err := budget.charge(stringSize(k) + 1); err != nil {
+				return nil, err
+			}
+			r, err := interpolate(e, outputs, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -85,7 +118,107 @@ func interpolate(v any, outputs func(id string) (any, bool)) (any, error) {
 		}
 		return out, nil
 	}
-	return v, nil
+	return v, budget.charge(jsonSize(v, budget.remaining()))
+}
+
+// resolveBudget bounds the bytes one action's resolved parameters and
+// effects may take, and, through proposalLeft, what all the resolved actions
+// of a proposal may take together.
+type resolveBudget struct {
+	action       string        // the action's id, for the error
+	left         int64         // bytes this action may still resolve
+	limit        int64         // the per-action limit, for the error
+	proposalUsed *atomic.Int64 // bytes the proposal's actions resolved so far; nil: no proposal bound
+	proposal     int64         // the per-proposal limit
+}
+
+// errResolvedTooLarge marks a resolution refused by a size bound.
+var errResolvedTooLarge = errors.New("resolved parameters too large")
+
+// remaining is how far a size needs counting before the budget is exceeded.
+func (b *resolveBudget) remaining() int64 {
+	if b == nil {
+		return math.MaxInt64
+	}
+	left := b.left
+	if b.proposalUsed != nil {
+		left = min(left, b.proposal-b.proposalUsed.Load())
+	}
+	return max(left, 0)
+}
+
+// charge takes n bytes from the action's and the proposal's budgets.
+func (b *resolveBudget) charge(n int64) error {
+	if b == nil {
+		return nil
+	}
+	b.left -= n
+	if b.left < 0 {
+		return fmt.Errorf("%w: with its references resolved, action '%s' would pass more than %d bytes of parameters and expected_effects (max_resolved_action_bytes); refer to smaller outputs (a field: $id.output.field) or raise the limit",
+			errResolvedTooLarge, b.action, b.limit)
+	}
+	if b.proposalUsed != nil && b.proposalUsed.Add(n) > b.proposal {
+		return fmt.Errorf("%w: with its references resolved, action '%s' takes the proposal past %d resolved bytes (max_resolved_proposal_bytes); split the proposal or refer to smaller outputs",
+			errResolvedTooLarge, b.action, b.proposal)
+	}
+	return nil
+}
+
+// jsonSize is the length of v encoded as JSON, counted without encoding it,
+// and counted only up to limit: past it, a value over limit is all a caller
+// needs to know, however large the value is.
+func jsonSize(v any, limit int64) int64 {
+	var n int64
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			n += stringSize(x)
+		case []any:
+			n += 2 + int64(len(x))
+			for _, e := range x {
+				if n > limit || !walk(e) {
+					return false
+				}
+			}
+		case map[string]any:
+			n += 2 + int64(len(x))
+			for k, e := range x {
+				n += stringSize(k)
+				if n > limit || !walk(e) {
+					return false
+				}
+			}
+		case json.Number:
+			n += int64(len(x))
+		case bool:
+			n += 5
+		case nil:
+			n += 4
+		default:
+			n += int64(len(jsonvalue.Canonical(x)))
+		}
+		return n <= limit
+	}
+	walk(v)
+	return n
+}
+
+// stringSize is the length of s as a JSON string, quotes and escapes
+// included (encoding/json escapes <, > and & too).
+func stringSize(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // resolveRef walks path (".items.0.name") into the output of action id.

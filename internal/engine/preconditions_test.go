@@ -67,7 +67,7 @@ func TestInterpolate(t *testing.T) {
 		{"$zz.output", ``, "action 'zz' has no output"},
 	}
 	for _, tc := range cases {
-		got, err := interpolate(tc.in, lookup)
+		got, err := interpolate(tc.in, lookup, nil)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%v: want error %q, got %v", tc.in, tc.err, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,8 +25,8 @@ func (e *LimitError) Error() string { return e.Msg }
 // included.
 func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.ProposalResult, error) {
 	p := sub.Proposal
-	if len(p.Actions) > rt.opts.MaxActions {
-		return nil, &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
+	if err := rt.CheckActions(p); err != nil {
+		return nil, err
 	}
 	Normalize(p)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -116,6 +117,8 @@ type run struct {
 	toolCalls int
 	retries   int
 	idemKeys  []string // idempotency results this proposal recorded
+
+	resolved atomic.Int64 // bytes of parameters resolved from references so far
 }
 
 // undoEntry puts one key back as it was before one write of the proposal,

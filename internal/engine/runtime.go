@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Options configure a Runtime. Zero values take the defaults noted.
@@ -28,6 +30,9 @@ type Options struct {
 	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
 	Gates              []AdmissionGate
 	Checks             []ActionCheck
+
+	MaxResolvedActionBytes   int64 // one action's parameters and effects with references resolved (8 MiB)
+	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
 }
 
 func (o *Options) setDefaults() {
@@ -55,6 +60,21 @@ func (o *Options) setDefaults() {
 	if o.RetryCap <= 0 {
 		o.RetryCap = 5 * time.Second
 	}
+	if o.MaxResolvedActionBytes <= 0 {
+		o.MaxResolvedActionBytes = 8 << 20
+	}
+	if o.MaxResolvedProposalBytes <= 0 {
+		o.MaxResolvedProposalBytes = 64 << 20
+	}
+}
+
+// CheckActions refuses a proposal over max_actions before anything is done
+// with it: every method that executes or analyses a proposal calls it first.
+func (rt *Runtime) CheckActions(p *protocol.ActionProposal) error {
+	if len(p.Actions) > rt.opts.MaxActions {
+		return &LimitError{Msg: fmt.Sprintf("proposal has %d actions; this daemon accepts at most %d per proposal (max_actions): split it", len(p.Actions), rt.opts.MaxActions)}
+	}
+	return nil
 }
 
 // Runtime is the one engine a daemon hosts. Its state and event log are

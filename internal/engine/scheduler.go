@@ -12,9 +12,11 @@ import (
 // graph is a proposal's dependency graph over action indexes. Edges come
 // from three sources:
 //   - dependencies: the listed actions run first;
-//   - state_dependencies: an action reading key K runs after every earlier
-//     action (in proposal order) that writes K, through expected_effects or
-//     a state_write's key;
+//   - state_dependencies: an action reading key K runs after the last
+//     earlier action (in proposal order) that writes K, through
+//     expected_effects or a state_write's key. Only the last writer: edges
+//     stay linear in the proposal, and writers of one key that are ordered
+//     among themselves (verify reports those that are not) all run first;
 //   - references: $<id>.output in parameters or expected_effects makes <id>
 //     a dependency.
 type graph struct {
@@ -50,7 +52,7 @@ func buildGraph(actions []protocol.Action) *graph {
 			g.rejected[i] = fmt.Sprintf("duplicate action id '%s': ids must be unique within a proposal", a.ID)
 		}
 	}
-	writers := make(map[string][]int) // key -> earlier writers, in order
+	lastWriter := make(map[string]int) // key -> the latest earlier writer
 	for i := range actions {
 		a := &actions[i]
 		seen := make(map[int]bool)
@@ -82,12 +84,12 @@ func buildGraph(actions []protocol.Action) *graph {
 			add(j)
 		}
 		for _, k := range a.StateDependencies {
-			for _, j := range writers[k] {
+			if j, ok := lastWriter[k]; ok {
 				add(j)
 			}
 		}
 		for _, k := range writtenKeys(a) {
-			writers[k] = append(writers[k], i)
+			lastWriter[k] = i
 		}
 	}
 	g.rejectCycles()
@@ -112,9 +114,40 @@ func writtenKeys(a *protocol.Action) []string {
 	return keys
 }
 
-// rejectCycles rejects every action on a dependency cycle (Tarjan's strongly
-// connected components), naming the cycle.
+// rejectCycles rejects every action on a dependency cycle, naming the cycle.
 func (g *graph) rejectCycles() {
+	for _, comp := range g.components() {
+		selfLoop := false
+		if len(comp) == 1 {
+			for _, d := range g.deps[comp[0]] {
+				if d == comp[0] {
+					selfLoop = true
+				}
+			}
+			if !selfLoop {
+				continue
+			}
+		}
+		sorted := append([]int(nil), comp...)
+		sort.Ints(sorted)
+		ids := make([]string, len(sorted))
+		for k, i := range sorted {
+			ids[k] = g.actions[i].ID
+		}
+		msg := fmt.Sprintf("dependency cycle among actions %s", strings.Join(ids, ", "))
+		if selfLoop {
+			msg = fmt.Sprintf("action '%s' depends on itself", ids[0])
+		}
+		for _, i := range comp {
+			g.reject(i, msg)
+		}
+	}
+}
+
+// components are the graph's strongly connected components (Tarjan's
+// algorithm), each one after every component that depends on it: the order
+// in which reachability can be summed up from the dependents back.
+func (g *graph) components() [][]int {
 	n := len(g.actions)
 	index := make([]int, n)
 	low := make([]int, n)
@@ -123,6 +156,7 @@ func (g *graph) rejectCycles() {
 		index[i] = -1
 	}
 	var stack []int
+	var out [][]int
 	next := 0
 	var strong func(v int)
 	strong = func(v int) {
@@ -151,33 +185,14 @@ func (g *graph) rejectCycles() {
 				break
 			}
 		}
-		selfLoop := false
-		for _, d := range g.deps[v] {
-			if d == v {
-				selfLoop = true
-			}
-		}
-		if len(comp) == 1 && !selfLoop {
-			return
-		}
-		sort.Ints(comp)
-		ids := make([]string, len(comp))
-		for k, i := range comp {
-			ids[k] = g.actions[i].ID
-		}
-		msg := fmt.Sprintf("dependency cycle among actions %s", strings.Join(ids, ", "))
-		if selfLoop && len(comp) == 1 {
-			msg = fmt.Sprintf("action '%s' depends on itself", ids[0])
-		}
-		for _, i := range comp {
-			g.reject(i, msg)
-		}
+		out = append(out, comp)
 	}
 	for i := 0; i < n; i++ {
 		if index[i] < 0 {
 			strong(i)
 		}
 	}
+	return out
 }
 
 // cascade rejects every action downstream of a rejected one (car#622).

@@ -130,15 +130,33 @@ func copyState(s map[string]any) map[string]any {
 // not available, or a dependency that was itself blocked — is skipped, and
 // the skip cascades along the graph.
 func Simulate(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegistry) SimulateResult {
+	return newSimulation(p, tools).run(initial)
+}
+
+// simulation is a proposal's graph, validated once, ready to run from any
+// number of start states.
+type simulation struct {
+	p                *protocol.ActionProposal
+	g                *graph
+	sorted, rejected []int
+}
+
+func newSimulation(p *protocol.ActionProposal, tools *ToolRegistry) *simulation {
 	g := buildGraph(p.Actions)
 	validateStatically(g, tools)
+	sorted, rejected := g.order()
+	return &simulation{p: p, g: g, sorted: sorted, rejected: rejected}
+}
+
+// run simulates the proposal from initial; it does not change the graph.
+func (s *simulation) run(initial map[string]any) SimulateResult {
+	p, g := s.p, s.g
 	state := copyState(initial)
 	blocked := make([]string, len(p.Actions))
-	sorted, rejected := g.order()
-	for _, i := range rejected {
+	for _, i := range s.rejected {
 		blocked[i] = g.rejected[i]
 	}
-	for _, i := range sorted {
+	for _, i := range s.sorted {
 		a := &p.Actions[i]
 		if reason := blockReason(g, i, a, state, blocked); reason != "" {
 			blocked[i] = reason
@@ -306,12 +324,19 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	for pos, i := range append(sorted, rejected...) {
 		position[i] = pos
 	}
+	var shared []int // the actions that write a key some other action writes too
+	for _, ws := range writers {
+		if len(ws) > 1 {
+			shared = append(shared, ws...)
+		}
+	}
+	reach := newReachability(g, shared)
 	for _, k := range jsonvalue.SortedKeys(writers) {
 		ws := append([]int(nil), writers[k]...)
 		sort.Slice(ws, func(x, y int) bool { return position[ws[x]] < position[ws[y]] })
 		for x := 0; x+1 < len(ws); x++ {
 			a, b := ws[x], ws[x+1]
-			if !g.reaches(a, b) && !g.reaches(b, a) {
+			if !reach.reaches(a, b) && !reach.reaches(b, a) {
 				res.Conflicts = append(res.Conflicts, [3]string{p.Actions[a].ID, p.Actions[b].ID, k})
 				add(conf, p.Actions[b].ID, "warning", fmt.Sprintf("writes '%s' with no ordering against action '%s', which writes it too", k, p.Actions[a].ID))
 			}
@@ -385,26 +410,6 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	return res
 }
 
-// reaches reports whether b depends, directly or transitively, on a.
-func (g *graph) reaches(a, b int) bool {
-	seen := map[int]bool{a: true}
-	stack := []int{a}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, d := range g.dependents[x] {
-			if d == b {
-				return true
-			}
-			if !seen[d] {
-				seen[d] = true
-				stack = append(stack, d)
-			}
-		}
-	}
-	return false
-}
-
 func actionIDs(p *protocol.ActionProposal, idx []int) string {
 	ids := make([]string, len(idx))
 	for i, x := range idx {
@@ -432,18 +437,24 @@ type Difference struct {
 	PresentInB bool   `json:"present_in_b"`
 }
 
+// MaxTestStates bounds the start states equivalent compares from: its cost
+// is the states times the actions.
+const MaxTestStates = 100
+
 // Equivalent compares Simulate of a and b from each test state (two defaults
-// when none are given). It samples: proposals that differ only on states no
-// probe reaches compare equal.
+// when none are given), building each graph once. It samples: proposals that
+// differ only on states no probe reaches compare equal. Callers bound states
+// by MaxTestStates.
 func Equivalent(a, b *protocol.ActionProposal, states []map[string]any, tools *ToolRegistry) Equivalence {
 	if len(states) == 0 {
 		states = []map[string]any{{}, {"x": 1.0, "y": 2.0}}
 	}
 	out := Equivalence{Differences: []Difference{}, StatesTested: len(states), Sampled: true,
 		Note: "sampled over the given start states, not decided for all states"}
+	sa, sb := newSimulation(a, tools), newSimulation(b, tools)
 	for si, st := range states {
-		fa := Simulate(a, st, tools).FinalState
-		fb := Simulate(b, st, tools).FinalState
+		fa := sa.run(st).FinalState
+		fb := sb.run(st).FinalState
 		keys := map[string]bool{}
 		for k := range fa {
 			keys[k] = true

@@ -7,8 +7,9 @@ package jsonvalue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math/big"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,18 +35,14 @@ func ToFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// Equal compares two values as JSON: numbers by value (1 == 1.0),
-// objects by members, arrays element-wise.
+// Equal compares two values as JSON: numbers by exact decimal value
+// (1 == 1.0 == 10e-1), objects by members, arrays element-wise. It is
+// reflexive for every JSON value, and a number costs time linear in its
+// length, however many digits or however large its exponent.
 func Equal(a, b any) bool {
-	if fa, ok := ToFloat(a); ok {
-		fb, ok := ToFloat(b)
-		if !ok {
-			return false
-		}
-		if fa == fb {
-			return numEqualExact(a, b)
-		}
-		return false
+	if da, ok := decimalOf(a); ok {
+		db, ok := decimalOf(b)
+		return ok && da == db
 	}
 	switch x := a.(type) {
 	case nil:
@@ -83,25 +80,126 @@ func Equal(a, b any) bool {
 	return false
 }
 
-// numEqualExact settles numbers whose float64 images are equal but which may
-// differ beyond float precision (large integers).
-func numEqualExact(a, b any) bool {
-	ra, okA := new(big.Rat).SetString(numString(a))
-	rb, okB := new(big.Rat).SetString(numString(b))
-	if !okA || !okB {
-		return true
-	}
-	return ra.Cmp(rb) == 0
+// decimal is a number in one normal form, 0.digits × 10^exp with no leading
+// or trailing zero digit, so that equal numbers have equal forms. An exponent
+// beyond int64 (no float holds such a number) stays as its text.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+	bigExp string
 }
 
-func numString(v any) string {
+// decimalOf reads a JSON number (json.Number or a Go number) into its normal
+// form; ok is false for anything else.
+func decimalOf(v any) (decimal, bool) {
+	var s string
 	switch n := v.(type) {
 	case json.Number:
-		return n.String()
+		s = n.String()
 	case float64:
-		return strconv.FormatFloat(n, 'g', -1, 64)
+		s = strconv.FormatFloat(n, 'g', -1, 64)
+	case float32:
+		s = strconv.FormatFloat(float64(n), 'g', -1, 32)
+	case int:
+		s = strconv.Itoa(n)
+	case int64:
+		s = strconv.FormatInt(n, 10)
+	case uint64:
+		s = strconv.FormatUint(n, 10)
+	default:
+		return decimal{}, false
 	}
-	return fmt.Sprint(v)
+	d, ok := parseDecimal(s)
+	if !ok { // NaN, Inf or a malformed json.Number: only the same text is equal
+		return decimal{digits: s}, true
+	}
+	return d, true
+}
+
+// parseDecimal normalises the text of a number: [-]int[.frac][(e|E)[+-]exp].
+func parseDecimal(s string) (decimal, bool) {
+	var d decimal
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		d.neg = s[i] == '-'
+		i++
+	}
+	mant := make([]byte, 0, len(s))
+	point := -1
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			mant = append(mant, c)
+		case c == '.' && point < 0:
+			point = len(mant)
+		default:
+			goto exponent
+		}
+	}
+exponent:
+	if len(mant) == 0 {
+		return decimal{}, false
+	}
+	if point < 0 {
+		point = len(mant)
+	}
+	var expText string
+	if i < len(s) {
+		if s[i] != 'e' && s[i] != 'E' {
+			return decimal{}, false
+		}
+		expText = s[i+1:]
+	}
+	// 0.mant × 10^point, then strip zeros on both ends.
+	lead := 0
+	for lead < len(mant) && mant[lead] == '0' {
+		lead++
+	}
+	if lead == len(mant) {
+		return decimal{}, true // zero, of either sign
+	}
+	trail := len(mant)
+	for mant[trail-1] == '0' {
+		trail--
+	}
+	d.digits = string(mant[lead:trail])
+	shift := int64(point - lead)
+	if expText == "" {
+		d.exp = shift
+		return d, true
+	}
+	e, err := strconv.ParseInt(expText, 10, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if !errors.As(err, &ne) || ne.Err != strconv.ErrRange {
+			return decimal{}, false
+		}
+		d.exp = shift
+		d.bigExp = bigExponent(expText)
+		return d, true
+	}
+	if (e > 0 && shift > math.MaxInt64-e) || (e < 0 && shift < math.MinInt64-e) {
+		d.exp = shift
+		d.bigExp = strconv.FormatInt(e, 10)
+		return d, true
+	}
+	d.exp = e + shift
+	return d, true
+}
+
+// bigExponent writes an exponent beyond int64 in one form: a sign only when
+// negative, no leading zeros.
+func bigExponent(text string) string {
+	sign := ""
+	switch {
+	case strings.HasPrefix(text, "-"):
+		sign, text = "-", text[1:]
+	case strings.HasPrefix(text, "+"):
+		text = text[1:]
+	}
+	return sign + strings.TrimLeft(text, "0")
 }
 
 // Canonical encodes v with sorted object keys (encoding/json sorts map

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -129,15 +130,17 @@ func Classify(a *protocol.Action) Classification {
 	c.Reversibility = reversibility(segs, read && !edit)
 
 	// Command lines and target paths are read where their key says, at any
-	// depth, whatever the value's shape (a string, an array, an object).
-	walkParams(a.Parameters, func(k string, v any) {
+	// depth, whatever the value's shape (a string, an array, an object). The
+	// outermost such key reads everything under it, so a key of the same
+	// kind nested inside it has nothing more to find.
+	walkParams(a.Parameters, func(k string, v any, inCommand, inPath bool) {
 		lk := strings.ToLower(k)
-		if commandParams[lk] {
+		if commandParams[lk] && !inCommand {
 			if w := commandSignal(v); w != "" {
 				raise(FullAccess, fmt.Sprintf("command keyword '%s' in '%s'", w, k))
 			}
 		}
-		if pathParams[lk] {
+		if pathParams[lk] && !inPath {
 			for _, s := range stringsIn(v) {
 				if secretPaths.MatchString(path.Clean(s)) {
 					raise(FullAccess, fmt.Sprintf("'%s' targets a credential path", k))
@@ -146,7 +149,7 @@ func Classify(a *protocol.Action) Classification {
 			}
 		}
 	})
-	if key := credentialKey(a.Parameters, ""); key != "" {
+	if key := credentialKey(a.Parameters); key != "" {
 		raise(FullAccess, fmt.Sprintf("parameter key '%s' names a credential", key))
 	}
 	if p := dangerPhrase(a.Parameters); p != "" {
@@ -217,44 +220,47 @@ func words(text string) []string {
 }
 
 // walkParams calls f for every key at any depth of m, through objects and
-// arrays, in a stable order.
-func walkParams(m map[string]any, f func(key string, v any)) {
-	for _, k := range jsonvalue.SortedKeys(m) {
-		f(k, m[k])
-		walkValue(m[k], f)
-	}
-}
-
-func walkValue(v any, f func(key string, v any)) {
-	switch x := v.(type) {
-	case map[string]any:
-		walkParams(x, f)
-	case []any:
-		for _, e := range x {
-			walkValue(e, f)
+// arrays, in a stable order, saying whether the key is already under a
+// command or a path key.
+func walkParams(m map[string]any, f func(key string, v any, inCommand, inPath bool)) {
+	var walk func(v any, inCommand, inPath bool)
+	walk = func(v any, inCommand, inPath bool) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range jsonvalue.SortedKeys(x) {
+				f(k, x[k], inCommand, inPath)
+				lk := strings.ToLower(k)
+				walk(x[k], inCommand || commandParams[lk], inPath || pathParams[lk])
+			}
+		case []any:
+			for _, e := range x {
+				walk(e, inCommand, inPath)
+			}
 		}
 	}
+	walk(m, false, false)
 }
 
-// stringsIn returns every string inside v, at any depth.
+// stringsIn returns every string inside v, at any depth, in a stable order.
 func stringsIn(v any) []string {
-	switch x := v.(type) {
-	case string:
-		return []string{x}
-	case []any:
-		var out []string
-		for _, e := range x {
-			out = append(out, stringsIn(e)...)
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range jsonvalue.SortedKeys(x) {
+				walk(x[k])
+			}
 		}
-		return out
-	case map[string]any:
-		var out []string
-		for _, k := range jsonvalue.SortedKeys(x) {
-			out = append(out, stringsIn(x[k])...)
-		}
-		return out
 	}
-	return nil
+	walk(v)
+	return out
 }
 
 // unquote drops shell quoting, so that r'm' reads as rm.
@@ -284,43 +290,52 @@ func commandSignal(v any) string {
 
 // credentialKey returns the first parameter key, at any depth, that names a
 // credential ("api_key", "db_password", "auth.token", "headers.0.api_key").
-func credentialKey(m map[string]any, prefix string) string {
-	for _, k := range jsonvalue.SortedKeys(m) {
-		segs := segments(k)
-		joined := " " + strings.Join(segs, " ") + " "
-		hit := false
-		for _, s := range segs {
-			if credentialWords[s] {
-				hit = true
+// The path is written out only for the key it returns.
+func credentialKey(m map[string]any) string {
+	var trail []string
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range jsonvalue.SortedKeys(x) {
+				trail = append(trail, k)
+				if namesCredential(k) || walk(x[k]) {
+					return true
+				}
+				trail = trail[:len(trail)-1]
+			}
+		case []any:
+			for i, e := range x {
+				trail = append(trail, strconv.Itoa(i))
+				if walk(e) {
+					return true
+				}
+				trail = trail[:len(trail)-1]
 			}
 		}
-		for _, p := range credentialPairs {
-			if strings.Contains(joined, " "+p+" ") {
-				hit = true
-			}
-		}
-		if hit {
-			return prefix + k
-		}
-		if found := credentialKeyIn(m[k], prefix+k+"."); found != "" {
-			return found
-		}
+		return false
+	}
+	if walk(m) {
+		return strings.Join(trail, ".")
 	}
 	return ""
 }
 
-func credentialKeyIn(v any, prefix string) string {
-	switch x := v.(type) {
-	case map[string]any:
-		return credentialKey(x, prefix)
-	case []any:
-		for i, e := range x {
-			if found := credentialKeyIn(e, fmt.Sprintf("%s%d.", prefix, i)); found != "" {
-				return found
-			}
+// namesCredential reports whether a parameter key names a credential.
+func namesCredential(k string) bool {
+	segs := segments(k)
+	for _, s := range segs {
+		if credentialWords[s] {
+			return true
 		}
 	}
-	return ""
+	joined := " " + strings.Join(segs, " ") + " "
+	for _, p := range credentialPairs {
+		if strings.Contains(joined, " "+p+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // dangerPhrase finds an always-dangerous phrase in any string value, at word

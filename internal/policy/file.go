@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,10 +83,25 @@ func LoadDir(dir string) (*Engine, int, error) {
 	return NewEngine(all...), len(names), nil
 }
 
+// Ranges of the rule fields: an interval below a millisecond never limits,
+// and every admitted call is remembered until it leaves the interval.
+const (
+	minIntervalSecs = 0.001
+	maxRateCalls    = 1_000_000
+	maxTOMLDepth    = 32
+)
+
 // LoadFile parses one operator policy file.
 func LoadFile(path string) ([]Policy, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	if d := tomlDepth(text); d > maxTOMLDepth {
+		return nil, fmt.Errorf("policy file %s: arrays and inline tables nest %d levels deep; at most %d are accepted", path, d, maxTOMLDepth)
+	}
 	var fr fileRules
-	md, err := toml.DecodeFile(path, &fr)
+	md, err := toml.Decode(string(text), &fr)
 	if err != nil {
 		return nil, fmt.Errorf("policy file %s: %w", path, err)
 	}
@@ -151,8 +167,11 @@ func LoadFile(path string) ([]Policy, error) {
 		if r.Tool == "" || r.MaxCalls == nil || r.IntervalSecs == nil {
 			return nil, fail("rate_limit_tool[%d] needs tool, max_calls and interval_secs", i)
 		}
-		if *r.MaxCalls < 0 || *r.IntervalSecs <= 0 || math.IsInf(*r.IntervalSecs, 0) || math.IsNaN(*r.IntervalSecs) {
-			return nil, fail("rate_limit_tool[%d] needs max_calls >= 0 and a finite interval_secs > 0", i)
+		if *r.MaxCalls < 0 || *r.MaxCalls > maxRateCalls {
+			return nil, fail("rate_limit_tool[%d] (tool '%s'): max_calls must be 0 to %d, got %d", i, r.Tool, maxRateCalls, *r.MaxCalls)
+		}
+		if !(*r.IntervalSecs >= minIntervalSecs) || math.IsInf(*r.IntervalSecs, 0) {
+			return nil, fail("rate_limit_tool[%d] (tool '%s'): interval_secs must be a finite number of seconds, at least %g (a shorter interval never limits), got %g", i, r.Tool, minIntervalSecs, *r.IntervalSecs)
 		}
 		out = append(out, Policy{
 			Name:        "rate_limit_tool:" + r.Tool,
@@ -161,6 +180,50 @@ func LoadFile(path string) ([]Policy, error) {
 		})
 	}
 	return out, nil
+}
+
+// tomlDepth is the deepest nesting of arrays and inline tables in a TOML
+// document, read before the parser (which has no depth limit) sees it.
+// Brackets in strings and comments do not count; a [table] header counts as
+// one level and [[array]] as two, which is harmless.
+func tomlDepth(text []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '#':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			i = skipTOMLString(text, i)
+		case '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ']', '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// skipTOMLString returns the index of the last byte of the string that
+// opens at text[i]: basic or literal, single-line or multi-line.
+func skipTOMLString(text []byte, i int) int {
+	q := text[i]
+	delim := []byte{q}
+	if i+2 < len(text) && text[i+1] == q && text[i+2] == q {
+		delim = []byte{q, q, q}
+	}
+	for j := i + len(delim); j < len(text); j++ {
+		if q == '"' && text[j] == '\\' {
+			j++
+			continue
+		}
+		if bytes.HasPrefix(text[j:], delim) {
+			return j + len(delim) - 1
+		}
+	}
+	return len(text)
 }
 
 // tomlToJSON turns a decoded TOML value into the JSON value it stands for.

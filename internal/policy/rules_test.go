@@ -204,7 +204,12 @@ func TestLoadFileRefusesMalformed(t *testing.T) {
 		{"[[deny_tool_param]]\ntool = \"x\"\n", "deny_tool_param[0] needs tool and param"},
 		{"[[deny_tool_param]]\ntool = \"x\"\nparam = \"y\"\nwhatever = 1\n", "unknown key deny_tool_param.whatever"},
 		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = 1\n", "needs tool, max_calls and interval_secs"},
-		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = -1\ninterval_secs = 1.0\n", "max_calls >= 0"},
+		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = -1\ninterval_secs = 1.0\n", "rate_limit_tool[0] (tool 'x'): max_calls must be 0 to 1000000, got -1"},
+		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = 2000000\ninterval_secs = 1.0\n", "max_calls must be 0 to 1000000"},
+		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = 1\ninterval_secs = 1e-10\n", "rate_limit_tool[0] (tool 'x'): interval_secs must be a finite number of seconds, at least 0.001 (a shorter interval never limits), got 1e-10"},
+		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = 1\ninterval_secs = nan\n", "interval_secs must be"},
+		{"[[rate_limit_tool]]\ntool = \"x\"\nmax_calls = 1\ninterval_secs = inf\n", "interval_secs must be"},
+		{"deny_tool_param = [{tool = \"x\", param = \"y\", equals = " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "}]", "nest 42 levels deep; at most 32 are accepted"},
 		{"deny_keyword = [\"\"]", "would match every action"},
 		{"this is = not toml ]", "policy file"},
 	}
@@ -215,6 +220,20 @@ func TestLoadFileRefusesMalformed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.contains) || !strings.Contains(err.Error(), "bad.toml") {
 			t.Errorf("case %d: want an error naming bad.toml and %q, got %v", i, tc.contains, err)
 		}
+	}
+}
+
+// The depth check reads strings and comments as TOML does: brackets in them
+// are not nesting.
+func TestTOMLDepthIgnoresStringsAndComments(t *testing.T) {
+	body := "# [[[[[[\ndeny_keyword = [\"[[[[\", '{{{{', \"\"\"\n[[[[\"\"\", \"a\\\"[[\"]\n"
+	if d := tomlDepth([]byte(body)); d != 1 {
+		t.Fatalf("depth %d, want 1", d)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "ok.toml", body)
+	if _, _, err := LoadDir(dir); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -3,87 +3,122 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
+	"strings"
+
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// frameProbe holds the envelope members that decide what a frame is.
-type frameProbe struct {
-	JSONRPC *string         `json:"jsonrpc"`
-	Method  json.RawMessage `json:"method"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-}
+// envelopeMembers are the member names the JSON-RPC layer reads. It matches
+// some of them case-insensitively and some exactly, so a frame must spell
+// them exactly.
+var envelopeMembers = []string{"jsonrpc", "method", "id", "params", "meta", "result", "error"}
 
 // checkFrame answers frames the JSON-RPC layer must not see: text that is not
 // JSON (-32700), batches and envelopes that are not JSON-RPC 2.0 (-32600).
-// Answering here keeps one bad frame from closing the whole connection.
+// Every frame it passes is one the JSON-RPC layer decodes, so one bad frame
+// never closes the whole connection.
 func checkFrame(frame []byte) ([]byte, bool) {
 	trimmed := bytes.TrimLeft(frame, " \t\r\n")
 	notJSON := func() ([]byte, bool) {
 		return errorFrame(nil, protocol.CodeParseError,
 			"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame"), false
 	}
-	if len(trimmed) == 0 {
+	if len(trimmed) == 0 || !json.Valid(frame) {
 		return notJSON()
 	}
 	switch trimmed[0] {
 	case '{':
 	case '[':
-		if !json.Valid(frame) {
-			return notJSON()
-		}
 		return errorFrame(nil, protocol.CodeInvalidRequest,
 			"invalid request: batch requests (JSON arrays) are not supported; send each request as its own frame"), false
 	default:
-		if !json.Valid(frame) {
-			return notJSON()
-		}
 		return errorFrame(nil, protocol.CodeInvalidRequest,
 			"invalid request: a frame must be a JSON-RPC 2.0 object"), false
 	}
-	var p frameProbe
-	if err := json.Unmarshal(frame, &p); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || !json.Valid(frame) {
-			return notJSON()
-		}
-		return errorFrame(nil, protocol.CodeInvalidRequest, "invalid request: "+err.Error()), false
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(frame, &members); err != nil {
+		return notJSON()
 	}
-	id, idOK := validID(p.ID)
+	id, idOK := validID(members["id"])
+	invalid := func(message string) ([]byte, bool) {
+		return errorFrame(id, protocol.CodeInvalidRequest, "invalid request: "+message), false
+	}
+	if msg := misspelledMember(members); msg != "" {
+		return invalid(msg)
+	}
 	if !idOK {
-		return errorFrame(nil, protocol.CodeInvalidRequest,
-			"invalid request: id must be a string, a non-negative integer or absent"), false
+		return invalid("id must be a string, an integer from 0 to 9223372036854775807, or absent")
 	}
-	if p.JSONRPC == nil || *p.JSONRPC != "2.0" {
-		return errorFrame(id, protocol.CodeInvalidRequest,
-			`invalid request: the member "jsonrpc" must be exactly "2.0"`), false
+	var version string
+	if v, ok := members["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+		return invalid(`the member "jsonrpc" must be exactly "2.0"`)
 	}
-	isResponse := p.Result != nil || p.Error != nil
-	if p.Method == nil {
-		if isResponse {
-			return nil, true
+	rawMethod, isRequest := members["method"]
+	_, hasResult := members["result"]
+	rawError, hasError := members["error"]
+	isResponse := hasResult || hasError
+	if !isRequest {
+		if !isResponse {
+			return invalid(`a request needs a "method" string`)
 		}
-		return errorFrame(id, protocol.CodeInvalidRequest,
-			`invalid request: a request needs a "method" string`), false
+		if msg := badResponse(frame, members["result"], hasResult, rawError); msg != "" {
+			return invalid(msg)
+		}
+		return nil, true
 	}
 	if isResponse {
-		return errorFrame(id, protocol.CodeInvalidRequest,
-			`invalid request: a message cannot carry both "method" and "result"/"error"`), false
+		return invalid(`a message cannot carry both "method" and "result"/"error"`)
 	}
 	var method string
-	if err := json.Unmarshal(p.Method, &method); err != nil || method == "" {
-		return errorFrame(id, protocol.CodeInvalidRequest,
-			`invalid request: "method" must be a non-empty string`), false
+	if err := json.Unmarshal(rawMethod, &method); err != nil || method == "" {
+		return invalid(`"method" must be a non-empty string`)
 	}
 	return nil, true
 }
 
-// validID reports whether raw is an id this server can echo, and returns it
-// in a form that can be echoed (nil for absent or null).
+// misspelledMember names an envelope member spelled in another case: the
+// JSON-RPC layer would read some such members and ignore others.
+func misspelledMember(members map[string]json.RawMessage) string {
+	for name := range members {
+		for _, want := range envelopeMembers {
+			if name != want && strings.EqualFold(name, want) {
+				return strconv.Quote(name) + ` is not a JSON-RPC member; member names are case-sensitive: write ` + strconv.Quote(want)
+			}
+		}
+	}
+	return ""
+}
+
+// badResponse says what keeps a response frame from decoding as the JSON-RPC
+// layer decodes it: a result or an error it cannot hold, or neither.
+func badResponse(frame, result json.RawMessage, hasResult bool, rawError json.RawMessage) string {
+	errNull := rawError == nil || string(rawError) == "null"
+	if !hasResult && errNull {
+		return `a response needs a "result" or a non-null "error"`
+	}
+	var v any
+	if hasResult && json.Unmarshal(result, &v) != nil {
+		return `"result" holds a number outside the float64 range`
+	}
+	if !errNull {
+		var e jsonrpc2.Error
+		if json.Unmarshal(rawError, &v) != nil || json.Unmarshal(rawError, &e) != nil {
+			return `"error" must be an object {code: integer, message: string, data?: any} with numbers in the float64 range`
+		}
+	}
+	var r jsonrpc2.Response
+	if err := json.Unmarshal(frame, &r); err != nil {
+		return "the response does not decode: " + err.Error()
+	}
+	return ""
+}
+
+// validID reports whether raw is an id this server can echo and the JSON-RPC
+// layer can hold, and returns it in a form that can be echoed (nil for absent
+// or null).
 func validID(raw json.RawMessage) (json.RawMessage, bool) {
 	if raw == nil || string(raw) == "null" {
 		return nil, true
@@ -94,7 +129,7 @@ func validID(raw json.RawMessage) (json.RawMessage, bool) {
 	case '-':
 		return nil, false
 	}
-	if _, err := strconv.ParseUint(string(raw), 10, 64); err != nil {
+	if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
 		return nil, false
 	}
 	return raw, true

@@ -33,6 +33,15 @@ func TestMalformedFramesGetErrorsAndKeepTheConnection(t *testing.T) {
 		{"param wrong type", `{"jsonrpc":"2.0","id":14,"method":"state.get","params":{"key":5}}`, protocol.CodeInvalidParams, "param 'key' must be a string", "14"},
 		{"param empty", `{"jsonrpc":"2.0","id":15,"method":"state.get","params":{"key":""}}`, protocol.CodeInvalidParams, "param 'key' is required", "15"},
 		{"params not object", `{"jsonrpc":"2.0","id":16,"method":"state.set","params":[1]}`, protocol.CodeInvalidParams, "params must be", "16"},
+		{"member in another case", `{"jsonrpC":"2.0","Method":"0"}`, protocol.CodeInvalidRequest, "case-sensitive", "null"},
+		{"id in another case", `{"jsonrpc":"2.0","ID":17,"method":"state.keys"}`, protocol.CodeInvalidRequest, `write "id"`, "null"},
+		{"null error, no result", `{"jsonrpc":"2.0","id":18,"error":null}`, protocol.CodeInvalidRequest, `"result" or a non-null "error"`, "18"},
+		{"error a number", `{"jsonrpc":"2.0","id":19,"error":5}`, protocol.CodeInvalidRequest, "{code: integer", "19"},
+		{"error a string", `{"jsonrpc":"2.0","id":20,"error":"x"}`, protocol.CodeInvalidRequest, "{code: integer", "20"},
+		{"error code a string", `{"jsonrpc":"2.0","id":21,"error":{"code":"x"}}`, protocol.CodeInvalidRequest, "{code: integer", "21"},
+		{"result out of float range", `{"jsonrpc":"2.0","id":22,"result":1e700}`, protocol.CodeInvalidRequest, "float64 range", "22"},
+		{"id past int64", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"state.keys"}`, protocol.CodeInvalidRequest, "9223372036854775807", "null"},
+		{"id at uint64 max", `{"jsonrpc":"2.0","id":18446744073709551615,"method":"state.keys"}`, protocol.CodeInvalidRequest, "id must be", "null"},
 		{"string id", `{"jsonrpc":"2.0","id":"abc","method":"tools.unregister","params":{}}`, protocol.CodeInvalidParams, "'name'", `"abc"`},
 	}
 	for _, tc := range cases {

@@ -10,21 +10,16 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// decodeProposalParam reads {proposal} for the permission methods, with ids
-// minted as proposal.submit would.
-func decodeProposalParam(params *json.RawMessage) (*protocol.ActionProposal, error) {
+// decodeProposalParam reads {proposal} for the permission methods, within
+// max_actions and with ids minted as proposal.submit would.
+func (c *conn) decodeProposalParam(params *json.RawMessage) (*protocol.ActionProposal, error) {
 	var p struct {
 		Proposal json.RawMessage `json:"proposal"`
 	}
 	if err := decodeParams(params, &p, "{proposal: ActionProposal}"); err != nil {
 		return nil, err
 	}
-	prop, err := protocol.DecodeProposal(p.Proposal)
-	if err != nil {
-		return nil, invalidParams("%v", err)
-	}
-	engine.Normalize(prop)
-	return prop, nil
+	return c.decodeAnalysed(p.Proposal, "")
 }
 
 func (c *conn) permissionGetTier(context.Context, *json.RawMessage) (any, error) {
@@ -54,7 +49,7 @@ func (c *conn) permissionSetTier(_ context.Context, params *json.RawMessage) (an
 }
 
 func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, err := decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +76,7 @@ func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (a
 }
 
 func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, err := decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +84,7 @@ func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (a
 }
 
 func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, err := decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params)
 	if err != nil {
 		return nil, err
 	}

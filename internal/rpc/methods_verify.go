@@ -13,8 +13,23 @@ import (
 
 const verifyShape = "{proposal: ActionProposal, initial_state?: object}"
 
+// decodeAnalysed decodes a proposal a method analyses without executing it:
+// within max_actions, as proposal.submit would take it, with ids minted.
+// label prefixes errors ("a: ...") when a method takes more than one.
+func (c *conn) decodeAnalysed(raw json.RawMessage, label string) (*protocol.ActionProposal, error) {
+	prop, err := protocol.DecodeProposal(raw)
+	if err == nil {
+		err = c.srv.rt.CheckActions(prop)
+	}
+	if err != nil {
+		return nil, invalidParams("%s%v", label, err)
+	}
+	engine.Normalize(prop)
+	return prop, nil
+}
+
 // decodeVerify reads {proposal, initial_state?}, with ids minted.
-func decodeVerify(params *json.RawMessage, shape string) (*protocol.ActionProposal, map[string]any, error) {
+func (c *conn) decodeVerify(params *json.RawMessage, shape string) (*protocol.ActionProposal, map[string]any, error) {
 	var p struct {
 		Proposal     json.RawMessage `json:"proposal"`
 		InitialState map[string]any  `json:"initial_state"`
@@ -22,16 +37,15 @@ func decodeVerify(params *json.RawMessage, shape string) (*protocol.ActionPropos
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, nil, err
 	}
-	prop, err := protocol.DecodeProposal(p.Proposal)
+	prop, err := c.decodeAnalysed(p.Proposal, "")
 	if err != nil {
-		return nil, nil, invalidParams("%v", err)
+		return nil, nil, err
 	}
-	engine.Normalize(prop)
 	return prop, p.InitialState, nil
 }
 
 func (c *conn) verify(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, state, err := decodeVerify(params, verifyShape)
+	prop, state, err := c.decodeVerify(params, verifyShape)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +53,7 @@ func (c *conn) verify(_ context.Context, params *json.RawMessage) (any, error) {
 }
 
 func (c *conn) simulate(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, state, err := decodeVerify(params, verifyShape)
+	prop, state, err := c.decodeVerify(params, verifyShape)
 	if err != nil {
 		return nil, err
 	}
@@ -56,21 +70,22 @@ func (c *conn) equivalent(_ context.Context, params *json.RawMessage) (any, erro
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
-	a, err := protocol.DecodeProposal(p.A)
-	if err != nil {
-		return nil, invalidParams("a: %v", err)
+	if len(p.TestStates) > engine.MaxTestStates {
+		return nil, invalidParams("param 'test_states' has %d states; at most %d are compared: split the comparison", len(p.TestStates), engine.MaxTestStates)
 	}
-	b, err := protocol.DecodeProposal(p.B)
+	a, err := c.decodeAnalysed(p.A, "a: ")
 	if err != nil {
-		return nil, invalidParams("b: %v", err)
+		return nil, err
 	}
-	engine.Normalize(a)
-	engine.Normalize(b)
+	b, err := c.decodeAnalysed(p.B, "b: ")
+	if err != nil {
+		return nil, err
+	}
 	return engine.Equivalent(a, b, p.TestStates, c.sess.Tools), nil
 }
 
 func (c *conn) optimize(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, _, err := decodeVerify(params, "{proposal: ActionProposal}")
+	prop, _, err := c.decodeVerify(params, "{proposal: ActionProposal}")
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +99,10 @@ func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, er
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
-	prop, err := protocol.DecodeProposal(p.Proposal)
+	prop, err := c.decodeAnalysed(p.Proposal, "")
 	if err != nil {
-		return nil, invalidParams("%v", err)
+		return nil, err
 	}
-	engine.Normalize(prop)
 	res, err := engine.MonteCarlo(ctx, prop, p, c.sess.Tools)
 	if err != nil {
 		return nil, invalidParams("%v", err)
