@@ -37,10 +37,11 @@ func Preview(params map[string]any) map[string]any {
 	return previewObject(params, 1)
 }
 
-// namesCredential reports whether a parameter key names a credential, by the
-// same test Classify applies plus the header names above.
-func namesCredential(key string) bool {
-	if credentialKey(map[string]any{key: nil}, "") != "" {
+// redacts reports whether the preview hides a key's value: it names a
+// credential, by the same test Classify applies, or is one of the header
+// names above.
+func redacts(key string) bool {
+	if namesCredential(key) {
 		return true
 	}
 	for _, s := range segments(key) {
@@ -59,7 +60,7 @@ func previewObject(m map[string]any, depth int) map[string]any {
 			out["…"] = fmt.Sprintf("+%d more keys", len(keys)-previewMaxKeys)
 			break
 		}
-		if namesCredential(k) {
+		if redacts(k) {
 			out[k] = redacted
 			continue
 		}
