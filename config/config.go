@@ -35,6 +35,8 @@ type Config struct {
 	ShutdownGrace      time.Duration // how long in-flight requests may finish on shutdown
 	SupervisionTimeout time.Duration // how long a parked proposal waits for a supervisor
 	MaxActions         int           // actions per proposal
+	MaxResolvedAction  int64         // one action's resolved parameters and effects, in bytes
+	MaxResolvedTotal   int64         // a proposal's resolved actions together, in bytes
 	MaxConcurrency     int           // actions of one proposal running at once
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
@@ -205,6 +207,8 @@ func (c *Config) resolve(r *reader) error {
 	c.ShutdownGrace = r.duration("shutdown_grace")
 	c.SupervisionTimeout = r.duration("supervision_timeout")
 	c.MaxActions = r.integer("max_actions")
+	c.MaxResolvedAction = int64(r.integer("max_resolved_action_bytes"))
+	c.MaxResolvedTotal = int64(r.integer("max_resolved_proposal_bytes"))
 	c.MaxConcurrency = r.integer("max_concurrency")
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
@@ -217,7 +221,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

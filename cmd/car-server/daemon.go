@@ -93,14 +93,16 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 
 	rt := engine.NewRuntime(engine.Options{
-		MaxActions:         cfg.MaxActions,
-		MaxConcurrency:     cfg.MaxConcurrency,
-		ToolTimeout:        cfg.ToolTimeout,
-		Idempotency:        idem,
-		Approvals:          ledger,
-		Messages:           messages,
-		SupervisionTimeout: cfg.SupervisionTimeout,
-		ApprovalTimeout:    cfg.ApprovalTimeout,
+		MaxActions:               cfg.MaxActions,
+		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
+		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
+		MaxConcurrency:           cfg.MaxConcurrency,
+		ToolTimeout:              cfg.ToolTimeout,
+		Idempotency:              idem,
+		Approvals:                ledger,
+		Messages:                 messages,
+		SupervisionTimeout:       cfg.SupervisionTimeout,
+		ApprovalTimeout:          cfg.ApprovalTimeout,
 	})
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
