@@ -36,6 +36,9 @@ type Config struct {
 	SupervisionTimeout time.Duration // how long a parked proposal waits for a supervisor
 	MaxActions         int           // actions per proposal
 	MaxConcurrency     int           // actions of one proposal running at once
+	StreamIdleTimeout  time.Duration // a silent stream handle fails after this
+	MaxStreamHandles   int           // stream handles per connection
+	MaxStreamChunk     int           // largest stream chunk accepted, in bytes
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
 
@@ -206,6 +209,9 @@ func (c *Config) resolve(r *reader) error {
 	c.SupervisionTimeout = r.duration("supervision_timeout")
 	c.MaxActions = r.integer("max_actions")
 	c.MaxConcurrency = r.integer("max_concurrency")
+	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
+	c.MaxStreamHandles = r.integer("max_stream_handles")
+	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
 	if c.LogFormat != "json" && c.LogFormat != "console" {
@@ -217,7 +223,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}
