@@ -1,7 +1,8 @@
 // Package client is a small Go client for car-server: it dials the daemon
 // over WebSocket (TCP or the Unix socket), authenticates, negotiates the
 // protocol version, makes calls, and serves the daemon's requests back to the
-// client (tools.execute) and its notifications (tools.cancel).
+// client (tools.execute) and its notifications (tools.cancel). Stream runs a
+// streaming tool as a function writing chunks.
 package client
 
 import (
@@ -50,12 +51,14 @@ type Options struct {
 type Client struct {
 	ws   *websocket.Conn
 	rpc  *jsonrpc2.Conn
+	ctx  context.Context // ends with Close
 	stop context.CancelFunc
 
 	mu       sync.RWMutex
 	requests map[string]RequestHandler
 	notes    map[string]NotificationHandler
-	closed   bool // guarded by mu; no handler starts after Close
+	streams  map[string]context.CancelCauseFunc // handle → its running Stream
+	closed   bool                               // guarded by mu; no handler starts after Close
 	inflight sync.WaitGroup
 }
 
@@ -114,7 +117,9 @@ func New(ws *websocket.Conn) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		ws:       ws,
+		ctx:      ctx,
 		stop:     cancel,
+		streams:  make(map[string]context.CancelCauseFunc),
 		requests: make(map[string]RequestHandler),
 		notes:    make(map[string]NotificationHandler),
 	}
@@ -207,6 +212,9 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		params = *req.Params
 	}
 	if req.Notif {
+		if req.Method == protocol.MethodToolsCancel {
+			c.cancelStream(params)
+		}
 		c.mu.RLock()
 		nh := c.notes[req.Method]
 		c.mu.RUnlock()

@@ -38,6 +38,9 @@ type Config struct {
 	MaxResolvedAction  int64         // one action's resolved parameters and effects, in bytes
 	MaxResolvedTotal   int64         // a proposal's resolved actions together, in bytes
 	MaxConcurrency     int           // actions of one proposal running at once
+	StreamIdleTimeout  time.Duration // a silent stream handle fails after this
+	MaxStreamHandles   int           // stream handles per connection
+	MaxStreamChunk     int           // largest stream chunk accepted, in bytes
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
 
@@ -210,6 +213,9 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxResolvedAction = int64(r.integer("max_resolved_action_bytes"))
 	c.MaxResolvedTotal = int64(r.integer("max_resolved_proposal_bytes"))
 	c.MaxConcurrency = r.integer("max_concurrency")
+	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
+	c.MaxStreamHandles = r.integer("max_stream_handles")
+	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
 	if c.LogFormat != "json" && c.LogFormat != "console" {
@@ -221,7 +227,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

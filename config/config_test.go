@@ -159,6 +159,9 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_resolved_proposal_bytes": {"7", "7", func(c *Config) any { return c.MaxResolvedTotal }},
 		"log_format":                  {"console", "console", func(c *Config) any { return c.LogFormat }},
 		"log_level":                   {"debug", "debug", func(c *Config) any { return c.LogLevel }},
+		"stream_idle_timeout":         {"7", "7s", func(c *Config) any { return c.StreamIdleTimeout }},
+		"max_stream_handles":          {"7", "7", func(c *Config) any { return c.MaxStreamHandles }},
+		"max_stream_chunk_bytes":      {"7", "7", func(c *Config) any { return c.MaxStreamChunk }},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

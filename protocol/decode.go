@@ -29,6 +29,7 @@ type actionWire struct {
 	WriteSet          []string          `json:"write_set"`
 	Assumptions       []json.RawMessage `json:"assumptions"`
 	InvocationMode    *string           `json:"invocation_mode"`
+	Await             []string          `json:"await"`
 	Reversibility     *string           `json:"reversibility"`
 	Compensation      json.RawMessage   `json:"compensation"`
 	Idempotent        *bool             `json:"idempotent"`
@@ -140,11 +141,14 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	a.ReadSet, a.WriteSet, a.Assumptions = w.ReadSet, w.WriteSet, w.Assumptions
 	a.InvocationMode = deref(w.InvocationMode)
 	if a.InvocationMode == "" {
-		a.InvocationMode = "one_shot"
+		a.InvocationMode = ModeOneShot
 	}
-	if a.InvocationMode != "one_shot" {
-		return a, fmt.Errorf("field 'invocation_mode' '%s' is not supported by this daemon; use one_shot", a.InvocationMode)
+	switch a.InvocationMode {
+	case ModeOneShot, ModeStreaming, ModeLongRunning:
+	default:
+		return a, fmt.Errorf("field 'invocation_mode' must be one_shot, streaming or long_running; got '%s'", a.InvocationMode)
 	}
+	a.Await = w.Await
 	a.Reversibility = Irreversible
 	if w.Reversibility != nil {
 		a.Reversibility = Reversibility(*w.Reversibility)

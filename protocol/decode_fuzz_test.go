@@ -97,7 +97,7 @@ func checkIR(t *testing.T, p *protocol.ActionProposal) {
 		default:
 			t.Fatalf("action %d: type %q", i, a.Type)
 		}
-		if a.Parameters == nil || a.InvocationMode != "one_shot" || a.MaxRetries > protocol.MaxRetriesLimit {
+		if a.Parameters == nil || (a.InvocationMode != protocol.ModeOneShot && a.InvocationMode != protocol.ModeStreaming && a.InvocationMode != protocol.ModeLongRunning) || a.MaxRetries > protocol.MaxRetriesLimit {
 			t.Fatalf("action %d: defaults or bounds not applied: %+v", i, a)
 		}
 		switch a.Reversibility {

@@ -87,6 +87,7 @@ type Action struct {
 	WriteSet          []string          `json:"write_set,omitempty"`
 	Assumptions       []json.RawMessage `json:"assumptions,omitempty"`
 	InvocationMode    string            `json:"invocation_mode,omitempty"`
+	Await             []string          `json:"await,omitempty"` // detached actions whose handle must end first (an extension)
 	Reversibility     Reversibility     `json:"reversibility"`
 	Compensation      json.RawMessage   `json:"compensation,omitempty"`
 	Idempotent        bool              `json:"idempotent"`
@@ -178,6 +179,10 @@ type ToolExecuteParams struct {
 	Attempt    int            `json:"attempt"`
 	RequestID  string         `json:"request_id"`
 	SessionID  string         `json:"session_id,omitempty"`
+	// For a detached action: the mode, and the daemon-minted handle the
+	// client's tools.stream.chunk notifications name.
+	InvocationMode string `json:"invocation_mode,omitempty"`
+	Handle         string `json:"handle,omitempty"`
 }
 
 // ToolCancelParams are the params of the tools.cancel notification.
@@ -185,4 +190,5 @@ type ToolCancelParams struct {
 	RequestID string `json:"request_id"`
 	ActionID  string `json:"action_id"`
 	Reason    string `json:"reason"`
+	Handle    string `json:"handle,omitempty"` // set when a detached invocation is cancelled
 }

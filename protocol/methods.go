@@ -18,6 +18,12 @@ const (
 	MethodToolsList       = "tools.list"
 	MethodToolsUnregister = "tools.unregister"
 
+	MethodToolsPoll              = "tools.poll"
+	MethodToolsStreamSubscribe   = "tools.stream.subscribe"
+	MethodToolsStreamUnsubscribe = "tools.stream.unsubscribe"
+	// tools.cancel {handle} is also a client → server request: the same
+	// name as the notification below, the opposite direction.
+
 	MethodStateGet      = "state.get"
 	MethodStateSet      = "state.set"
 	MethodStateExists   = "state.exists"
@@ -66,7 +72,10 @@ const (
 // Server → client requests and notifications.
 const (
 	MethodToolsExecute = "tools.execute" // request: run a tool the client registered
-	MethodToolsCancel  = "tools.cancel"  // notification: the daemon gave up on a tools.execute
+	MethodToolsCancel  = "tools.cancel"  // notification: the daemon gave up on a tools.execute, or cancelled a handle
+
+	MethodToolsStreamChunk = "tools.stream.chunk" // client → server notification: a chunk of a handle the client runs
+	MethodToolsStreamEvent = "tools.stream.event" // notification: a chunk, to a tools.stream.subscribe connection
 
 	MethodSupervisionIntent = "supervision.intent" // notification: a proposal waits for a supervisor
 	MethodMultiRunAgent     = "multi.run_agent"    // request: run one agent, answer an AgentOutput

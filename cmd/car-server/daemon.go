@@ -22,6 +22,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/streams"
 )
 
 // serve runs the daemon until ctx is cancelled (SIGTERM/SIGINT), then shuts
@@ -103,7 +104,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Messages:                 messages,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
+		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
 	})
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	sweeping := make(chan struct{})
+	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
+	defer func() { stopSweep(); <-sweeping }()
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	hostToken := cfg.HostToken

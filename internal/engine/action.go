@@ -44,6 +44,9 @@ func (r *run) runAction(ctx context.Context, i int) {
 // perform runs the stages of runAction and returns the action's outcome.
 func (r *run) perform(ctx context.Context, i int) outcome {
 	a := r.nodes[i].action
+	if err := r.awaitStreams(ctx, i); err != nil {
+		return failure(ctx, a, outcome{err: err})
+	}
 	params, effects, rej := r.resolve(i)
 	if rej != nil {
 		return *rej
@@ -53,12 +56,7 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 	}
 	out := r.act(ctx, i, params)
 	if out.err != nil {
-		out.status = protocol.StatusFailed
-		if a.FailureBehavior == protocol.FailSkip && ctx.Err() == nil {
-			out.status = protocol.StatusSkipped
-		}
-		out.output, out.changes = nil, nil
-		return out
+		return failure(ctx, a, out)
 	}
 	for _, k := range jsonvalue.SortedKeys(effects) {
 		r.write(k, effects[k])
@@ -68,6 +66,17 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
 	}
 	out.status = protocol.StatusSucceeded
+	return out
+}
+
+// failure is the outcome of an action that ran and failed: skipped when its
+// failure_behavior says so and the proposal goes on, failed otherwise.
+func failure(ctx context.Context, a *protocol.Action, out outcome) outcome {
+	out.status = protocol.StatusFailed
+	if a.FailureBehavior == protocol.FailSkip && ctx.Err() == nil {
+		out.status = protocol.StatusSkipped
+	}
+	out.output, out.changes = nil, nil
 	return out
 }
 
@@ -224,6 +233,10 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	a, t := nd.action, nd.tool
 	if t == nil {
 		return nil, "", fmt.Errorf("tool '%s' was not resolved at validation", a.Tool)
+	}
+	if a.Detached() {
+		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation
+		return out, "", err
 	}
 	var idemKey string
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {

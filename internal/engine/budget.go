@@ -22,6 +22,7 @@ func (rt *Runtime) Budget(sub *Submission) time.Duration {
 	for i := range sub.Proposal.Actions {
 		a := &sub.Proposal.Actions[i]
 		total = addSat(total, rt.actionBudget(sub, a))
+		total = addSat(total, rt.awaitBudget(a))
 		if rt.opts.Desk != nil && hasReferences(a) {
 			total = addSat(total, rt.opts.ApprovalTimeout) // it may park again once resolved
 		}
@@ -32,7 +33,7 @@ func (rt *Runtime) Budget(sub *Submission) time.Duration {
 // hasReferences reports whether an action's parameters or effects name an
 // earlier action's output.
 func hasReferences(a *protocol.Action) bool {
-	refs := map[string]struct{}{}
+	refs := map[string]bool{}
 	referencedIDs(a.Parameters, refs)
 	referencedIDs(a.ExpectedEffects, refs)
 	return len(refs) > 0
@@ -59,6 +60,18 @@ func (rt *Runtime) actionBudget(sub *Submission, a *protocol.Action) time.Durati
 		total = addSat(total, rt.backoff(n))
 	}
 	return total
+}
+
+// awaitBudget is how long an action may wait for the streams it awaits:
+// its timeout_ms, or the default tool timeout.
+func (rt *Runtime) awaitBudget(a *protocol.Action) time.Duration {
+	if len(a.Await) == 0 {
+		return 0
+	}
+	if a.TimeoutMs != nil {
+		return protocol.Millis(*a.TimeoutMs)
+	}
+	return rt.opts.ToolTimeout
 }
 
 // addSat is a+b for non-negative durations, saturating.

@@ -73,7 +73,7 @@ func (rg *running) take(id, by string, host bool) []*runningProposal {
 // The proposal's context ends with the cause "cancelled: <reason>": running
 // callbacks get tools.cancel with that text, actions not started end
 // skipped, running ones failed, and the proposal rolls back as on any
-// failure. It reports whether it stopped anything; an unknown or finished
+// failure; its running stream handles end cancelled, their tools told. It reports whether it stopped anything; an unknown or finished
 // id, or another connection's proposal, is false.
 func (rt *Runtime) Cancel(proposalID, reason, by string, host bool) (cancelled bool) {
 	if reason == "" {
@@ -85,5 +85,7 @@ func (rt *Runtime) Cancel(proposalID, reason, by string, host bool) (cancelled b
 			Data: map[string]any{"reason": reason, "by": by, "host": host}})
 		rp.cancel(fmt.Errorf("cancelled: %s", reason))
 	}
-	return len(runs) > 0
+	// Its detached tools may run on after the proposal has finished.
+	handles := rt.Streams.CancelProposal(proposalID, by, host, "cancelled: "+reason)
+	return len(runs) > 0 || handles > 0
 }

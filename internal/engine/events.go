@@ -30,6 +30,8 @@ const (
 	EventStateChanged           EventKind = "state_changed"
 	EventStateRolledBack        EventKind = "state_rolled_back"
 	EventToolCancelled          EventKind = "tool_cancelled"
+	EventToolStreamStarted      EventKind = "tool_stream_started" // a detached tool started: its handle
+	EventToolStreamEnded        EventKind = "tool_stream_ended"   // a handle ended: succeeded, failed or cancelled
 	EventPolicyViolation        EventKind = "policy_violation"
 	EventIdempotencyInvalidated EventKind = "idempotency_invalidated"
 	EventPermissionDecision     EventKind = "permission_decision"

@@ -13,6 +13,8 @@ type ToolCall struct {
 	Parameters map[string]any
 	Timeout    time.Duration // the budget of this attempt; ctx carries the same deadline
 	Attempt    int           // 1-based
+	Mode       string        // for a detached call: streaming or long_running
+	Handle     string        // for a detached call: the handle its chunks name
 }
 
 // ToolExecutor runs tools for a session. The engine gives up on a call by
@@ -20,4 +22,12 @@ type ToolCall struct {
 // that reason on to whoever runs the tool.
 type ToolExecutor interface {
 	ExecuteTool(ctx context.Context, call ToolCall) (any, error)
+}
+
+// DetachedExecutor is an executor that can run detached tools: ExecuteTool
+// with a Handle returns once the tool has started, and the tool's chunks
+// reach Runtime.Streams. CancelHandle tells the tool to stop that handle.
+type DetachedExecutor interface {
+	ToolExecutor
+	CancelHandle(call ToolCall, reason string)
 }

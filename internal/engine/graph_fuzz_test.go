@@ -94,7 +94,7 @@ func FuzzInterpolate(f *testing.F) {
 			for _, d := range g.deps[i] {
 				deps[p.Actions[d].ID] = true
 			}
-			outputs := func(id string) (any, bool) {
+			outputs := func(id string, _ bool) (any, bool) {
 				if !deps[id] {
 					t.Fatalf("action %s read the output of %s, which it does not depend on", p.Actions[i].ID, id)
 				}

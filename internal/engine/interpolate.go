@@ -13,20 +13,26 @@ import (
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
-// refPattern matches a reference to an earlier action's output:
-// $<id>.output, optionally followed by .field or .index steps.
-var refPattern = regexp.MustCompile(`\$([A-Za-z0-9_\-]+)\.output((?:\.[A-Za-z0-9_\-]+)*)`)
+// refPattern matches a reference to an earlier action's output,
+// $<id>.output, or to the result of a stream it awaits, $<id>.result,
+// optionally followed by .field or .index steps.
+var refPattern = regexp.MustCompile(`\$([A-Za-z0-9_\-]+)\.(output|result)((?:\.[A-Za-z0-9_\-]+)*)`)
 
-// referencedIDs returns the action ids that parameters refer to. A reference
-// implies a dependency edge.
-func referencedIDs(v any, out map[string]struct{}) {
+// lookupFunc finds what a reference names: the output of action id, or,
+// with result set, the result of its awaited stream.
+type lookupFunc func(id string, result bool) (any, bool)
+
+// referencedIDs records the action ids that parameters refer to, each true
+// when some reference to it reads its stream's result. A reference implies
+// a dependency edge.
+func referencedIDs(v any, out map[string]bool) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
 			return
 		}
 		for _, m := range refPattern.FindAllStringSubmatch(x, -1) {
-			out[m[1]] = struct{}{}
+			out[m[1]] = out[m[1]] || m[2] == "result"
 		}
 	case []any:
 		for _, e := range x {
@@ -45,14 +51,14 @@ func referencedIDs(v any, out map[string]struct{}) {
 // JSON). Containers are copied; call it only on parameters that refer. Every
 // byte of the result is charged to budget before it is built, so a reference
 // repeated or chained cannot build more than the budget allows.
-func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudget) (any, error) {
+func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
 			return x, budget.charge(stringSize(x))
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
-			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
+			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]], outputs)
 			if err != nil {
 				return nil, err
 			}
@@ -64,7 +70,7 @@ func interpolate(v any, outputs func(id string) (any, bool), budget *resolveBudg
 		texts := make([]string, len(locs))
 		size := len(x)
 		for n, loc := range locs {
-			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], outputs)
+			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]], outputs)
 			if err != nil {
 				return nil, err
 			}
@@ -221,32 +227,36 @@ func stringSize(s string) int64 {
 	return n
 }
 
-// resolveRef walks path (".items.0.name") into the output of action id.
-func resolveRef(id, path string, outputs func(string) (any, bool)) (any, error) {
-	cur, ok := outputs(id)
-	if !ok {
+// resolveRef walks path (".items.0.name") into the output (kind "output")
+// or the awaited stream's result (kind "result") of action id.
+func resolveRef(id, kind, path string, outputs lookupFunc) (any, error) {
+	cur, ok := outputs(id, kind == "result")
+	switch {
+	case !ok && kind == "result":
+		return nil, fmt.Errorf("reference $%s.result%s: action '%s' has no stream result; an action reads it after await: [\"%s\"]", id, path, id, id)
+	case !ok:
 		return nil, fmt.Errorf("reference $%s.output%s: action '%s' has no output (it did not succeed)", id, path, id)
 	}
 	if path == "" {
 		return cur, nil
 	}
-	walked := "$" + id + ".output"
+	walked := "$" + id + "." + kind
 	for _, step := range strings.Split(path[1:], ".") {
 		switch c := cur.(type) {
 		case map[string]any:
 			next, ok := c[step]
 			if !ok {
-				return nil, fmt.Errorf("reference $%s.output%s: %s has no field '%s'", id, path, walked, step)
+				return nil, fmt.Errorf("reference $%s.%s%s: %s has no field '%s'", id, kind, path, walked, step)
 			}
 			cur = next
 		case []any:
 			i, err := strconv.Atoi(step)
 			if err != nil || i < 0 || i >= len(c) {
-				return nil, fmt.Errorf("reference $%s.output%s: %s is an array of %d; '%s' is not an index in it", id, path, walked, len(c), step)
+				return nil, fmt.Errorf("reference $%s.%s%s: %s is an array of %d; '%s' is not an index in it", id, kind, path, walked, len(c), step)
 			}
 			cur = c[i]
 		default:
-			return nil, fmt.Errorf("reference $%s.output%s: %s is %s, not an object or array", id, path, walked, jsonvalue.Canonical(c))
+			return nil, fmt.Errorf("reference $%s.%s%s: %s is %s, not an object or array", id, kind, path, walked, jsonvalue.Canonical(c))
 		}
 		walked += "." + step
 	}

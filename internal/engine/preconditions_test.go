@@ -51,7 +51,15 @@ func TestPreconditions(t *testing.T) {
 
 func TestInterpolate(t *testing.T) {
 	outputs := map[string]any{"a1": map[string]any{"items": []any{map[string]any{"name": "n"}}, "count": json.Number("2")}}
-	lookup := func(id string) (any, bool) { v, ok := outputs[id]; return v, ok }
+	results := map[string]any{"s1": map[string]any{"exit": json.Number("0")}}
+	lookup := func(id string, result bool) (any, bool) {
+		if result {
+			v, ok := results[id]
+			return v, ok
+		}
+		v, ok := outputs[id]
+		return v, ok
+	}
 	cases := []struct {
 		in   any
 		want string
@@ -65,6 +73,10 @@ func TestInterpolate(t *testing.T) {
 		{"$a1.output.nope", ``, "has no field 'nope'"},
 		{"$a1.output.count.x", ``, "not an object or array"},
 		{"$zz.output", ``, "action 'zz' has no output"},
+		{"$s1.result.exit", `0`, ""},
+		{"exit=$s1.result.exit", `"exit=0"`, ""},
+		{"$a1.result", ``, `action 'a1' has no stream result; an action reads it after await: ["a1"]`},
+		{"$s1.result.nope", ``, "$s1.result has no field 'nope'"},
 	}
 	for _, tc := range cases {
 		got, err := interpolate(tc.in, lookup, nil)

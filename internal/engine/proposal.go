@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -116,7 +117,9 @@ type run struct {
 	undo      []undoEntry
 	toolCalls int
 	retries   int
-	idemKeys  []string // idempotency results this proposal recorded
+	idemKeys  []string                   // idempotency results this proposal recorded
+	handles   map[string]*streams.Handle // action id → its detached invocation
+	results   map[string]any             // action id → its awaited stream's result
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
 }
@@ -138,6 +141,8 @@ func newRun(rt *Runtime, sub *Submission) *run {
 		nodes:   make([]node, len(p.Actions)),
 		start:   time.Now(),
 		outputs: make(map[string]any),
+		handles: make(map[string]*streams.Handle),
+		results: make(map[string]any),
 	}
 	for i := range p.Actions {
 		r.nodes[i].action = &p.Actions[i]
@@ -415,10 +420,15 @@ var statusEvents = map[protocol.ActionStatus]EventKind{
 	protocol.StatusSkipped:   EventActionSkipped,
 }
 
-// output returns the output of a succeeded action, for references.
-func (r *run) output(id string) (any, bool) {
+// output returns the output of a succeeded action, or with result set the
+// result of its stream an await has seen end, for references.
+func (r *run) output(id string, result bool) (any, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if result {
+		v, ok := r.results[id]
+		return v, ok
+	}
 	v, ok := r.outputs[id]
 	return v, ok
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -33,6 +34,8 @@ type Options struct {
 
 	MaxResolvedActionBytes   int64 // one action's parameters and effects with references resolved (8 MiB)
 	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
+
+	Streams streams.Options // handles of detached tool invocations
 }
 
 func (o *Options) setDefaults() {
@@ -84,6 +87,7 @@ type Runtime struct {
 	State       *State
 	Events      *EventLog
 	Supervisors *Supervisors
+	Streams     *streams.Table // handles of detached tool invocations
 	opts        Options
 	operator    atomic.Pointer[policy.Engine]
 	gates       []AdmissionGate // built-in gates, then Options.Gates
@@ -106,6 +110,7 @@ func NewRuntime(opts Options) *Runtime {
 		sessions: make(map[string]*Session),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
+	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
 	rt.gates = append([]AdmissionGate{policySessionGate{}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
@@ -168,6 +173,7 @@ func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
 // supervision subscription (intents it left parked stay parked).
 func (rt *Runtime) CloseSession(s *Session) {
 	rt.Supervisors.Unsubscribe(s.ID)
+	rt.Streams.DropOwner(s.ID, "the connection running the tool closed; the stream cannot continue")
 	rt.mu.Lock()
 	delete(rt.sessions, s.ID)
 	rt.mu.Unlock()

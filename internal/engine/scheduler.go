@@ -18,12 +18,14 @@ import (
 //     stay linear in the proposal, and writers of one key that are ordered
 //     among themselves (verify reports those that are not) all run first;
 //   - references: $<id>.output in parameters or expected_effects makes <id>
-//     a dependency.
+//     a dependency;
+//   - await: the listed detached actions run first, and the action waits
+//     for their streams to end; $<id>.result reads what one ended with.
 type graph struct {
 	actions    []protocol.Action
 	deps       [][]int // deps[i]: actions i waits for (deduplicated)
 	dependents [][]int // dependents[i]: actions waiting for i
-	hasRefs    []bool  // parameters or effects contain $<id>.output
+	hasRefs    []bool  // parameters or effects contain $<id>.output or $<id>.result
 	rejected   []string
 }
 
@@ -71,7 +73,7 @@ func buildGraph(actions []protocol.Action) *graph {
 			}
 			add(j)
 		}
-		refs := make(map[string]struct{})
+		refs := make(map[string]bool)
 		referencedIDs(a.Parameters, refs)
 		referencedIDs(a.ExpectedEffects, refs)
 		g.hasRefs[i] = len(refs) > 0
@@ -83,6 +85,7 @@ func buildGraph(actions []protocol.Action) *graph {
 			}
 			add(j)
 		}
+		g.addAwaits(i, byID, refs, add)
 		for _, k := range a.StateDependencies {
 			if j, ok := lastWriter[k]; ok {
 				add(j)
@@ -95,6 +98,34 @@ func buildGraph(actions []protocol.Action) *graph {
 	g.rejectCycles()
 	g.cascade()
 	return g
+}
+
+// addAwaits wires action i's await list: each entry is a detached
+// tool_call that runs first, and a $<id>.result reference needs one.
+func (g *graph) addAwaits(i int, byID map[string]int, refs map[string]bool, add func(int)) {
+	a := &g.actions[i]
+	if a.Detached() && a.Idempotent {
+		g.reject(i, fmt.Sprintf("action '%s' is %s and idempotent: a stream cannot be replayed from the idempotency cache; drop idempotent", a.ID, a.InvocationMode))
+	}
+	awaited := make(map[string]bool, len(a.Await))
+	for _, id := range a.Await {
+		j, ok := byID[id]
+		switch {
+		case !ok:
+			g.reject(i, fmt.Sprintf("awaits unknown action '%s'", id))
+			continue
+		case !g.actions[j].Detached():
+			g.reject(i, fmt.Sprintf("awaits action '%s', which is not a streaming or long_running tool_call; list it in dependencies instead", id))
+			continue
+		}
+		awaited[id] = true
+		add(j)
+	}
+	for _, id := range jsonvalue.SortedKeys(refs) {
+		if refs[id] && !awaited[id] {
+			g.reject(i, fmt.Sprintf("parameters read $%s.result, which needs await: [\"%s\"]", id, id))
+		}
+	}
 }
 
 func (g *graph) reject(i int, reason string) {

@@ -23,15 +23,17 @@ import (
 // same request_id.
 func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
 	<-c.ready
-	id := "cb-" + strconv.FormatUint(c.callbackSeq.Add(1), 10)
+	id := callbackID(call, c.callbackSeq.Add(1))
 	params := protocol.ToolExecuteParams{
-		ActionID:   call.ActionID,
-		Tool:       call.Tool,
-		Parameters: call.Parameters,
-		TimeoutMs:  uint64(call.Timeout.Milliseconds()),
-		Attempt:    call.Attempt,
-		RequestID:  id,
-		SessionID:  c.id,
+		ActionID:       call.ActionID,
+		Tool:           call.Tool,
+		Parameters:     call.Parameters,
+		TimeoutMs:      uint64(call.Timeout.Milliseconds()),
+		Attempt:        call.Attempt,
+		RequestID:      id,
+		SessionID:      c.id,
+		InvocationMode: call.Mode,
+		Handle:         call.Handle,
 	}
 	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
 	if err != nil {
@@ -50,7 +52,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	case ctx.Err() != nil:
 		outcome = "cancelled"
 		reason := context.Cause(ctx).Error()
-		c.sendCancel(id, call.ActionID, reason)
+		c.sendCancel(protocol.ToolCancelParams{RequestID: id, ActionID: call.ActionID, Reason: reason, Handle: call.Handle})
 		c.abandon(id)
 		return nil, errors.New(reason)
 	default:
@@ -102,12 +104,31 @@ func (c *conn) answered(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	c.abandonedMu.Unlock()
 }
 
-// sendCancel tells the client the daemon gave up on a callback.
-func (c *conn) sendCancel(requestID, actionID, reason string) {
-	err := c.rpc.Notify(context.Background(), protocol.MethodToolsCancel, protocol.ToolCancelParams{RequestID: requestID, ActionID: actionID, Reason: reason})
+// sendCancel tells the client the daemon gave up on a callback, or on a
+// handle.
+func (c *conn) sendCancel(p protocol.ToolCancelParams) {
+	err := c.rpc.Notify(context.Background(), protocol.MethodToolsCancel, p)
 	if err != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
-		c.log.Debug("tools.cancel not sent", zap.String("request_id", requestID), zap.Error(err))
+		c.log.Debug("tools.cancel not sent", zap.String("request_id", p.RequestID), zap.String("handle", p.Handle), zap.Error(err))
 	}
+}
+
+// CancelHandle implements engine.DetachedExecutor: the tool running the
+// handle is told to stop with tools.cancel {request_id, action_id, reason,
+// handle}.
+func (c *conn) CancelHandle(call engine.ToolCall, reason string) {
+	<-c.ready
+	c.sendCancel(protocol.ToolCancelParams{RequestID: callbackID(call, 0), ActionID: call.ActionID, Reason: reason, Handle: call.Handle})
+}
+
+// callbackID is the JSON-RPC id of a tools.execute: "cb-<n>", or for a
+// detached call "cb-h<handle>", so that a cancel of the handle carries the
+// request_id of the call that started it.
+func callbackID(call engine.ToolCall, n uint64) string {
+	if call.Handle != "" {
+		return "cb-h" + call.Handle
+	}
+	return "cb-" + strconv.FormatUint(n, 10)
 }
 
 func disconnectText(err error) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -64,6 +65,9 @@ type conn struct {
 	hostEvents *fanout.Queue[host.Event]    // host.event feed, once subscribed
 	events     *fanout.Queue[feedEvent]     // events.event feed, once subscribed
 	eventSub   *eventSub                    // the events.subscribe in force, if any
+	toolEvents *fanout.Queue[streams.Event] // tools.stream.event feed, once subscribed
+
+	ignoredChunks atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
 }
 
 // newConn prepares a connection; run serves it.
@@ -118,6 +122,9 @@ func (c *conn) run(remote string) {
 	if c.events != nil {
 		c.events.Close()
 	}
+	if c.toolEvents != nil { // CloseSession has unsubscribed it
+		c.toolEvents.Close()
+	}
 	c.log.Info("connection closed")
 }
 
@@ -139,7 +146,7 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		return
 	}
 	if req.Notif {
-		c.log.Debug("notification ignored", zap.String("method", req.Method))
+		c.handleNotification(req)
 		return
 	}
 	c.mu.Lock()

@@ -29,6 +29,11 @@ func init() {
 		protocol.MethodToolsList:       {handle: (*conn).toolsList},
 		protocol.MethodToolsUnregister: {handle: (*conn).toolsUnregister},
 
+		protocol.MethodToolsPoll:              {handle: (*conn).toolsPoll},
+		protocol.MethodToolsCancel:            {handle: (*conn).toolsCancel},
+		protocol.MethodToolsStreamSubscribe:   {handle: (*conn).toolsStreamSubscribe},
+		protocol.MethodToolsStreamUnsubscribe: {handle: (*conn).toolsStreamUnsubscribe},
+
 		protocol.MethodStateGet:      {handle: (*conn).stateGet},
 		protocol.MethodStateSet:      {handle: (*conn).stateSet},
 		protocol.MethodStateExists:   {handle: (*conn).stateExists},
