@@ -258,19 +258,27 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 }
 
 // notify sends a notification under ctx's deadline. The library's write
-// takes no context, so when ctx ends first the connection is closed; a write
-// that fails closes it too: a peer that cannot take a notification in time
-// has stopped reading.
+// takes no context, so when the deadline passes first the connection is
+// closed: a peer that cannot take a notification in time has stopped
+// reading. A ctx cancelled for another reason (its feed is closing, say on
+// an unsubscribe racing the last delivery) closes nothing: the write
+// finishes, bounded by the stream's own write timeout, and the connection
+// goes on. A write that fails closes the connection.
 func (c *conn) notify(ctx context.Context, method string, params any) error {
+	late := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	gone := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(gone)
-		_ = c.ws.CloseNow()
+		if late() {
+			_ = c.ws.CloseNow()
+		}
 	})
 	err := c.rpc.Notify(ctx, method, params)
 	if !stop() {
 		<-gone
-		err = context.Cause(ctx)
+		if late() {
+			err = context.Cause(ctx)
+		}
 	}
 	if err == nil {
 		return nil
