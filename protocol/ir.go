@@ -178,6 +178,7 @@ type ToolExecuteParams struct {
 	Attempt    int            `json:"attempt"`
 	RequestID  string         `json:"request_id"`
 	SessionID  string         `json:"session_id,omitempty"`
+	AgentID    string         `json:"agent_id,omitempty"` // the agent the submitting connection is bound to
 }
 
 // ToolCancelParams are the params of the tools.cancel notification.

@@ -92,6 +92,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 			zap.String("path", cfg.MessagesPath), zap.Int("bytes", mrep.TruncatedBytes))
 	}
 
+	runStore, postures, err := openRuns(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer runStore.Close()
+
 	rt := engine.NewRuntime(engine.Options{
 		MaxActions:         cfg.MaxActions,
 		MaxConcurrency:     cfg.MaxConcurrency,
@@ -101,6 +107,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Messages:           messages,
 		SupervisionTimeout: cfg.SupervisionTimeout,
 		ApprovalTimeout:    cfg.ApprovalTimeout,
+		Postures:           postures,
 	})
 	rt.SetOperatorPolicies(operator)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
@@ -123,6 +130,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ToolTimeout:    cfg.ToolTimeout,
 		Version:        version,
 		Logger:         log,
+		Runs:           runStore,
+		AgentTokens:    cfg.AgentTokensPath,
+		Postures:       postures,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

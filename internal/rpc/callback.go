@@ -32,6 +32,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		Attempt:    call.Attempt,
 		RequestID:  id,
 		SessionID:  c.id,
+		AgentID:    c.agentID(),
 	}
 	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
 	if err != nil {

@@ -64,6 +64,8 @@ type conn struct {
 	hostEvents *fanout.Queue[host.Event]    // host.event feed, once subscribed
 	events     *fanout.Queue[feedEvent]     // events.event feed, once subscribed
 	eventSub   *eventSub                    // the events.subscribe in force, if any
+
+	runs connRuns // agent binding, current run, runs.trace.event subscriptions
 }
 
 // newConn prepares a connection; run serves it.
@@ -118,6 +120,7 @@ func (c *conn) run(remote string) {
 	if c.events != nil {
 		c.events.Close()
 	}
+	c.endRuns()
 	c.log.Info("connection closed")
 }
 

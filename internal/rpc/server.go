@@ -15,7 +15,9 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/runs"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
@@ -33,6 +35,9 @@ type Options struct {
 	WriteTimeout   time.Duration // a frame write that takes longer closes the connection (30 s)
 	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
 	FeedQueue      int           // events.event notifications queued per subscriber before the oldest is dropped (256)
+	Runs           *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens    string           // the agent token file; "": no connection can bind an agent
+	Postures       *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
 	Version        string        // server_version reported by server.handshake
 	Logger         *zap.Logger
 }
@@ -92,6 +97,8 @@ type Server struct {
 	reserved int // upgrades in progress, counted against MaxConnections
 	draining bool
 	connWG   sync.WaitGroup
+
+	bound agentBindings // agent id → the one connection bound to it
 }
 
 // NewServer returns a server for rt.

@@ -51,10 +51,10 @@ type Store struct {
 type run struct {
 	sum     Summary
 	path    string
-	owner   string             // the connection that started it, or last re-started it
-	j       *journal.Journal   // open while the run is in progress
-	writer  chan struct{}      // held by the one append in progress, across its fsync
-	records int                // records published: the key of the next
+	owner   string           // the connection that started it, or last re-started it
+	j       *journal.Journal // open while the run is in progress
+	writer  chan struct{}    // held by the one append in progress, across its fsync
+	records int              // records published: the key of the next
 	subs    map[string]func(Event)
 }
 
