@@ -453,13 +453,13 @@ func TestAWedgedSubscriberLosesEventsButBlocksNobody(t *testing.T) {
 	call(t, wedged, protocol.MethodRunsSubscribe, map[string]any{"run_id": runID}, nil)
 
 	// The recorder finishes every batch while the subscriber is wedged.
-	// Enough bytes to fill the socket's buffers (about 200 KB a turn), so
+	// Enough bytes to fill the socket's buffers (about 100 KB a turn), so
 	// the daemon's writes to the wedged subscriber block and its queue
 	// overflows.
 	const batches, per = 4, 5
 	params := map[string]any{}
 	for i := 0; i < 12; i++ {
-		params[fmt.Sprint("p", i)] = strings.Repeat("x", runs.MaxFieldBytes-64)
+		params[fmt.Sprint("p", i)] = strings.Repeat("x", runs.MaxFieldBytes/2)
 	}
 	for b := 0; b < batches; b++ {
 		turns := make([]any, per)
