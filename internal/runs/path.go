@@ -27,31 +27,6 @@ func encodeID(id string) string {
 	return b.String()
 }
 
-// decodeID reverses encodeID; ok is false for a name encodeID never makes.
-func decodeID(name string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c != '%' {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(name) {
-			return "", false
-		}
-		var v byte
-		if _, err := fmt.Sscanf(name[i+1:i+3], "%02x", &v); err != nil {
-			return "", false
-		}
-		b.WriteByte(v)
-		i += 2
-	}
-	return b.String(), true
-}
-
 // CheckID refuses an id that cannot key a run or an agent.
 func CheckID(what, id string) error {
 	switch {
