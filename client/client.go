@@ -36,6 +36,9 @@ type Options struct {
 	Token string
 	// HostToken, when set, authenticates with the host role instead of Token.
 	HostToken string
+	// AgentID, when set, binds the connection to this agent; Token is then
+	// the agent's own token (car-server agents issue-token).
+	AgentID string
 	// SkipHandshake leaves server.handshake to the caller.
 	SkipHandshake bool
 	// SocketPath dials this Unix socket instead of TCP; the URL's host is then
@@ -94,6 +97,11 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	switch {
 	case opts.HostToken != "":
 		if err := c.AuthHost(ctx, opts.HostToken); err != nil {
+			c.Close()
+			return nil, err
+		}
+	case opts.AgentID != "":
+		if err := c.authWith(ctx, protocol.AuthParams{Token: opts.Token, AgentID: opts.AgentID}); err != nil {
 			c.Close()
 			return nil, err
 		}

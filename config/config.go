@@ -26,6 +26,7 @@ type Config struct {
 	HostToken          string        // use this host token instead of a fresh one
 	ApproverRole       string        // who may approve: "any" or "host"
 	ApprovalTimeout    time.Duration // how long parked actions wait for a person
+	RunIncompleteGrace time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
 	AllowedOrigins     []string      // Origin host patterns allowed besides same-host
 	MaxFrameBytes      int64         // largest frame accepted
 	MaxConnections     int           // concurrent connections
@@ -52,6 +53,9 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	RunsDir         string // run traces, one directory per agent
+	AgentTokensPath string // hashes of the agents' own tokens
+	PosturesPath    string // per-agent postures (agent_permissions.*)
 	ShowVersion     bool   // --version was given
 }
 
@@ -125,6 +129,9 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
 	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
+	cfg.RunsDir = filepath.Join(home, "runs")
+	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
+	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
 	return cfg, nil
 }
 
@@ -201,6 +208,7 @@ func (c *Config) resolve(r *reader) error {
 		r.fail("approver_role", "approver_role must be any or host, got %q", c.ApproverRole)
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
+	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")

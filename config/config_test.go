@@ -162,6 +162,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"stream_idle_timeout":         {"7", "7s", func(c *Config) any { return c.StreamIdleTimeout }},
 		"max_stream_handles":          {"7", "7", func(c *Config) any { return c.MaxStreamHandles }},
 		"max_stream_chunk_bytes":      {"7", "7", func(c *Config) any { return c.MaxStreamChunk }},
+		"run_incomplete_grace":        {"7", "7s", func(c *Config) any { return c.RunIncompleteGrace }},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

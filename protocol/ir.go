@@ -179,6 +179,7 @@ type ToolExecuteParams struct {
 	Attempt    int            `json:"attempt"`
 	RequestID  string         `json:"request_id"`
 	SessionID  string         `json:"session_id,omitempty"`
+	AgentID    string         `json:"agent_id,omitempty"` // the agent the submitting connection is bound to
 	// For a detached action: the mode, and the daemon-minted handle the
 	// client's tools.stream.chunk notifications name.
 	InvocationMode string `json:"invocation_mode,omitempty"`

@@ -67,6 +67,23 @@ const (
 	MethodEventsSubscribe   = "events.subscribe"
 	MethodEventsUnsubscribe = "events.unsubscribe"
 	MethodMetricsSummary    = "metrics.summary"
+	MethodMetricsAlerts     = "metrics.alerts"
+	MethodEventsCostByAgent = "events.cost_by_agent"
+
+	MethodRunsStart       = "runs.start"
+	MethodRunsComplete    = "runs.complete"
+	MethodRunsRecordTurns = "runs.record_turns"
+	MethodRunsSubscribe   = "runs.subscribe"
+	MethodRunsUnsubscribe = "runs.unsubscribe"
+	MethodRunsList        = "runs.list"
+	MethodRunsGetTrace    = "runs.get_trace"
+
+	MethodAgentPermissionsGet        = "agent_permissions.get"
+	MethodAgentPermissionsSet        = "agent_permissions.set"
+	MethodAgentPermissionsSetDefault = "agent_permissions.set_default"
+	MethodAgentPermissionsReset      = "agent_permissions.reset"
+	MethodAgentPermissionsEvaluate   = "agent_permissions.evaluate"
+	MethodAgentsRevoke               = "agents.revoke" // host role: close the connections bound to an agent whose token is revoked
 )
 
 // Server → client requests and notifications.
@@ -80,4 +97,5 @@ const (
 	MethodSupervisionIntent = "supervision.intent" // notification: a proposal waits for a supervisor
 	MethodMultiRunAgent     = "multi.run_agent"    // request: run one agent, answer an AgentOutput
 	MethodEventsEvent       = "events.event"       // notification: an appended event, to an events.subscribe connection
+	MethodRunsTraceEvent    = "runs.trace.event"   // notification: a record appended to a subscribed run
 )

@@ -6,13 +6,15 @@ import "encoding/json"
 type AuthParams struct {
 	Token     string `json:"token,omitempty"`
 	HostToken string `json:"host_token,omitempty"` // grants the host role
+	AgentID   string `json:"agent_id,omitempty"`   // binds the connection to this agent; Token is then the agent's own token
 }
 
 // AuthResult is the reply to a successful session.auth.
 type AuthResult struct {
 	OK          bool   `json:"ok"`
 	AuthEnabled bool   `json:"auth_enabled"`
-	Role        string `json:"role,omitempty"` // "host" for the host-token path
+	Role        string `json:"role,omitempty"`     // "host" for the host-token path
+	AgentID     string `json:"agent_id,omitempty"` // the agent the connection is now bound to
 }
 
 // RoleHost is the role of a connection that authenticated with the host

@@ -93,6 +93,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 			zap.String("path", cfg.MessagesPath), zap.Int("bytes", mrep.TruncatedBytes))
 	}
 
+	runStore, postures, err := openRuns(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer runStore.Close()
+
 	rt := engine.NewRuntime(engine.Options{
 		MaxActions:               cfg.MaxActions,
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
@@ -105,6 +111,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
+		Postures:                 postures,
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})
@@ -131,6 +138,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ToolTimeout:    cfg.ToolTimeout,
 		Version:        version,
 		Logger:         log,
+		Runs:           runStore,
+		AgentTokens:    cfg.AgentTokensPath,
+		Postures:       postures,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

@@ -76,24 +76,28 @@ type EventQuery struct {
 
 // MetricsSummary is the operational rollup of the retained events.
 type MetricsSummary struct {
-	TotalEvents         int     `json:"total_events"`
-	ProposalsReceived   int     `json:"proposals_received"`
-	ActionsSucceeded    int     `json:"actions_succeeded"`
-	ActionsFailed       int     `json:"actions_failed"`
-	ActionsRejected     int     `json:"actions_rejected"`
-	ActionsSkipped      int     `json:"actions_skipped"`
-	SuccessRate         float64 `json:"success_rate"`
-	ErrorRate           float64 `json:"error_rate"`
-	AvgLatencyMs        float64 `json:"avg_latency_ms"`
-	ToolCancellations   int     `json:"tool_cancellations"`
-	GateRejections      int     `json:"gate_rejections"`
-	PolicyViolations    int     `json:"policy_violations"`
-	ApprovalsRecorded   int     `json:"approvals_recorded"`
-	PermissionDecisions int     `json:"permission_decisions"`
-	CostUSD             float64 `json:"cost_usd"`
-	CumulativeCostUSD   float64 `json:"cumulative_cost_usd"`
-	TokensIn            int     `json:"tokens_in"`
-	TokensOut           int     `json:"tokens_out"`
+	TotalEvents         int         `json:"total_events"`
+	ProposalsReceived   int         `json:"proposals_received"`
+	ActionsSucceeded    int         `json:"actions_succeeded"`
+	ActionsFailed       int         `json:"actions_failed"`
+	ActionsRejected     int         `json:"actions_rejected"`
+	ActionsSkipped      int         `json:"actions_skipped"`
+	SuccessRate         float64     `json:"success_rate"`
+	ErrorRate           float64     `json:"error_rate"`
+	AvgLatencyMs        float64     `json:"avg_latency_ms"`
+	ToolCancellations   int         `json:"tool_cancellations"`
+	GateRejections      int         `json:"gate_rejections"`
+	PolicyViolations    int         `json:"policy_violations"`
+	ApprovalsRecorded   int         `json:"approvals_recorded"`
+	PermissionDecisions int         `json:"permission_decisions"`
+	CostUSD             float64     `json:"cost_usd"`
+	CumulativeCostUSD   float64     `json:"cumulative_cost_usd"`
+	TokensIn            int         `json:"tokens_in"`
+	TokensOut           int         `json:"tokens_out"`
+	GoalEvaluations     int         `json:"goal_evaluations"` // upstream's goal fields: this daemon evaluates no goals yet
+	GoalsMet            int         `json:"goals_met"`
+	GoalsUngrounded     int         `json:"goals_ungrounded"`
+	CostByAgent         []AgentCost `json:"cost_by_agent"`
 }
 
 // EventLog is the daemon's bounded, in-memory audit trail, optionally
@@ -107,6 +111,9 @@ type EventLog struct {
 	lastHash string
 	policy   RetentionPolicy
 	now      func() time.Time
+	// cumulativeCost is every appended event's cost, counted at append:
+	// retention never lowers it.
+	cumulativeCost float64
 
 	// Subscribers, replaced (never edited) under mu, so that an Append can
 	// keep the slice it saw.
@@ -216,6 +223,9 @@ func (l *EventLog) record(e Event) Event {
 		l.lastHash = e.Hash
 	}
 	l.events = append(l.events, e)
+	if _, _, _, cost, ok := spendOf(&e); ok {
+		l.cumulativeCost += cost
+	}
 	observe(&e)
 	limit := l.capacity
 	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
@@ -416,6 +426,7 @@ func (l *EventLog) Summary() MetricsSummary {
 	if timed > 0 {
 		s.AvgLatencyMs = latency / float64(timed)
 	}
+	l.foldSpend(&s)
 	return s
 }
 

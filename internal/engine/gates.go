@@ -30,6 +30,12 @@ type Submission struct {
 	Tenant   string // state namespace; "" is the unscoped one
 	// PolicySession names a sub-session of Session whose rules also apply.
 	PolicySession string
+	// Agent is the agent the submitting connection is bound to ("" when
+	// unbound): its posture applies, and its events name it.
+	Agent string
+	// Recorder, when set, records each tool call as a turn of the
+	// connection's current run.
+	Recorder TurnRecorder
 
 	// denied holds the actions a person rejected while the proposal was
 	// parked at the permission gate, with the reason; set before execution.

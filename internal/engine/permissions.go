@@ -110,7 +110,9 @@ func (rt *Runtime) RecordDecision(connID string, r approvals.Record) (approvals.
 // own approval when it needs one at all.
 func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protocol.Action) error {
 	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
-	r := rt.EvaluatePermissions(p, sub.Session.Tier())[0]
+	rows := rt.EvaluatePermissions(p, sub.Session.Tier())
+	rt.applyPosture(sub, rows)
+	r := rows[0]
 	switch r.Decision {
 	case DecisionNeedsApproval:
 		if rt.canPark() {
@@ -142,6 +144,7 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows := g.rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
+	g.rt.applyPosture(sub, rows)
 	var problems []string
 	allowed, waiting := 0, 0
 	for _, r := range rows {

@@ -410,6 +410,7 @@ func (r *run) finish(i int, out outcome) {
 		data["error"] = errText
 	}
 	r.emit(statusEvents[out.status], nd.action.ID, data)
+	r.recordTurn(nd.action, out)
 }
 
 // statusEvents is the event each final status is recorded with.
@@ -481,6 +482,12 @@ func (r *run) rollback(cause error) {
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {
+	if r.sub.Agent != "" {
+		if data == nil {
+			data = map[string]any{}
+		}
+		data["agent"] = r.sub.Agent
+	}
 	r.rt.Events.Append(Event{Kind: kind, ProposalID: r.sub.Proposal.ID, ActionID: actionID, Connection: r.sub.Session.ID, Data: data})
 }
 

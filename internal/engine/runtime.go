@@ -29,6 +29,7 @@ type Options struct {
 	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
 	Desk               ApprovalDesk       // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
 	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
+	Postures           PostureSource      // per-agent postures for bound agents' proposals; nil: none apply
 	Gates              []AdmissionGate
 	Checks             []ActionCheck
 

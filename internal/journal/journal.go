@@ -179,6 +179,21 @@ func Verify(path string) (Report, error) {
 	return Report{Lines: lines, Live: len(live), TruncatedBytes: torn}, err
 }
 
+// Read calls f with every record of the journal at path, in file order,
+// without changing the file. A torn last line is skipped and reported; any
+// other unreadable line is an error naming the line.
+func Read(path string, f func(key string, rec []byte)) (Report, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return Report{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	defer file.Close()
+	lines, _, torn, err := scan(file, path, func(key string, line []byte, _ bool) {
+		f(key, bytes.TrimSuffix(line, []byte("\n")))
+	})
+	return Report{Lines: lines, TruncatedBytes: torn}, err
+}
+
 // parse reads a record's key and whether it is a tombstone.
 func parse(line []byte) (string, bool, error) {
 	body := bytes.TrimSuffix(line, []byte("\n"))
@@ -234,6 +249,39 @@ func (j *Journal) Append(rec []byte) error {
 	j.work.Signal()
 	j.mu.Unlock()
 	return <-p.done
+}
+
+// AppendBatch writes records durably, in order, with one write and one
+// fsync when nothing else is queued. It returns after all of them are
+// fsynced, or with the first error; after a crash a prefix of the batch may
+// be on disk, never a record without the ones before it.
+func (j *Journal) AppendBatch(recs [][]byte) error {
+	batch := make([]pending, len(recs))
+	for i, rec := range recs {
+		key, tomb, err := parse(rec)
+		if err != nil {
+			return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
+		}
+		if bytes.ContainsAny(rec, "\n") {
+			return fmt.Errorf("journal %s: a record must be one line", j.path)
+		}
+		batch[i] = pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
+	}
+	j.mu.Lock()
+	if err := j.unusable(); err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	j.queue = append(j.queue, batch...)
+	j.work.Signal()
+	j.mu.Unlock()
+	var first error
+	for _, p := range batch {
+		if err := <-p.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // flusher is the journal's one writer: it takes everything queued, writes

@@ -33,10 +33,13 @@ func tokenMatches(want, got string) bool {
 // host token authenticates too, and grants the host role.
 func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 	var p protocol.AuthParams
-	if err := decodeParams(req.Params, &p, "{token: string} or {host_token: string}"); err != nil {
+	if err := decodeParams(req.Params, &p, "{token: string, agent_id?: string} or {host_token: string}"); err != nil {
 		return nil, err
 	}
 	enabled := c.srv.opts.Token != ""
+	if p.AgentID != "" {
+		return c.bindAgent(p, enabled)
+	}
 	if p.HostToken != "" {
 		if c.srv.opts.HostToken == "" || !tokenMatches(c.srv.opts.HostToken, p.HostToken) {
 			c.log.Warn("auth failed: host token mismatch")

@@ -34,6 +34,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		SessionID:      c.id,
 		InvocationMode: call.Mode,
 		Handle:         call.Handle,
+		AgentID:        c.agentID(),
 	}
 	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
 	if err != nil {

@@ -68,6 +68,7 @@ type conn struct {
 	toolEvents *fanout.Queue[streams.Event] // tools.stream.event feed, once subscribed
 
 	ignoredChunks atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
+	runs          connRuns      // agent binding, current run, runs.trace.event subscriptions
 }
 
 // newConn prepares a connection; run serves it.
@@ -125,6 +126,7 @@ func (c *conn) run(remote string) {
 	if c.toolEvents != nil { // CloseSession has unsubscribed it
 		c.toolEvents.Close()
 	}
+	c.endRuns()
 	c.log.Info("connection closed")
 }
 
@@ -265,6 +267,9 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 // finishes, bounded by the stream's own write timeout, and the connection
 // goes on. A write that fails closes the connection.
 func (c *conn) notify(ctx context.Context, method string, params any) error {
+	if notifyHook != nil {
+		notifyHook(ctx, c, method)
+	}
 	late := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	gone := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
@@ -290,6 +295,11 @@ func (c *conn) notify(ctx context.Context, method string, params any) error {
 	}
 	return fmt.Errorf("%s not sent; the connection is closed: %w", method, err)
 }
+
+// notifyHook, nil outside this package's tests, is called before each
+// notification is written: a test holds it to stand for a subscriber whose
+// socket has stopped draining, and releases it to see what the feed did.
+var notifyHook func(ctx context.Context, c *conn, method string)
 
 // drain refuses new requests, waits for in-flight ones until ctx ends (and,
 // on a supervisor's connection, for parked intents), waits for the replies

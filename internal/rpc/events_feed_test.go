@@ -170,8 +170,8 @@ func TestAStalledEventSubscriberGetsAGapItCanBackfill(t *testing.T) {
 	var stalled atomic.Pointer[conn]
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	eventsHookDeliver = func(ctx context.Context, c *conn) {
-		if c != stalled.Load() {
+	notifyHook = func(ctx context.Context, c *conn, method string) {
+		if c != stalled.Load() || method != protocol.MethodEventsEvent {
 			return
 		}
 		select {
@@ -183,7 +183,7 @@ func TestAStalledEventSubscriberGetsAGapItCanBackfill(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	t.Cleanup(func() { eventsHookDeliver = nil }) // after the server has stopped
+	t.Cleanup(func() { notifyHook = nil }) // after the server has stopped
 	const capacity = 4
 	ts := startServer(t, Options{FeedQueue: capacity})
 	runner := newToolbox(t, ts, map[string]toolFunc{"echo": echo})

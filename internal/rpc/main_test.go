@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 
 // testTimeout bounds every wait in these tests; it is a hang guard, not a
 // performance assertion.
-const testTimeout = 10 * time.Second
+const testTimeout = 30 * time.Second
 
 // blockRelease lets tests hold a request in flight: test.block waits until
 // the channel it names is closed or its context ends.

@@ -89,6 +89,23 @@ func init() {
 		protocol.MethodEventsSubscribe:   {handle: (*conn).eventsSubscribe},
 		protocol.MethodEventsUnsubscribe: {handle: (*conn).eventsUnsubscribe},
 		protocol.MethodMetricsSummary:    {handle: (*conn).metricsSummary},
+		protocol.MethodMetricsAlerts:     {handle: (*conn).metricsAlerts},
+		protocol.MethodEventsCostByAgent: {handle: (*conn).eventsCostByAgent},
+
+		protocol.MethodRunsStart:       {handle: (*conn).runsStart},
+		protocol.MethodRunsComplete:    {handle: (*conn).runsComplete},
+		protocol.MethodRunsRecordTurns: {handle: (*conn).runsRecordTurns},
+		protocol.MethodRunsSubscribe:   {handle: (*conn).runsSubscribe},
+		protocol.MethodRunsUnsubscribe: {handle: (*conn).runsUnsubscribe},
+		protocol.MethodRunsList:        {handle: (*conn).runsList},
+		protocol.MethodRunsGetTrace:    {handle: (*conn).runsGetTrace},
+
+		protocol.MethodAgentPermissionsGet:        {handle: (*conn).agentPermissionsGet},
+		protocol.MethodAgentPermissionsSet:        {handle: (*conn).agentPermissionsSet},
+		protocol.MethodAgentPermissionsSetDefault: {handle: (*conn).agentPermissionsSetDefault},
+		protocol.MethodAgentPermissionsReset:      {handle: (*conn).agentPermissionsReset},
+		protocol.MethodAgentPermissionsEvaluate:   {handle: (*conn).agentPermissionsEvaluate},
+		protocol.MethodAgentsRevoke:               {handle: (*conn).agentsRevoke},
 	}
 }
 

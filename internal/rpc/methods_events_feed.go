@@ -118,9 +118,6 @@ func (c *conn) deliverEvent(ctx context.Context, it fanout.Item[feedEvent]) erro
 	if !current {
 		return nil
 	}
-	if eventsHookDeliver != nil {
-		eventsHookDeliver(ctx, c)
-	}
 	n := eventNotice{Cursor: fe.event.Seq, Event: fe.event}
 	fe.sub.mu.Lock()
 	if gap := fe.n - fe.sub.sentN - 1; gap > 0 {
@@ -135,8 +132,3 @@ func (c *conn) deliverEvent(ctx context.Context, it fanout.Item[feedEvent]) erro
 	fe.sub.mu.Unlock()
 	return nil
 }
-
-// eventsHookDeliver, nil outside this package's tests, is called before
-// each events.event is written: a test holds it to stand for a subscriber
-// that has stopped reading, and releases it to see the gap reported.
-var eventsHookDeliver func(ctx context.Context, c *conn)

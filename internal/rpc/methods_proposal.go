@@ -20,7 +20,7 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
-	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID}
+	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder()}
 	if p.Scope != nil {
 		sub.Tenant = p.Scope.TenantID
 	}

@@ -72,16 +72,8 @@ func (c *conn) toolEventFeed() *fanout.Queue[streams.Event] {
 
 // deliverToolEvent writes one chunk, saying how many were dropped before it.
 func (c *conn) deliverToolEvent(ctx context.Context, it fanout.Item[streams.Event]) error {
-	if toolEventsHookDeliver != nil {
-		toolEventsHookDeliver(ctx, c)
-	}
 	return c.notify(ctx, protocol.MethodToolsStreamEvent, protocol.ToolStreamEvent{Handle: it.Value.Handle, Chunk: it.Value.Chunk, Dropped: it.Dropped})
 }
-
-// toolEventsHookDeliver, nil outside this package's tests, is called before
-// each tools.stream.event is written: a test holds it to stand for a
-// subscriber that has stopped reading.
-var toolEventsHookDeliver func(ctx context.Context, c *conn)
 
 // handleNotification takes a client's notification on the read loop, so it
 // must not block: a chunk is a map lookup, a buffer append and queue pushes.

@@ -13,27 +13,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/runs"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
-	Token          string        // auth token; empty turns auth off
-	HostToken      string        // host token: session.auth {host_token} grants the host role; empty: nobody has it
-	ApproverRole   string        // who may approve: ApproverAny (default) or ApproverHost
-	Home           string        // the state root, reported in host.subscribe's identity
-	AllowedOrigins []string      // extra Origin host patterns allowed to upgrade (same-host is always allowed)
-	MaxFrameBytes  int64         // largest accepted frame (16 MiB)
-	MaxConnections int           // concurrent connections (1024)
-	MaxInFlight    int           // concurrent requests per connection (64)
-	HandlerTimeout time.Duration // deadline of one request (30 min)
-	ToolTimeout    time.Duration // default budget of one tool callback (300 s)
-	WriteTimeout   time.Duration // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue      int           // events.event and tools.stream.event notifications queued per subscriber before the oldest is dropped (256)
-	Version        string        // server_version reported by server.handshake
+	Token          string           // auth token; empty turns auth off
+	HostToken      string           // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole   string           // who may approve: ApproverAny (default) or ApproverHost
+	Home           string           // the state root, reported in host.subscribe's identity
+	AllowedOrigins []string         // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	MaxFrameBytes  int64            // largest accepted frame (16 MiB)
+	MaxConnections int              // concurrent connections (1024)
+	MaxInFlight    int              // concurrent requests per connection (64)
+	HandlerTimeout time.Duration    // deadline of one request (30 min)
+	ToolTimeout    time.Duration    // default budget of one tool callback (300 s)
+	WriteTimeout   time.Duration    // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned   int              // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue      int              // events.event and tools.stream.event notifications queued per subscriber before the oldest is dropped (256)
+	Version        string           // server_version reported by server.handshake
+	Runs           *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens    string           // the agent token file; "": no connection can bind an agent
+	Postures       *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
 	Logger         *zap.Logger
 }
 
@@ -92,6 +97,8 @@ type Server struct {
 	reserved int // upgrades in progress, counted against MaxConnections
 	draining bool
 	connWG   sync.WaitGroup
+
+	bound agentBindings // agent id → the one connection bound to it
 }
 
 // NewServer returns a server for rt.

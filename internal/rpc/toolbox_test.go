@@ -27,7 +27,14 @@ type toolbox struct {
 
 func newToolbox(t *testing.T, ts *testServer, tools map[string]toolFunc) *toolbox {
 	t.Helper()
-	tb := &toolbox{Client: ts.dial(t, ""), tools: tools, cancel: make(chan protocol.ToolCancelParams, 16)}
+	return newToolboxOn(t, ts.dial(t, ""), tools)
+}
+
+// newToolboxOn is newToolbox on a client already connected (bound to an
+// agent, say).
+func newToolboxOn(t *testing.T, c *client.Client, tools map[string]toolFunc) *toolbox {
+	t.Helper()
+	tb := &toolbox{Client: c, tools: tools, cancel: make(chan protocol.ToolCancelParams, 16)}
 	tb.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var call protocol.ToolExecuteParams
 		if err := json.Unmarshal(raw, &call); err != nil {

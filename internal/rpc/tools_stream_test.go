@@ -314,8 +314,8 @@ func TestStreamSubscribersSeeChunksLive(t *testing.T) {
 func TestStreamSlowSubscriberSlowsNobody(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
-	toolEventsHookDeliver = func(ctx context.Context, c *conn) {
-		if !c.isHost() {
+	notifyHook = func(ctx context.Context, c *conn, method string) {
+		if !c.isHost() || method != protocol.MethodToolsStreamEvent {
 			return
 		}
 		select {
@@ -327,7 +327,7 @@ func TestStreamSlowSubscriberSlowsNobody(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	t.Cleanup(func() { toolEventsHookDeliver = nil }) // after the server has stopped
+	t.Cleanup(func() { notifyHook = nil }) // after the server has stopped
 	ts := startServer(t, Options{HostToken: "host"})
 	t.Cleanup(func() {
 		select {

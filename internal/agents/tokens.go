@@ -1,0 +1,111 @@
+package agents
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+)
+
+// tokenFile is the agent token file: per agent, the SHA-256 of its token.
+// The tokens are 256-bit random values, so a fast hash is enough.
+type tokenFile struct {
+	Agents map[string]tokenEntry `json:"agents"`
+}
+
+type tokenEntry struct {
+	SHA256   string    `json:"sha256"`
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+// IssuedAgent is an agent with a token, as agents list shows it.
+type IssuedAgent struct {
+	AgentID  string    `json:"agent_id"`
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+// readTokens reads the token file; a missing file holds no agents.
+func readTokens(path string) (tokenFile, error) {
+	f := tokenFile{Agents: map[string]tokenEntry{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("agent token file %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("agent token file %s is not valid JSON (%v); reissue the tokens with car-server agents issue-token", path, err)
+	}
+	if f.Agents == nil {
+		f.Agents = map[string]tokenEntry{}
+	}
+	return f, nil
+}
+
+func writeTokens(path string, f tokenFile) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Issue stores token as agentID's token, replacing any earlier one.
+func Issue(path, agentID, token string) error {
+	f, err := readTokens(path)
+	if err != nil {
+		return err
+	}
+	f.Agents[agentID] = tokenEntry{SHA256: hashToken(token), IssuedAt: time.Now().UTC()}
+	return writeTokens(path, f)
+}
+
+// Revoke removes agentID's token; it reports whether there was one.
+func Revoke(path, agentID string) (bool, error) {
+	f, err := readTokens(path)
+	if err != nil {
+		return false, err
+	}
+	if _, ok := f.Agents[agentID]; !ok {
+		return false, nil
+	}
+	delete(f.Agents, agentID)
+	return true, writeTokens(path, f)
+}
+
+// List names the agents with a token, never the tokens.
+func List(path string) ([]IssuedAgent, error) {
+	f, err := readTokens(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]IssuedAgent, 0, len(f.Agents))
+	for id, e := range f.Agents {
+		out = append(out, IssuedAgent{AgentID: id, IssuedAt: e.IssuedAt})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
+	return out, nil
+}
+
+// Verify reports whether token is agentID's current token. It reads the
+// file each time, so an issue or a revoke is in force at once.
+func Verify(path, agentID, token string) (bool, error) {
+	f, err := readTokens(path)
+	if err != nil {
+		return false, err
+	}
+	e, ok := f.Agents[agentID]
+	got := hashToken(token)
+	return ok && subtle.ConstantTimeCompare([]byte(e.SHA256), []byte(got)) == 1, nil
+}

@@ -1,0 +1,364 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/fanout"
+	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// Agent run traces (runs.*). Reads and subscriptions need the run's own
+// agent (a connection bound to it) or the host role; the one write,
+// runs.record_turns, needs the run's own agent only. An unknown run and a
+// run the caller may not see get the same answer: no oracle.
+
+// runStore is the store, or the error every runs method answers without one.
+func (c *conn) runStore() (*runs.Store, error) {
+	if c.srv.opts.Runs == nil {
+		return nil, internalError("run traces are off on this daemon")
+	}
+	return c.srv.opts.Runs, nil
+}
+
+// mayRead reports whether the connection may see agent's runs.
+func (c *conn) mayRead(agent string) bool {
+	return c.isHost() || (agent != "" && c.agentID() == agent)
+}
+
+// errRunNotFound is the uniform answer for an unknown or unauthorized run.
+func errRunNotFound(runID string) error {
+	return invalidParams("run '%s' not found (or not this connection's to see)", runID)
+}
+
+const runsStartShape = "{intent: string, agent_id?: string, agent_name?: string, outcome_description?: string, idempotency_key?: string}"
+
+func (c *conn) runsStart(ctx context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Intent             string `json:"intent"`
+		AgentID            string `json:"agent_id"`
+		AgentName          string `json:"agent_name"`
+		OutcomeDescription string `json:"outcome_description"`
+		IdempotencyKey     string `json:"idempotency_key"`
+	}
+	if err := decodeParams(params, &p, runsStartShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("intent", p.Intent, runsStartShape); err != nil {
+		return nil, err
+	}
+	agent, err := c.runAgent(p.AgentID, p.AgentName)
+	if err != nil {
+		return nil, err
+	}
+	runID, _, err := st.Start(ctx, runs.Start{RunID: p.IdempotencyKey, AgentID: agent, AgentName: p.AgentName, Intent: p.Intent, OutcomeDescription: p.OutcomeDescription, Owner: c.id})
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		return nil, invalidParams("runs.start: idempotency_key '%s' names a run of another agent; use another key", p.IdempotencyKey)
+	case err != nil:
+		return nil, invalidParams("runs.start: %v", err)
+	}
+	// The current run is set before the reply, so a proposal submitted
+	// right after the ack is recorded in it.
+	c.runs.mu.Lock()
+	c.runs.current = runID
+	if c.runs.started == nil {
+		c.runs.started = map[string]bool{}
+	}
+	c.runs.started[runID] = true
+	c.runs.mu.Unlock()
+	return map[string]any{"run_id": runID, "agent_id": agent}, nil
+}
+
+// runAgent resolves who a new run belongs to: a bound connection's own
+// agent; any named agent for the host role; for an unbound connection, an
+// id synthesized from agent_name, never one it names.
+func (c *conn) runAgent(named, name string) (string, error) {
+	bound := c.agentID()
+	switch {
+	case named != "" && (named == bound || c.isHost()):
+		return named, nil
+	case named != "":
+		return "", invalidParams("runs.start: this connection may not start runs for agent '%s': bind it with session.auth {token, agent_id}, or omit agent_id and give agent_name", named)
+	case bound != "":
+		return bound, nil
+	case name != "":
+		if slug := slugify(name); slug != "" {
+			return "name:" + slug, nil
+		}
+		return "", invalidParams("runs.start: agent_name '%s' has no letters or digits to make an id from", name)
+	}
+	return "", invalidParams("runs.start: the run has no agent: bind the connection (session.auth {token, agent_id}), or give agent_id (host role) or agent_name")
+}
+
+// slugify is agent_name's id form: lowercase letters and digits, runs of
+// anything else as one '-'.
+func slugify(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	s := strings.TrimSuffix(b.String(), "-")
+	if len(s) > 64 {
+		s = strings.TrimSuffix(s[:64], "-")
+	}
+	return s
+}
+
+// mayWrite reports whether the connection may end or append to a run of
+// agent started by owner: its bound agent, or (runs.complete only) the
+// connection that started it.
+func (c *conn) mayWrite(agent, owner string, byOwnerConn bool) bool {
+	if a := c.agentID(); a != "" && a == agent {
+		return true
+	}
+	return byOwnerConn && owner == c.id
+}
+
+const runsCompleteShape = "{run_id: string, outcome: AgentOutcome}"
+
+func (c *conn) runsComplete(ctx context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		RunID   string          `json:"run_id"`
+		Outcome json.RawMessage `json:"outcome"`
+	}
+	if err := decodeParams(params, &p, runsCompleteShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("run_id", p.RunID, runsCompleteShape); err != nil {
+		return nil, err
+	}
+	agent, owner, ok := st.Info(p.RunID)
+	if !ok || !c.mayWrite(agent, owner, true) {
+		return nil, errRunNotFound(p.RunID)
+	}
+	if err := st.Complete(ctx, p.RunID, p.Outcome); err != nil {
+		if errors.Is(err, runs.ErrNotFound) {
+			return nil, errRunNotFound(p.RunID)
+		}
+		return nil, invalidParams("runs.complete: %v", err)
+	}
+	c.runs.mu.Lock()
+	if c.runs.current == p.RunID {
+		c.runs.current = ""
+	}
+	delete(c.runs.started, p.RunID)
+	c.runs.mu.Unlock()
+	return map[string]any{"run_id": p.RunID, "ok": true}, nil
+}
+
+const recordTurnsShape = "runs.record_turns requires { run_id, turns: [RunTurn] }"
+
+func (c *conn) runsRecordTurns(ctx context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		RunID string          `json:"run_id"`
+		Turns json.RawMessage `json:"turns"`
+	}
+	if params == nil || json.Unmarshal(*params, &p) != nil || p.RunID == "" {
+		return nil, invalidParams("%s", recordTurnsShape)
+	}
+	turns, err := runs.DecodeTurns(p.Turns)
+	if err != nil {
+		return nil, invalidParams("%s: %v", recordTurnsShape, err)
+	}
+	dropped := func(reason string) any {
+		return map[string]any{"run_id": p.RunID, "base_index": 0, "count": 0, "ok": false, "dropped": reason}
+	}
+	agent, owner, ok := st.Info(p.RunID)
+	if !ok || !c.mayWrite(agent, owner, false) {
+		return dropped(runs.DropRunNotFound), nil
+	}
+	base, err := st.Append(ctx, p.RunID, turns)
+	var drop *runs.DropError
+	switch {
+	case errors.As(err, &drop):
+		return dropped(drop.Reason), nil
+	case err != nil:
+		return nil, internalError("runs.record_turns: %v", err)
+	}
+	c.meterTurns(agent, p.RunID, turns)
+	return map[string]any{"run_id": p.RunID, "base_index": base, "count": len(turns), "ok": true}, nil
+}
+
+// meterTurns records the spend turns report, folded into cost by agent.
+func (c *conn) meterTurns(agent, runID string, turns []runs.Turn) {
+	for _, t := range turns {
+		if t.Tokens == nil {
+			continue
+		}
+		c.srv.rt.Events.Append(engine.Event{Kind: engine.EventInferenceMetered, Connection: c.id, Data: map[string]any{
+			"agent": agent, "run_id": runID, "turn": t.Index, "tokens_in": t.Tokens.InputTokens, "tokens_out": t.Tokens.OutputTokens, "cost_usd": t.Tokens.CostUSD,
+		}})
+	}
+}
+
+const runIDShape = "{run_id: string}"
+
+func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		RunID string `json:"run_id"`
+	}
+	if err := decodeParams(params, &p, runIDShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("run_id", p.RunID, runIDShape); err != nil {
+		return nil, err
+	}
+	agent, _, ok := st.Info(p.RunID)
+	if !ok || !c.mayRead(agent) {
+		return nil, errRunNotFound(p.RunID)
+	}
+	c.runs.mu.Lock()
+	if c.closedForRuns() {
+		c.runs.mu.Unlock()
+		return nil, internalError("the connection is closing")
+	}
+	if c.runs.subs == nil {
+		c.runs.subs = map[string]*fanout.Queue[runs.Event]{}
+	}
+	q := c.runs.subs[p.RunID]
+	if q == nil {
+		q = fanout.New(c.deliverTrace, fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout})
+		c.runs.subs[p.RunID] = q
+	}
+	c.runs.mu.Unlock()
+	snap, err := st.Subscribe(p.RunID, c.id, q.Push)
+	if err != nil {
+		return nil, errRunNotFound(p.RunID)
+	}
+	return snap, nil
+}
+
+// closedForRuns reports whether the connection has ended (no subscription
+// may start: nothing would close its queue). c.runs.mu is held.
+func (c *conn) closedForRuns() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// deliverTrace writes one runs.trace.event. Its cursor is the run's turn
+// count: a gap there is a dropped event, and the subscriber re-subscribes.
+func (c *conn) deliverTrace(ctx context.Context, it fanout.Item[runs.Event]) error {
+	return c.notify(ctx, protocol.MethodRunsTraceEvent, it.Value)
+}
+
+func (c *conn) runsUnsubscribe(_ context.Context, params *json.RawMessage) (any, error) {
+	var p struct {
+		RunID string `json:"run_id"`
+	}
+	if err := decodeParams(params, &p, runIDShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("run_id", p.RunID, runIDShape); err != nil {
+		return nil, err
+	}
+	removed := false
+	if st := c.srv.opts.Runs; st != nil {
+		removed = st.Unsubscribe(p.RunID, c.id)
+	}
+	c.runs.mu.Lock()
+	q := c.runs.subs[p.RunID]
+	delete(c.runs.subs, p.RunID)
+	c.runs.mu.Unlock()
+	if q != nil {
+		q.Close()
+	}
+	return map[string]any{"run_id": p.RunID, "removed": removed}, nil
+}
+
+func (c *conn) runsList(_ context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		AgentID string `json:"agent_id"`
+	}
+	const shape = "{agent_id: string}"
+	if err := decodeParams(params, &p, shape); err != nil {
+		return nil, err
+	}
+	if err := requireString("agent_id", p.AgentID, shape); err != nil {
+		return nil, err
+	}
+	if !c.mayRead(p.AgentID) {
+		return nil, invalidParams("runs.list: this connection may not read agent '%s''s runs: bind it to that agent, or authenticate with the host token", p.AgentID)
+	}
+	return map[string]any{"agent_id": p.AgentID, "runs": st.List(p.AgentID)}, nil
+}
+
+func (c *conn) runsGetTrace(_ context.Context, params *json.RawMessage) (any, error) {
+	st, err := c.runStore()
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		RunID  string `json:"run_id"`
+		Cursor int    `json:"cursor"`
+	}
+	const shape = "{run_id: string, cursor?: number}"
+	if err := decodeParams(params, &p, shape); err != nil {
+		return nil, err
+	}
+	if err := requireString("run_id", p.RunID, shape); err != nil {
+		return nil, err
+	}
+	if p.Cursor < 0 {
+		return nil, invalidParams("param 'cursor' must be 0 or more")
+	}
+	notFound := map[string]any{"run_id": p.RunID, "not_found": true}
+	agent, _, ok := st.Info(p.RunID)
+	if !ok || !c.mayRead(agent) {
+		return notFound, nil
+	}
+	recs, err := st.Trace(p.RunID, p.Cursor)
+	if errors.Is(err, runs.ErrNotFound) {
+		return notFound, nil
+	}
+	if err != nil {
+		return nil, internalError("runs.get_trace: %v", err)
+	}
+	return map[string]any{"run_id": p.RunID, "agent_id": agent, "records": recs, "cursor": p.Cursor}, nil
+}
+
+// recorder is the turn recorder of the connection's current run, or nil.
+func (c *conn) recorder() engine.TurnRecorder {
+	st := c.srv.opts.Runs
+	c.runs.mu.Lock()
+	runID := c.runs.current
+	c.runs.mu.Unlock()
+	if st == nil || runID == "" {
+		return nil
+	}
+	rec := st.Recorder(runID)
+	rec.OnError = func(err error) { c.log.Warn("a proposal's turn was not recorded: " + err.Error()) }
+	return rec
+}
