@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/approvals"
