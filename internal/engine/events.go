@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // EventKind names what happened.
@@ -83,6 +85,8 @@ type MetricsSummary struct {
 	SuccessRate         float64 `json:"success_rate"`
 	ErrorRate           float64 `json:"error_rate"`
 	AvgLatencyMs        float64 `json:"avg_latency_ms"`
+	CallbackP50Ms       float64 `json:"callback_p50_ms"` // median duration of tool calls that made a callback
+	CallbackP99Ms       float64 `json:"callback_p99_ms"`
 	ToolCancellations   int     `json:"tool_cancellations"`
 	GateRejections      int     `json:"gate_rejections"`
 	PolicyViolations    int     `json:"policy_violations"`
@@ -376,6 +380,7 @@ func (l *EventLog) Summary() MetricsSummary {
 	s := MetricsSummary{TotalEvents: len(l.events)}
 	var latency float64
 	var timed int
+	var callbacks []float64
 	for i := range l.events {
 		e := &l.events[i]
 		switch e.Kind {
@@ -404,6 +409,9 @@ func (l *EventLog) Summary() MetricsSummary {
 			if d, ok := jsonvalue.ToFloat(e.Data["duration_ms"]); ok {
 				latency += d
 				timed++
+				if e.Data["type"] == string(protocol.ActionToolCall) && e.Data["cache_hit"] == nil {
+					callbacks = append(callbacks, d)
+				}
 			}
 		}
 	}
@@ -414,7 +422,20 @@ func (l *EventLog) Summary() MetricsSummary {
 	if timed > 0 {
 		s.AvgLatencyMs = latency / float64(timed)
 	}
+	s.CallbackP50Ms = percentile(callbacks, 50)
+	s.CallbackP99Ms = percentile(callbacks, 99)
 	return s
+}
+
+// percentile is the nearest-rank p-th percentile of xs (sorted in place), 0
+// for none.
+func percentile(xs []float64, p int) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	rank := (p*len(xs) + 99) / 100 // ceil(p/100 × n)
+	return xs[max(rank, 1)-1]
 }
 
 // observe moves the Prometheus counters an event stands for.
