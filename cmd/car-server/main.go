@@ -30,6 +30,8 @@ func run(args []string) int {
 			return runPolicyCommand(args[1:], os.Stdout, os.Stderr)
 		case "journal":
 			return runJournalCommand(args[1:], os.Stdout, os.Stderr)
+		case "dashboard":
+			return runDashboardCommand(args[1:], os.Stdout, os.Stderr)
 		case "status", "policies", "approvals":
 			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
 		}

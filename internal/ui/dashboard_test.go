@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -242,5 +243,34 @@ func TestThePageReconnectsAfterARestart(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#approvals li.approval button.approve")))
 	if res, err := resultOf(sub.wait(t), "a1"); err != nil || res.Status != protocol.StatusSucceeded {
 		t.Fatalf("after the restart: %+v %v", res, err)
+	}
+}
+
+func TestTheDaemonAdmitsThePagesOwnOriginOnly(t *testing.T) {
+	d := startDaemon(t, hostToken)
+	dial := func(origin string) error {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		c, err := client.Dial(ctxT(t), d.wsURL(), &client.Options{HostToken: hostToken, Header: h})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial("http://" + d.addr); err != nil {
+		t.Fatalf("the origin the page was served from is refused: %v", err)
+	}
+	for _, foreign := range []string{"http://evil.example", "http://" + d.addr + ".evil.example", "null"} {
+		if err := dial(foreign); err == nil {
+			t.Fatalf("origin %s was admitted", foreign)
+		}
+	}
+	resp, err := http.Get("http://" + d.addr + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "connect-src ws://"+d.addr+";") {
+		t.Fatalf("GET /ui/: %d %v", resp.StatusCode, resp.Header)
 	}
 }

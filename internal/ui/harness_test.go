@@ -297,4 +297,3 @@ func errText(r protocol.ActionResult) string {
 	}
 	return *r.Error
 }
-
