@@ -30,6 +30,7 @@ const state = {
   supervising: false,
   me: '',
   pollTimer: 0,
+  healthTimer: 0,
 };
 
 // takeToken moves the token from the fragment to sessionStorage and out of
@@ -174,6 +175,20 @@ async function feedEvent(p) {
   state.cursor = Math.max(state.cursor, p.cursor);
   renderEvents();
   renderProposals();
+  renderChart();
+  if (p.event?.kind === 'proposal_finished' || p.event?.kind === 'proposal_rejected') refreshHealthSoon();
+}
+
+// refreshHealthSoon re-reads metrics.summary once a proposal ends, at most
+// once a second, so the counts follow the work without polling faster.
+function refreshHealthSoon() {
+  if (state.healthTimer) return;
+  state.healthTimer = setTimeout(async () => {
+    try {
+      renderHealth(await call('metrics.summary'));
+    } catch { /* the next poll tries again */ }
+    state.healthTimer = 0;
+  }, 1000);
 }
 
 // ingest adds one event to the log and to the proposal it belongs to.
@@ -233,7 +248,13 @@ function track(e) {
   switch (e.kind) {
     case 'proposal_received': p.source = d.source || ''; break;
     case 'action_started': { const a = act(e.action_id); a.status = 'running'; a.tool = d.tool || d.type || ''; break; }
-    case 'approval_waiting': if (e.action_id) act(e.action_id).status = 'waiting for approval'; break;
+    case 'approval_waiting':
+      if (e.action_id) {
+        const a = act(e.action_id);
+        a.status = 'waiting for approval';
+        a.tool = a.tool || d.tool || '';
+      }
+      break;
     case 'proposal_rejected': p.status = 'rejected'; p.note = d.reason || ''; p.finished = e.timestamp; break;
     case 'proposal_cancelled': p.note = `cancelled: ${d.reason || ''}`; p.cancelled = true; break;
     case 'proposal_finished':
@@ -435,7 +456,7 @@ function proposalCard(li, p) {
       el('td', {}, a.duration == null ? '' : `${Number(a.duration).toFixed(1)} ms`)));
   const head = el('h3', {}, `${p.id} `, el('span', { class: 'muted' }, p.status));
   const parts = [head,
-    dl([['from', `connection ${short(p.connection)}${p.source ? ` (${p.source})` : ''}`], ['started', clock(p.started)],
+    dl([['from', `connection ${short(p.connection)}${p.source && p.source !== 'unknown' ? ` (${p.source})` : ''}`], ['started', clock(p.started)],
       ['took', p.duration == null ? '' : `${Number(p.duration).toFixed(1)} ms`], ['note', p.note]]),
     el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'action'), el('th', {}, 'tool'), el('th', {}, 'status'), el('th', {}, 'duration'))), el('tbody', {}, rows)))];
   let keepFocus = false;
