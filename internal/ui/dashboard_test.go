@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -151,9 +152,14 @@ func TestCancelOnARunningProposalSendsToolsCancel(t *testing.T) {
 	d := startDaemon(t, hostToken)
 	p := openPage(t, d.pageURL())
 	p.ready()
+	release := make(chan struct{}) // closed once tools.cancel has come
 	r := newRunner(t, d, map[string]tool{"long_job": func(ctx context.Context, _ protocol.ToolExecuteParams) (any, error) {
-		<-ctx.Done() // until the daemon gives up on the call
-		return nil, ctx.Err()
+		select {
+		case <-release:
+			return nil, errors.New("stopped on tools.cancel")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}})
 	sub := r.submit(t, "p-cancel", "long_job", map[string]any{"n": 1})
 	select {
@@ -165,6 +171,7 @@ func TestCancelOnARunningProposalSendsToolsCancel(t *testing.T) {
 	p.do(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
 	select {
 	case c := <-r.cancels:
+		close(release)
 		if !strings.Contains(c.Reason, "cancelled from the dashboard") {
 			t.Fatalf("tools.cancel reason %q", c.Reason)
 		}
@@ -272,5 +279,24 @@ func TestTheDaemonAdmitsThePagesOwnOriginOnly(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "connect-src ws://"+d.addr+";") {
 		t.Fatalf("GET /ui/: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestOnAPhoneWidthTheKeyboardApproves(t *testing.T) {
+	d := startDaemon(t, hostToken)
+	p := openPage(t, d.pageURL())
+	p.do(chromedp.EmulateViewport(390, 844))
+	p.ready()
+	r := newRunner(t, d, map[string]tool{"deploy_service": echo})
+	sub := r.submit(t, "p-phone", "deploy_service", deployParams())
+	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval button.approve")))
+	if fits := eval[bool](p, `document.documentElement.scrollWidth <= window.innerWidth`); !fits {
+		t.Fatalf("the page is wider than a phone: %d > %d; too wide: %s", eval[int](p, `document.documentElement.scrollWidth`), eval[int](p, `window.innerWidth`),
+			eval[string](p, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map(e => e.tagName + "#" + e.id + "." + e.className).join(" ")`))
+	}
+	// Keyboard only: focus Approve and press Enter.
+	p.do(chromedp.Focus(chromedp.CSS("#approvals li.approval button.approve")), chromedp.KeyEvent("\r"))
+	if res, err := resultOf(sub.wait(t), "a1"); err != nil || res.Status != protocol.StatusSucceeded {
+		t.Fatalf("approved from the keyboard: %+v %v", res, err)
 	}
 }
