@@ -5,8 +5,9 @@ const (
 	MethodSessionAuth        = "session.auth"
 	MethodServerHandshake    = "server.handshake"
 	MethodSessionInit        = "session.init"
-	MethodServerStatus       = "server.status"  // operator: version, uptime, connections, in-flight proposals
-	MethodApprovalsList      = "approvals.list" // operator: every decision on the approval ledger
+	MethodServerStatus       = "server.status"      // operator: version, uptime, connections, in-flight proposals
+	MethodApprovalsList      = "approvals.list"     // operator: every decision on the approval ledger
+	MethodServerConnections  = "server.connections" // the open connections, their role and standing tier
 	MethodSessionPolicyOpen  = "session.policy.open"
 	MethodSessionPolicyClose = "session.policy.close"
 

@@ -32,6 +32,8 @@ func run(args []string) int {
 			return runJournalCommand(args[1:], os.Stdout, os.Stderr)
 		case "agents":
 			return runAgentsCommand(args[1:], os.Stdout, os.Stderr)
+		case "dashboard":
+			return runDashboardCommand(args[1:], os.Stdout, os.Stderr)
 		case "status", "policies", "approvals":
 			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
 		}

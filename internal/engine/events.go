@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // EventKind names what happened.
@@ -98,6 +100,8 @@ type MetricsSummary struct {
 	GoalsMet            int         `json:"goals_met"`
 	GoalsUngrounded     int         `json:"goals_ungrounded"`
 	CostByAgent         []AgentCost `json:"cost_by_agent"`
+	CallbackP50Ms       float64     `json:"callback_p50_ms"` // median duration of tool calls that made a callback
+	CallbackP99Ms       float64     `json:"callback_p99_ms"`
 }
 
 // EventLog is the daemon's bounded, in-memory audit trail, optionally
@@ -388,6 +392,7 @@ func (l *EventLog) Summary() MetricsSummary {
 	s := MetricsSummary{TotalEvents: len(l.events)}
 	var latency float64
 	var timed int
+	var callbacks []float64
 	for i := range l.events {
 		e := &l.events[i]
 		switch e.Kind {
@@ -416,6 +421,9 @@ func (l *EventLog) Summary() MetricsSummary {
 			if d, ok := jsonvalue.ToFloat(e.Data["duration_ms"]); ok {
 				latency += d
 				timed++
+				if e.Data["type"] == string(protocol.ActionToolCall) && e.Data["cache_hit"] == nil {
+					callbacks = append(callbacks, d)
+				}
 			}
 		}
 	}
@@ -427,7 +435,20 @@ func (l *EventLog) Summary() MetricsSummary {
 		s.AvgLatencyMs = latency / float64(timed)
 	}
 	l.foldSpend(&s)
+	s.CallbackP50Ms = percentile(callbacks, 50)
+	s.CallbackP99Ms = percentile(callbacks, 99)
 	return s
+}
+
+// percentile is the nearest-rank p-th percentile of xs (sorted in place), 0
+// for none.
+func percentile(xs []float64, p int) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	rank := (p*len(xs) + 99) / 100 // ceil(p/100 × n)
+	return xs[max(rank, 1)-1]
 }
 
 // observe moves the Prometheus counters an event stands for.

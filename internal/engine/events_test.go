@@ -146,3 +146,20 @@ func TestQueryAfterCursor(t *testing.T) {
 		t.Fatalf("after_cursor 3: %+v", got)
 	}
 }
+
+func TestSummaryCallbackPercentilesCountOnlyCallbacks(t *testing.T) {
+	l := NewEventLog(1000)
+	for d := 1; d <= 100; d++ {
+		l.Append(Event{Kind: EventActionSucceeded, Data: map[string]any{"type": "tool_call", "duration_ms": float64(d)}})
+	}
+	// Neither a built-in action nor a cache hit made a callback.
+	l.Append(Event{Kind: EventActionSucceeded, Data: map[string]any{"type": "state_write", "duration_ms": 5000.0}})
+	l.Append(Event{Kind: EventActionSucceeded, Data: map[string]any{"type": "tool_call", "duration_ms": 9000.0, "cache_hit": "idempotency"}})
+	s := l.Summary()
+	if s.CallbackP50Ms != 50 || s.CallbackP99Ms != 99 {
+		t.Fatalf("p50 %v p99 %v, want 50 and 99", s.CallbackP50Ms, s.CallbackP99Ms)
+	}
+	if empty := NewEventLog(10).Summary(); empty.CallbackP50Ms != 0 || empty.CallbackP99Ms != 0 {
+		t.Fatalf("no callbacks: %+v", empty)
+	}
+}

@@ -32,6 +32,8 @@ type conn struct {
 	rpc   *jsonrpc2.Conn // set once; ready is closed after
 	ready chan struct{}
 	sess  *engine.Session
+	// remote is the peer's address, set before ready is closed.
+	remote string
 
 	ctx    context.Context // the connection's reads; cancelled when it ends
 	cancel context.CancelFunc
@@ -96,6 +98,7 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 // drops its session.
 func (c *conn) run(remote string) {
 	c.sess = c.srv.rt.OpenSession(c.id, c)
+	c.remote = remote
 	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
 	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
 	close(c.ready)

@@ -14,10 +14,11 @@ var methods map[string]method
 
 func init() {
 	methods = map[string]method{
-		protocol.MethodServerHandshake: {handle: (*conn).handleHandshake},
-		protocol.MethodSessionInit:     {handle: (*conn).sessionInit},
-		protocol.MethodServerStatus:    {handle: (*conn).serverStatus},
-		protocol.MethodApprovalsList:   {handle: (*conn).approvalsList},
+		protocol.MethodServerHandshake:   {handle: (*conn).handleHandshake},
+		protocol.MethodSessionInit:       {handle: (*conn).sessionInit},
+		protocol.MethodServerStatus:      {handle: (*conn).serverStatus},
+		protocol.MethodApprovalsList:     {handle: (*conn).approvalsList},
+		protocol.MethodServerConnections: {handle: (*conn).serverConnections},
 
 		protocol.MethodSessionPolicyOpen:  {handle: (*conn).sessionPolicyOpen},
 		protocol.MethodSessionPolicyClose: {handle: (*conn).sessionPolicyClose},

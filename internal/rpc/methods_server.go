@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 )
@@ -28,4 +30,41 @@ func (c *conn) approvalsList(context.Context, *json.RawMessage) (any, error) {
 		list = []approvals.Record{}
 	}
 	return map[string]any{"approvals": list}, nil
+}
+
+// connectionInfo is one row of server.connections.
+type connectionInfo struct {
+	ID     string `json:"id"`
+	Role   string `json:"role"` // host (the host token), client (the auth token) or unauthenticated
+	Tier   string `json:"tier"` // the standing permission tier
+	Remote string `json:"remote,omitempty"`
+}
+
+// serverConnections lists the open connections for the dashboard's roster:
+// who is connected, with which role and standing tier.
+func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error) {
+	c.srv.mu.Lock()
+	conns := make([]*conn, 0, len(c.srv.conns))
+	for o := range c.srv.conns {
+		conns = append(conns, o)
+	}
+	c.srv.mu.Unlock()
+	list := make([]connectionInfo, 0, len(conns))
+	for _, o := range conns {
+		select {
+		case <-o.ready: // its session and remote address are set
+		default:
+			continue
+		}
+		role := "client"
+		switch {
+		case o.isHost():
+			role = "host"
+		case !o.authed.Load():
+			role = "unauthenticated"
+		}
+		list = append(list, connectionInfo{ID: o.id, Role: role, Tier: o.sess.Tier().String(), Remote: o.remote})
+	}
+	slices.SortFunc(list, func(a, b connectionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return map[string]any{"connections": list, "self": c.id}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/ui"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
@@ -111,12 +112,13 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	s.mux.Handle("GET "+ui.Prefix, ui.Handler())
 	s.mux.HandleFunc("/{$}", s.serveWebSocket)
 	return s
 }
 
-// Handler returns the HTTP handler: the WebSocket endpoint at "/" and
-// GET /healthz.
+// Handler returns the HTTP handler: the WebSocket endpoint at "/",
+// GET /healthz, GET /metrics and the dashboard under /ui/.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Serve accepts connections on l until Shutdown. It returns nil after a

@@ -1,0 +1,36 @@
+package ui_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// TestReadmeScreenshot shows the dashboard with some work on it; with
+// CAR_UPDATE_SCREENSHOT=1 it also writes docs/dashboard.png for the README.
+func TestReadmeScreenshot(t *testing.T) {
+	d := startDaemon(t, hostToken)
+	p := openPage(t, d.pageURL())
+	p.ready()
+	r := newRunner(t, d, map[string]tool{"read_file": echo, "deploy_service": echo})
+	if err := r.Call(ctxT(t), protocol.MethodHostRegisterAgent, map[string]any{"name": "release-bot", "kind": "agent"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := r.submit(t, "p-readme", "read_file", map[string]any{"path": "/srv/site/index.md"})
+	if res, err := resultOf(done.wait(t), "a1"); err != nil || res.Status != protocol.StatusSucceeded {
+		t.Fatalf("read_file: %+v %v", res, err)
+	}
+	waiting := r.submit(t, "p-deploy", "deploy_service", map[string]any{"env": "prod", "version": "2.4.1", "api_key": "sk-live-never-shown"})
+	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval")))
+	p.until("the finished proposal", `document.querySelector('#proposals li[data-id="p-readme"]')?.dataset.status === "succeeded"`)
+	p.until("the health counts", `document.getElementById("health").textContent.includes("100.0 %")`)
+	if os.Getenv("CAR_UPDATE_SCREENSHOT") == "1" {
+		p.screenshot(filepath.Join("..", "..", "docs", "dashboard.png"))
+	}
+	p.do(chromedp.Click(chromedp.CSS("#approvals li.approval button.approve")))
+	waiting.wait(t)
+}
