@@ -273,4 +273,3 @@ func ancestors(steps []Step, i int) map[int]bool {
 	}
 	return seen
 }
-
