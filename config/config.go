@@ -36,6 +36,8 @@ type Config struct {
 	SupervisionTimeout time.Duration // how long a parked proposal waits for a supervisor
 	MaxActions         int           // actions per proposal
 	MaxConcurrency     int           // actions of one proposal running at once
+	MaxCheckpoints     int           // checkpoints kept
+	MaxCheckpointBytes int64         // largest checkpoint file
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
 
@@ -47,6 +49,8 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	CheckpointsDir  string // saved copies of state
+	ToolLabelsPath  string // the information-flow gate's tool labels
 	ShowVersion     bool   // --version was given
 }
 
@@ -120,6 +124,8 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
 	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
+	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
+	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
 	return cfg, nil
 }
 
@@ -206,6 +212,8 @@ func (c *Config) resolve(r *reader) error {
 	c.SupervisionTimeout = r.duration("supervision_timeout")
 	c.MaxActions = r.integer("max_actions")
 	c.MaxConcurrency = r.integer("max_concurrency")
+	c.MaxCheckpoints = r.integer("max_checkpoints")
+	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
 	if c.LogFormat != "json" && c.LogFormat != "console" {
@@ -217,7 +225,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -37,6 +37,8 @@ var settings = []setting{
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
 	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
+	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
+	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 }
