@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -77,29 +78,16 @@ func (rt *Runtime) analyzeFlow(sub *Submission, actions []protocol.Action) *flow
 // writes (a key still holding a reference is judged once it is resolved).
 func flowSteps(actions []protocol.Action) []flow.Step {
 	g := buildGraph(actions)
-	byID := make(map[string]int, len(actions))
-	for i := range actions {
-		byID[actions[i].ID] = i
-	}
 	literal := func(keys []string) []string {
 		return slices.DeleteFunc(keys, refPattern.MatchString)
 	}
 	steps := make([]flow.Step, len(actions))
 	for i := range actions {
 		a := &actions[i]
-		st := flow.Step{ID: a.ID, Deps: g.deps[i], Reads: literal(readKeys(a)), Writes: literal(writtenKeys(a))}
+		steps[i] = flow.Step{ID: a.ID, Refs: g.refs[i], Deps: g.deps[i], Reads: literal(readKeys(a)), Writes: literal(writtenKeys(a))}
 		if a.Type == protocol.ActionToolCall {
-			st.Tool = a.Tool
+			steps[i].Tool = a.Tool
 		}
-		refs := map[string]struct{}{}
-		referencedIDs(a.Parameters, refs)
-		referencedIDs(a.ExpectedEffects, refs)
-		for id := range refs {
-			if j, ok := byID[id]; ok {
-				st.Refs = append(st.Refs, j)
-			}
-		}
-		steps[i] = st
 	}
 	return steps
 }
@@ -215,8 +203,24 @@ func (c flowCheck) Check(_ context.Context, sub *Submission, a *protocol.Action)
 	if i < 0 || &sub.Proposal.Actions[i] == a {
 		return nil // as admitted: the gate has judged it
 	}
+	orig := sub.Proposal.Actions[i]
+	refs := map[string]struct{}{}
+	referencedIDs(orig.Parameters["key"], refs)
+	referencedIDs(orig.Parameters["keys"], refs)
+	if len(refs) == 0 {
+		return nil // its keys are the ones the gate saw
+	}
+	// The admitted action with only its keys resolved: its references
+	// still name the data it carries.
+	params := maps.Clone(orig.Parameters)
+	for _, k := range []string{"key", "keys"} {
+		if v, ok := a.Parameters[k]; ok {
+			params[k] = v
+		}
+	}
+	orig.Parameters = params
 	actions := slices.Clone(sub.Proposal.Actions)
-	actions[i] = *a
+	actions[i] = orig
 	if rep := c.rt.analyzeFlow(sub, actions); len(rep.Leaks) > 0 {
 		return fmt.Errorf("with its references resolved, %s", c.rt.leaks(sub, rep))
 	}

@@ -24,6 +24,7 @@ type graph struct {
 	deps       [][]int // deps[i]: actions i waits for (deduplicated)
 	dependents [][]int // dependents[i]: actions waiting for i
 	hasRefs    []bool  // parameters or effects contain $<id>.output
+	refs       [][]int // refs[i]: actions whose output i's parameters or effects reference
 	rejected   []string
 }
 
@@ -37,6 +38,7 @@ func buildGraph(actions []protocol.Action) *graph {
 		deps:       make([][]int, n),
 		dependents: make([][]int, n),
 		hasRefs:    make([]bool, n),
+		refs:       make([][]int, n),
 		rejected:   make([]string, n),
 	}
 	byID := make(map[string]int, n)
@@ -81,6 +83,7 @@ func buildGraph(actions []protocol.Action) *graph {
 				g.reject(i, fmt.Sprintf("parameters reference unknown action '%s' ($%s.output)", id, id))
 				continue
 			}
+			g.refs[i] = append(g.refs[i], j)
 			add(j)
 		}
 		for _, k := range a.StateDependencies {

@@ -100,11 +100,10 @@ func Analyze(in Input) *Report {
 
 // node is a step (id < n) or a state key (id ≥ n) of the flow graph.
 type flowGraph struct {
-	n       int
-	keys    []string       // keys[id-n]
-	keyID   map[string]int // key → node id
-	out     [][]int        // edges along which data moves
-	readers map[string][]int
+	n     int
+	keys  []string       // keys[id-n]
+	keyID map[string]int // key → node id
+	out   [][]int        // edges along which data moves
 }
 
 func newFlowGraph(steps []Step) *flowGraph {
