@@ -42,6 +42,8 @@ type Config struct {
 	StreamIdleTimeout  time.Duration // a silent stream handle fails after this
 	MaxStreamHandles   int           // stream handles per connection
 	MaxStreamChunk     int           // largest stream chunk accepted, in bytes
+	MaxCheckpoints     int           // checkpoints kept
+	MaxCheckpointBytes int64         // largest checkpoint file
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
 
@@ -56,6 +58,8 @@ type Config struct {
 	RunsDir         string // run traces, one directory per agent
 	AgentTokensPath string // hashes of the agents' own tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
+	CheckpointsDir  string // saved copies of state
+	ToolLabelsPath  string // the information-flow gate's tool labels
 	ShowVersion     bool   // --version was given
 }
 
@@ -132,6 +136,8 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
+	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
+	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
 	return cfg, nil
 }
 
@@ -224,6 +230,8 @@ func (c *Config) resolve(r *reader) error {
 	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
 	c.MaxStreamHandles = r.integer("max_stream_handles")
 	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
+	c.MaxCheckpoints = r.integer("max_checkpoints")
+	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
 	if c.LogFormat != "json" && c.LogFormat != "console" {
@@ -235,7 +243,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -163,6 +163,8 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_stream_handles":          {"7", "7", func(c *Config) any { return c.MaxStreamHandles }},
 		"max_stream_chunk_bytes":      {"7", "7", func(c *Config) any { return c.MaxStreamChunk }},
 		"run_incomplete_grace":        {"7", "7s", func(c *Config) any { return c.RunIncompleteGrace }},
+		"max_checkpoints":             {"7", "7", func(c *Config) any { return c.MaxCheckpoints }},
+		"max_checkpoint_bytes":        {"7", "7", func(c *Config) any { return c.MaxCheckpointBytes }},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

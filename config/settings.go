@@ -43,6 +43,8 @@ var settings = []setting{
 	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", "30m"},
 	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", 256},
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", 65536},
+	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
+	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 }

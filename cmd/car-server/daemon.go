@@ -16,7 +16,9 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/messaging"
@@ -99,6 +101,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 	defer runStore.Close()
 
+	labels, err := flow.Load(cfg.ToolLabelsPath)
+	if err != nil {
+		return err
+	}
+	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
+	if err != nil {
+		return err
+	}
+
 	rt := engine.NewRuntime(engine.Options{
 		MaxActions:               cfg.MaxActions,
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
@@ -112,12 +123,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
 		Postures:                 postures,
+		Checkpoints:              checkpoints,
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
 	rt.SetOperatorPolicies(operator)
+	rt.SetToolLabels(labels)
+	logToolLabels(log, "tool labels loaded", cfg.ToolLabelsPath, labels)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	hostToken := cfg.HostToken
 	if hostToken == "" {
@@ -219,6 +233,7 @@ loop:
 			break loop
 		case <-hup:
 			reloadPolicies(rt, cfg.PoliciesDir, log)
+			reloadToolLabels(rt, cfg.ToolLabelsPath, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))
 			break loop
@@ -250,6 +265,23 @@ func reloadPolicies(rt *engine.Runtime, dir string, log *zap.Logger) {
 	}
 	rt.SetOperatorPolicies(e)
 	log.Info("operator policies reloaded", zap.String("dir", dir), zap.Int("files", files), zap.Int("rules", e.Len()))
+}
+
+// reloadToolLabels re-reads the information-flow gate's labels file, as
+// reloadPolicies does the policies: a bad file keeps the labels in force.
+func reloadToolLabels(rt *engine.Runtime, path string, log *zap.Logger) {
+	l, err := flow.Load(path)
+	if err != nil {
+		log.Error("tool labels reload failed; the previous labels stay in force", zap.String("path", path), zap.Error(err))
+		return
+	}
+	rt.SetToolLabels(l)
+	logToolLabels(log, "tool labels reloaded", path, l)
+}
+
+func logToolLabels(log *zap.Logger, msg, path string, l *flow.Labels) {
+	sources, sinks, orderings := l.Counts()
+	log.Info(msg, zap.String("path", path), zap.Int("sources", sources), zap.Int("sinks", sinks), zap.Int("orderings", orderings))
 }
 
 // notifyReady tells systemd (Type=notify) the daemon is listening and, when

@@ -350,13 +350,22 @@ func (r *run) waitForToken(ctx context.Context, a *protocol.Action, t *Tool) err
 	if deadline, ok := ctx.Deadline(); ok && now.Add(wait).After(deadline) {
 		res.CancelAt(now)
 		return fmt.Errorf("tool '%s' rate limit (%d calls per %gs) would delay this call by %s, past the proposal's deadline in %s (%s): submit it later or raise the limit",
-			a.Tool, t.Schema.RateLimit.MaxCalls, t.Schema.RateLimit.IntervalSecs, wait.Round(time.Millisecond), deadline.Sub(now).Round(time.Millisecond), deadline.UTC().Format(time.RFC3339))
+			a.Tool, t.Schema.RateLimit.MaxCalls, t.Schema.RateLimit.IntervalSecs, readable(wait), readable(deadline.Sub(now)), deadline.UTC().Format(time.RFC3339))
 	}
 	if err := sleepCtx(ctx, wait); err != nil {
 		res.Cancel()
-		return fmt.Errorf("waiting %s for tool '%s' rate limit: %w", wait.Round(time.Millisecond), a.Tool, context.Cause(ctx))
+		return fmt.Errorf("waiting %s for tool '%s' rate limit: %w", readable(wait), a.Tool, context.Cause(ctx))
 	}
 	return nil
+}
+
+// readable rounds a duration for a message: to the second past a minute,
+// else to the millisecond.
+func readable(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // attempt makes one call of the tool within timeout.

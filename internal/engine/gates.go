@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 
+	"github.com/parslee-ai/car-server/internal/flow"
+
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -40,4 +42,7 @@ type Submission struct {
 	// denied holds the actions a person rejected while the proposal was
 	// parked at the permission gate, with the reason; set before execution.
 	denied map[string]string
+	// flow is the information-flow gate's analysis, for what the proposal
+	// leaves behind for the connection's next ones.
+	flow *flow.Report
 }

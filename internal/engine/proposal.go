@@ -35,6 +35,8 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	defer rt.running.track(p.ID, sub.Session.ID, cancel)()
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
+	rt.restoring.RLock() // a checkpoint restore waits for no proposal: it is refused while any runs
+	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
 	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
 
@@ -68,6 +70,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		r.execute(ctx)
 	}
 	res := r.result()
+	rt.noteFlow(sub, res)
 	r.emit(EventProposalFinished, "", map[string]any{
 		"tool_calls": res.Cost.ToolCalls, "executed": res.Cost.ActionsExecuted,
 		"rejected": res.Cost.ActionsRejected, "skipped": res.Cost.ActionsSkipped,

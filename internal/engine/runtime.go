@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
@@ -25,6 +27,7 @@ type Options struct {
 	Idempotency        *idempotency.Cache // durable idempotency cache; nil turns it off
 	Approvals          *approvals.Ledger  // durable approval ledger; nil: nothing can be approved
 	Messages           *messaging.Ledger  // delivered messaging.send idempotency keys; nil: keys are refused
+	Checkpoints        *checkpoint.Store  // saved copies of state; nil: checkpoints are off
 	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
 	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
 	Desk               ApprovalDesk       // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
@@ -96,6 +99,8 @@ type Runtime struct {
 	started     time.Time
 	checks      []ActionCheck // built-in checks, then Options.Checks
 	running     running       // proposals being executed, for Cancel
+	labels      atomic.Pointer[flow.Labels]
+	restoring   sync.RWMutex // held shared by every running proposal, exclusively by a checkpoint restore
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -114,8 +119,8 @@ func NewRuntime(opts Options) *Runtime {
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
-	rt.gates = append([]AdmissionGate{policySessionGate{}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
-	rt.checks = append([]ActionCheck{policyCheck{rt}}, opts.Checks...)
+	rt.gates = append([]AdmissionGate{policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
+	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
 }
 
@@ -158,6 +163,9 @@ type Session struct {
 	Executor ToolExecutor
 	subs     policySessions
 	tier     atomic.Int32 // a policy.Tier
+	caps     atomic.Pointer[Capabilities]
+	capsMu   sync.Mutex // one capability change at a time
+	flowHist flowHistory
 }
 
 // OpenSession creates the session of a new connection.

@@ -26,6 +26,7 @@ type graph struct {
 	deps       [][]int // deps[i]: actions i waits for (deduplicated)
 	dependents [][]int // dependents[i]: actions waiting for i
 	hasRefs    []bool  // parameters or effects contain $<id>.output or $<id>.result
+	refs       [][]int // refs[i]: actions whose output i's parameters or effects reference
 	rejected   []string
 }
 
@@ -39,6 +40,7 @@ func buildGraph(actions []protocol.Action) *graph {
 		deps:       make([][]int, n),
 		dependents: make([][]int, n),
 		hasRefs:    make([]bool, n),
+		refs:       make([][]int, n),
 		rejected:   make([]string, n),
 	}
 	byID := make(map[string]int, n)
@@ -83,6 +85,7 @@ func buildGraph(actions []protocol.Action) *graph {
 				g.reject(i, fmt.Sprintf("parameters reference unknown action '%s' ($%s.output)", id, id))
 				continue
 			}
+			g.refs[i] = append(g.refs[i], j)
 			add(j)
 		}
 		g.addAwaits(i, byID, refs, add)

@@ -114,3 +114,55 @@ func (s *State) Snapshot(tenant string) map[string]any {
 	}
 	return out
 }
+
+// Export copies one namespace (tenant non-nil) or every namespace, for a
+// checkpoint.
+func (s *State) Export(tenant *string) map[string]map[string]any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]map[string]any{}
+	for name, space := range s.spaces {
+		if tenant != nil && name != *tenant {
+			continue
+		}
+		copied := make(map[string]any, len(space))
+		for k, e := range space {
+			copied[k] = e.value
+		}
+		out[name] = copied
+	}
+	if tenant != nil && out[*tenant] == nil {
+		out[*tenant] = map[string]any{}
+	}
+	return out
+}
+
+// Replace puts a checkpoint's namespaces in place at once: one namespace
+// (tenant non-nil) or every one, dropping namespaces the checkpoint does not
+// hold. Every key gets a fresh version, so a rollback of a write made before
+// the replace can never mistake a restored value for its own. It returns the
+// number of keys now held by what it replaced.
+func (s *State) Replace(tenant *string, spaces map[string]map[string]any) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tenant == nil {
+		s.spaces = make(map[string]map[string]entry, len(spaces))
+	}
+	n := 0
+	for name, values := range spaces {
+		if tenant != nil && name != *tenant {
+			continue
+		}
+		space := make(map[string]entry, len(values))
+		for k, v := range values {
+			s.version++
+			space[k] = entry{value: v, version: s.version}
+		}
+		s.spaces[name] = space
+		n += len(space)
+	}
+	if tenant != nil && spaces[*tenant] == nil {
+		s.spaces[*tenant] = map[string]entry{}
+	}
+	return n
+}

@@ -41,6 +41,14 @@ func init() {
 		protocol.MethodStateKeys:     {handle: (*conn).stateKeys},
 		protocol.MethodStateSnapshot: {handle: (*conn).stateSnapshot},
 
+		protocol.MethodCheckpointSave:    {handle: (*conn).checkpointSave},
+		protocol.MethodCheckpointList:    {handle: (*conn).checkpointList},
+		protocol.MethodCheckpointRestore: {handle: (*conn).checkpointRestore},
+		protocol.MethodCheckpointDelete:  {handle: (*conn).checkpointDelete},
+
+		protocol.MethodSessionCapabilitiesSet: {handle: (*conn).capabilitiesSet},
+		protocol.MethodSessionCapabilitiesGet: {handle: (*conn).capabilitiesGet},
+
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 

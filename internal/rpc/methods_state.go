@@ -18,7 +18,10 @@ func (c *conn) stateKey(params *json.RawMessage) (protocol.StateKeyParams, error
 	if err := decodeParams(params, &p, stateKeyShape); err != nil {
 		return p, err
 	}
-	return p, requireString("key", p.Key, stateKeyShape)
+	if err := requireString("key", p.Key, stateKeyShape); err != nil {
+		return p, err
+	}
+	return p, c.stateKeyAllowed(p.Key)
 }
 
 func (c *conn) stateGet(_ context.Context, params *json.RawMessage) (any, error) {
@@ -47,6 +50,9 @@ func (c *conn) stateSet(_ context.Context, params *json.RawMessage) (any, error)
 	if err := requireString("key", p.Key, stateSetShape); err != nil {
 		return nil, err
 	}
+	if err := c.stateKeyAllowed(p.Key); err != nil {
+		return nil, err
+	}
 	v, err := protocol.DecodeValue(p.Value)
 	if err != nil {
 		return nil, invalidParams("param 'value' is not valid JSON: %v", err)
@@ -60,7 +66,7 @@ func (c *conn) stateKeys(_ context.Context, params *json.RawMessage) (any, error
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
 		return nil, err
 	}
-	return c.srv.rt.State.Keys(p.TenantID), nil
+	return c.visibleKeys(c.srv.rt.State.Keys(p.TenantID)), nil
 }
 
 func (c *conn) stateSnapshot(_ context.Context, params *json.RawMessage) (any, error) {
@@ -68,5 +74,11 @@ func (c *conn) stateSnapshot(_ context.Context, params *json.RawMessage) (any, e
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
 		return nil, err
 	}
-	return c.srv.rt.State.Snapshot(p.TenantID), nil
+	snap := c.srv.rt.State.Snapshot(p.TenantID)
+	for k := range snap {
+		if c.sess.Capabilities().AllowsKey(k) != nil {
+			delete(snap, k)
+		}
+	}
+	return snap, nil
 }

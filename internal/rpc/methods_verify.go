@@ -49,7 +49,9 @@ func (c *conn) verify(_ context.Context, params *json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions()), nil
+	res := engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions())
+	c.srv.rt.VerifyFlow(&res, prop, c.sess)
+	return res, nil
 }
 
 func (c *conn) simulate(_ context.Context, params *json.RawMessage) (any, error) {

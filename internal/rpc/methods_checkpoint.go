@@ -1,0 +1,95 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+const checkpointIDShape = "{checkpoint_id: string}"
+
+// checkpointScope refuses a connection whose capabilities restrict state
+// keys: a checkpoint saves and restores whole namespaces.
+func (c *conn) checkpointScope(what string) error {
+	if caps := c.sess.Capabilities(); caps != nil && caps.StateKeys != nil {
+		return rpcError(protocol.CodeApprovalDenied, "%s touches whole namespaces, and this connection's capabilities restrict state keys (see session.capabilities.get)", what)
+	}
+	return nil
+}
+
+func (c *conn) checkpointSave(_ context.Context, params *json.RawMessage) (any, error) {
+	var p protocol.CheckpointSaveParams
+	if err := optionalParams(params, &p, "{name?: string, tenant_id?: string}"); err != nil {
+		return nil, err
+	}
+	if err := c.checkpointScope("checkpoint.save"); err != nil {
+		return nil, err
+	}
+	meta, err := c.srv.rt.SaveCheckpoint(c.id, p.Name, p.TenantID)
+	if err != nil {
+		return nil, checkpointError("checkpoint.save", err)
+	}
+	return protocol.CheckpointSaveResult{CheckpointID: meta.ID, Keys: meta.Keys, Bytes: meta.Bytes, CreatedAt: meta.CreatedAt}, nil
+}
+
+func (c *conn) checkpointList(context.Context, *json.RawMessage) (any, error) {
+	store := c.srv.rt.Checkpoints()
+	if store == nil {
+		return nil, checkpointError("checkpoint.list", engine.ErrCheckpointsOff)
+	}
+	list, err := store.List()
+	if err != nil {
+		return nil, internalError("checkpoint.list: %v", err)
+	}
+	return map[string]any{"checkpoints": list}, nil
+}
+
+func (c *conn) checkpointRestore(ctx context.Context, params *json.RawMessage) (any, error) {
+	var p protocol.CheckpointIDParams
+	if err := decodeParams(params, &p, checkpointIDShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("checkpoint_id", p.CheckpointID, checkpointIDShape); err != nil {
+		return nil, err
+	}
+	if err := c.checkpointScope("checkpoint.restore"); err != nil {
+		return nil, err
+	}
+	n, err := c.srv.rt.RestoreCheckpoint(ctx, c.sess, p.CheckpointID)
+	if err != nil {
+		return nil, checkpointError("checkpoint.restore", err)
+	}
+	return protocol.CheckpointRestoreResult{RestoredKeys: n}, nil
+}
+
+func (c *conn) checkpointDelete(_ context.Context, params *json.RawMessage) (any, error) {
+	var p protocol.CheckpointIDParams
+	if err := decodeParams(params, &p, checkpointIDShape); err != nil {
+		return nil, err
+	}
+	if err := requireString("checkpoint_id", p.CheckpointID, checkpointIDShape); err != nil {
+		return nil, err
+	}
+	if err := c.srv.rt.DeleteCheckpoint(c.id, p.CheckpointID); err != nil {
+		return nil, checkpointError("checkpoint.delete", err)
+	}
+	return map[string]any{"deleted": p.CheckpointID}, nil
+}
+
+// checkpointError gives each failure its code: a missing approval -32003,
+// an unknown checkpoint -32602, anything else -32603.
+func checkpointError(method string, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrNeedsApproval):
+		return rpcError(protocol.CodeApprovalDenied, "%v", err)
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return invalidParams("%v", err)
+	case errors.Is(err, engine.ErrCheckpointsOff):
+		return internalError("%s: %v", method, err)
+	}
+	return internalError("%v", err)
+}
