@@ -51,6 +51,9 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 	if rej := r.admitAction(ctx, i, params); rej != nil {
 		return *rej
 	}
+	if rej := r.meterAction(i); rej != nil {
+		return *rej
+	}
 	out := r.act(ctx, i, params)
 	if out.err != nil {
 		out.status = protocol.StatusFailed
@@ -279,6 +282,12 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 				return nil, err
 			}
 		}
+		if err := r.meterCall(); err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w; retry %d refused: %w", lastErr, attempt, err)
+			}
+			return nil, err
+		}
 		if err := r.waitForToken(ctx, a, t); err != nil {
 			return nil, err
 		}
@@ -375,6 +384,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		}
 		return nil, err
 	}
+	r.meterCost(out)
 	if err := t.ValidateOutput(out); err != nil {
 		return nil, err
 	}

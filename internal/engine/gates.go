@@ -30,6 +30,9 @@ type Submission struct {
 	Tenant   string // state namespace; "" is the unscoped one
 	// PolicySession names a sub-session of Session whose rules also apply.
 	PolicySession string
+	// Budget meters what the proposal may spend (session.budget.set); nil
+	// is unbounded.
+	Budget *Meter
 
 	// denied holds the actions a person rejected while the proposal was
 	// parked at the permission gate, with the reason; set before execution.

@@ -117,6 +117,7 @@ type run struct {
 	toolCalls int
 	retries   int
 	idemKeys  []string // idempotency results this proposal recorded
+	overBudget error   // the cost budget refusal that stops the run (costbudget.go)
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
 }
@@ -265,6 +266,9 @@ type stopReason struct {
 func (r *run) settle(parent context.Context, sched *schedule, i int) *stopReason {
 	if parent.Err() != nil {
 		return &stopReason{cause: fmt.Errorf("proposal stopped: %w", context.Cause(parent))}
+	}
+	if err := r.budgetStop(); err != nil {
+		return &stopReason{cause: err, byOutcome: true}
 	}
 	a := r.nodes[i].action
 	switch res := r.nodeResult(i); {

@@ -64,6 +64,9 @@ type conn struct {
 	hostEvents *fanout.Queue[host.Event]    // host.event feed, once subscribed
 	events     *fanout.Queue[feedEvent]     // events.event feed, once subscribed
 	eventSub   *eventSub                    // the events.subscribe in force, if any
+
+	replan atomic.Pointer[protocol.ReplanConfig] // replan.set_config; nil is max_replans 0
+	budget atomic.Pointer[costBudget]            // session.budget.set; nil is unbounded
 }
 
 // newConn prepares a connection; run serves it.
