@@ -117,9 +117,10 @@ type run struct {
 	toolCalls int
 	retries   int
 	idemKeys  []string // idempotency results this proposal recorded
-	overBudget error   // the cost budget refusal that stops the run (costbudget.go)
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
+
+	overBudget error // the cost budget refusal that stops the run (costbudget.go); guarded by mu
 }
 
 // undoEntry puts one key back as it was before one write of the proposal,
