@@ -322,3 +322,34 @@ func TestReplanSetConfigRefusesBadParams(t *testing.T) {
 		}
 	}
 }
+
+// A client that never answers replan.propose ends the loop at the tool
+// timeout with the last result; it is told with tools.cancel.
+func TestReplanUnansweredTimesOut(t *testing.T) {
+	ts := startServer(t, Options{ToolTimeout: 20 * time.Millisecond})
+	tb := newToolbox(t, ts, map[string]toolFunc{"flaky": fails})
+	setReplan(t, tb, protocol.ReplanConfig{MaxReplans: 1})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the client closes
+	tb.HandleRequest(protocol.MethodReplanPropose, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	})
+
+	res := tb.submit(t, failingPlan())
+
+	if !strings.Contains(res.ReplanError, "replan.propose got no answer within") || statuses(res)["t"] != protocol.StatusFailed {
+		t.Fatalf("result %+v, want the first attempt's with the timeout named", res)
+	}
+	select {
+	case c := <-tb.cancel:
+		if !strings.Contains(c.Reason, "no answer within") {
+			t.Fatalf("tools.cancel %+v, want the timeout as its reason", c)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the unanswered replan.propose got no tools.cancel")
+	}
+}
