@@ -137,6 +137,9 @@ type CostSummary struct {
 	ActionsSkipped  int     `json:"actions_skipped"`
 	TotalDurationMs float64 `json:"total_duration_ms"`
 	Retries         int     `json:"retries"`
+	// Budget is the spend against the connection's cost budget, when one
+	// is set (session.budget.set).
+	Budget *BudgetReport `json:"budget,omitempty"`
 }
 
 // ProposalResult is the reply to proposal.submit.
@@ -144,6 +147,12 @@ type ProposalResult struct {
 	ProposalID string         `json:"proposal_id"`
 	Results    []ActionResult `json:"results"`
 	Cost       CostSummary    `json:"cost"`
+	// Replans are the replacement proposals tried after this one failed
+	// (replan.set_config); Results are then the last attempt's.
+	Replans []Replan `json:"replans,omitempty"`
+	// ReplanError says why the replan loop ended without a success: the
+	// client gave up, did not answer, answered garbage, or max_replans ran out.
+	ReplanError string `json:"replan_error,omitempty"`
 }
 
 // Result returns the result of the action with id.

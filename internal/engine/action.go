@@ -54,6 +54,9 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 	if rej := r.admitAction(ctx, i, params); rej != nil {
 		return *rej
 	}
+	if rej := r.meterAction(i); rej != nil {
+		return *rej
+	}
 	out := r.act(ctx, i, params)
 	if out.err != nil {
 		return failure(ctx, a, out)
@@ -292,6 +295,12 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 				return nil, err
 			}
 		}
+		if err := r.meterCall(); err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w; retry %d refused: %w", lastErr, attempt, err)
+			}
+			return nil, err
+		}
 		if err := r.waitForToken(ctx, a, t); err != nil {
 			return nil, err
 		}
@@ -397,6 +406,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		}
 		return nil, err
 	}
+	r.meterCost(out)
 	if err := t.ValidateOutput(out); err != nil {
 		return nil, err
 	}

@@ -3,5 +3,7 @@
 // proposal executor, event log and admission gates.
 //
 // The engine never imports a transport. Tools run through the ToolExecutor
-// interface, which the rpc package implements with tools.execute callbacks.
+// interface, which the rpc package implements with tools.execute callbacks,
+// and replacements for a failed proposal come through Replanner
+// (replan.propose).
 package engine

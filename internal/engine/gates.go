@@ -38,6 +38,9 @@ type Submission struct {
 	// Recorder, when set, records each tool call as a turn of the
 	// connection's current run.
 	Recorder TurnRecorder
+	// Budget meters what the proposal may spend (session.budget.set); nil
+	// is unbounded.
+	Budget *Meter
 
 	// denied holds the actions a person rejected while the proposal was
 	// parked at the permission gate, with the reason; set before execution.

@@ -125,6 +125,8 @@ type run struct {
 	results   map[string]any             // action id → its awaited stream's result
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
+
+	overBudget error // the cost budget refusal that stops the run (costbudget.go); guarded by mu
 }
 
 // undoEntry puts one key back as it was before one write of the proposal,
@@ -273,6 +275,9 @@ type stopReason struct {
 func (r *run) settle(parent context.Context, sched *schedule, i int) *stopReason {
 	if parent.Err() != nil {
 		return &stopReason{cause: fmt.Errorf("proposal stopped: %w", context.Cause(parent))}
+	}
+	if err := r.budgetStop(); err != nil {
+		return &stopReason{cause: err, byOutcome: true}
 	}
 	a := r.nodes[i].action
 	switch res := r.nodeResult(i); {

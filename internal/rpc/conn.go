@@ -71,6 +71,9 @@ type conn struct {
 
 	ignoredChunks atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
 	runs          connRuns      // agent binding, current run, runs.trace.event subscriptions
+
+	replan atomic.Pointer[protocol.ReplanConfig] // replan.set_config; nil is max_replans 0
+	budget atomic.Pointer[costBudget]            // session.budget.set; nil is unbounded
 }
 
 // newConn prepares a connection; run serves it.

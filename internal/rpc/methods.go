@@ -52,6 +52,9 @@ func init() {
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 
+		protocol.MethodReplanSetConfig:  {handle: (*conn).replanSetConfig},
+		protocol.MethodSessionBudgetSet: {handle: (*conn).sessionBudgetSet},
+
 		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm},
 		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline},
 		protocol.MethodMultiSupervisor: {handle: (*conn).multiSupervisor},

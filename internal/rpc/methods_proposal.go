@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
@@ -20,24 +21,31 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
-	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder()}
+	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
 	if p.Scope != nil {
 		sub.Tenant = p.Scope.TenantID
 	}
-	// The proposal's own budget, when it is longer than the handler
-	// timeout, so that an in-budget proposal is never cut off.
-	timeout := max(c.srv.opts.HandlerTimeout, c.srv.rt.Budget(sub))
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	res, err := c.srv.rt.Submit(ctx, sub)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, deadlineError(protocol.MethodProposalSubmit, timeout)
+	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
+	if cfg := c.replan.Load(); cfg != nil {
+		rec.Config = *cfg
+	}
+	res, err := c.srv.rt.Execute(ctx, sub, rec)
+	var deadline *engine.DeadlineError
+	if errors.As(err, &deadline) {
+		return nil, deadlineError(protocol.MethodProposalSubmit, deadline.Timeout)
 	}
 	var limit *engine.LimitError
 	if errors.As(err, &limit) {
 		return nil, invalidParams("%v", err)
 	}
 	return res, err
+}
+
+// attemptTimeout is the deadline of one attempt of a proposal (each replan
+// has its own): its budget, when that is longer than the handler timeout,
+// so that an in-budget proposal is never cut off.
+func (c *conn) attemptTimeout(sub *engine.Submission) time.Duration {
+	return max(c.srv.opts.HandlerTimeout, c.srv.rt.Budget(sub))
 }
 
 const cancelShape = "{proposal_id: string, reason?: string}"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -40,6 +41,21 @@ func optionalParams(raw *json.RawMessage, v any, shape string) error {
 func requireString(name, value, shape string) error {
 	if value == "" {
 		return invalidParams("param '%s' is required (a non-empty string): expected %s", name, shape)
+	}
+	return nil
+}
+
+// decodeKnownParams is decodeParams for methods where a misspelt member
+// would silently change what is set (a limit left unbounded): a member the
+// shape does not name is refused.
+func decodeKnownParams(raw *json.RawMessage, v any, shape string) error {
+	if err := decodeParams(raw, v, shape); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(*raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidParams("params: %s; expected %s", strings.TrimPrefix(err.Error(), "json: "), shape)
 	}
 	return nil
 }
