@@ -9,13 +9,15 @@ import (
 )
 
 // methods is the table of client → server methods. session.auth is absent:
-// it is decided on the read loop (see conn.Handle).
+// it is decided on the read loop (see conn.Handle). protocol.Methods
+// describes each one for openrpc.json; a test keeps the two in step.
 var methods map[string]method
 
 func init() {
 	methods = map[string]method{
 		protocol.MethodServerHandshake: {handle: (*conn).handleHandshake},
 		protocol.MethodSessionInit:     {handle: (*conn).sessionInit},
+		protocol.MethodRPCDiscover:     {handle: (*conn).rpcDiscover},
 		protocol.MethodServerStatus:    {handle: (*conn).serverStatus},
 		protocol.MethodApprovalsList:   {handle: (*conn).approvalsList},
 

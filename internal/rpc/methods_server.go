@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/openrpc"
 )
 
 // server.status and approvals.list serve the operator CLI (car-server status,
@@ -28,4 +29,14 @@ func (c *conn) approvalsList(context.Context, *json.RawMessage) (any, error) {
 		list = []approvals.Record{}
 	}
 	return map[string]any{"approvals": list}, nil
+}
+
+// rpcDiscover answers the OpenRPC document (openrpc.json), as the OpenRPC
+// convention has it.
+func (c *conn) rpcDiscover(context.Context, *json.RawMessage) (any, error) {
+	doc, err := openrpc.Document()
+	if err != nil {
+		return nil, internalError("build the OpenRPC document: %v", err)
+	}
+	return json.RawMessage(doc), nil
 }
