@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load fuzz clean openrpc
+.PHONY: run build test check bench load fuzz clean openrpc ts-types
 
 ## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
 run:
@@ -56,6 +56,10 @@ fuzz:
 ## (a test fails while the checked-in file is stale)
 openrpc:
 	$(GO) run ./internal/openrpc/gen > openrpc.json.tmp && mv openrpc.json.tmp openrpc.json
+
+## ts-types: regenerate the TypeScript example's types from openrpc.json
+ts-types:
+	cd examples/typescript && npm ci --no-audit --no-fund && npm run types
 
 ## bench: the go test benchmarks
 bench:

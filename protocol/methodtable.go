@@ -47,7 +47,7 @@ var Methods = []MethodSpec{
 	{Name: MethodStateKeys, Summary: "The state keys, sorted.", Params: TenantParams{}, Result: []string{}},
 	{Name: MethodStateSnapshot, Summary: "Every state key and value.", Params: TenantParams{}, Result: Object{}},
 
-	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
+	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: ProposalSubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
 
 	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence or in debate; each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
@@ -84,7 +84,7 @@ var Methods = []MethodSpec{
 	{Name: MethodHostRegisterAgent, Summary: "Register an agent owned by this connection.", Params: HostAgentParams{}, Result: HostAgent{}},
 	{Name: MethodHostUnregisterAgent, Summary: "Remove an agent this connection owns.", Params: HostAgentIDParams{}, Result: OKResult{}},
 	{Name: MethodHostSetStatus, Summary: "Set an agent's status.", Params: HostStatusParams{}, Result: HostAgent{}},
-	{Name: MethodHostNotify, Summary: "Post a host event.", Params: HostNotifyParams{}, Result: HostEvent{}},
+	{Name: MethodHostNotify, Summary: "Post a host event.", Params: HostNotifyParams{}, Result: HostEventEntry{}},
 	{Name: MethodHostRequestApproval, Summary: "Ask a person a question.", Params: HostApprovalParams{}, Result: HostApproval{}},
 	{Name: MethodHostResolveApproval, Summary: "Answer an approval; needs the approver role.", Params: HostResolveParams{}, Result: HostApproval{}},
 

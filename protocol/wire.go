@@ -92,6 +92,13 @@ type PolicyListResult struct {
 	Scope    PolicyScope  `json:"scope"`
 }
 
+// ProposalSubmitParams are SubmitParams as a client writes them.
+type ProposalSubmitParams struct {
+	Proposal  ActionProposal `json:"proposal"`
+	SessionID string         `json:"session_id,omitempty"`
+	Scope     *RuntimeScope  `json:"scope,omitempty"`
+}
+
 // ProposalParams are the params of the methods that analyse one proposal.
 type ProposalParams struct {
 	Proposal ActionProposal `json:"proposal"`
@@ -331,8 +338,8 @@ type HostApproval struct {
 	Notes             string     `json:"notes,omitempty"`
 }
 
-// HostEvent is something a host subscriber shows happened.
-type HostEvent struct {
+// HostEventEntry is something a host subscriber shows happened.
+type HostEventEntry struct {
 	ID        string    `json:"id"`
 	Timestamp time.Time `json:"timestamp"`
 	Kind      string    `json:"kind"`
@@ -345,7 +352,7 @@ type HostEvent struct {
 // events before it were dropped: re-read host.events, host.agents and
 // host.approvals.
 type HostEventNotice struct {
-	HostEvent
+	HostEventEntry
 	Cursor  uint64 `json:"cursor"`
 	Dropped uint64 `json:"dropped"`
 }
@@ -355,7 +362,7 @@ type HostSnapshot struct {
 	Subscribed bool           `json:"subscribed"`
 	Agents     []HostAgent    `json:"agents"`
 	Approvals  []HostApproval `json:"approvals"`
-	Events     []HostEvent    `json:"events"`
+	Events     []HostEventEntry    `json:"events"`
 	Devices    []any          `json:"devices"`
 	Identity   HostIdentity   `json:"identity"`
 }
@@ -367,7 +374,7 @@ type HostApprovalsResult struct {
 
 // HostEventsResult is the reply to host.events.
 type HostEventsResult struct {
-	Events []HostEvent `json:"events"`
+	Events []HostEventEntry `json:"events"`
 }
 
 // HostAgentParams are the params of host.register_agent.

@@ -192,3 +192,33 @@ func TestCallCommand(t *testing.T) {
 		t.Fatalf("wrong token: %d %s", code, errOut)
 	}
 }
+
+func TestTypeScriptExample(t *testing.T) {
+	needTool(t, "nodejs and npm (apt-get install nodejs npm)", "node")
+	npm := needTool(t, "nodejs and npm (apt-get install nodejs npm)", "npm")
+	dir := filepath.Join("..", "..", "examples", "typescript")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "tsx")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the TypeScript example's packages are not installed (cd examples/typescript && npm ci): %v", err)
+		}
+		t.Skipf("run cd examples/typescript && npm ci to run this example: %v", err)
+	}
+	check := exec.Command(npm, "run", "--silent", "check")
+	check.Dir = dir
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("the example does not type-check against the generated types: %v\n%s", err, out)
+	}
+	d := startDaemon(t, t.TempDir())
+	cmd := example(d, filepath.Join("node_modules", ".bin", "tsx"), "agent.ts")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent.ts: %v\n%s", err, out)
+	}
+	wantLines(t, out,
+		"registered 2 tools",
+		`a1 succeeded {"price":42.5,"symbol":"CAR"}`,
+		`a2 succeeded "CAR at 42.50"`,
+		`a3 succeeded "CAR at 42.50"`,
+		`state quote = "CAR at 42.50"`)
+}

@@ -52,6 +52,9 @@ type method struct {
 	ParamsArray bool `json:"x-params-array,omitempty"`
 	// Notification says the receiver sends no reply.
 	Notification bool `json:"x-notification,omitempty"`
+	// ParamsSchema is the params object as one named schema, for a client
+	// that implements a server → client method.
+	ParamsSchema *jsonschema.Schema `json:"x-params-schema,omitempty"`
 }
 
 type contentDescriptor struct {
@@ -102,6 +105,10 @@ func build() ([]byte, error) {
 	}
 	if doc.ServerToClient, err = g.methods(protocol.ServerMethods); err != nil {
 		return nil, err
+	}
+	// A client implements these: each params type is a named component too.
+	for i, s := range protocol.ServerMethods {
+		doc.ServerToClient[i].ParamsSchema = g.schema(reflect.TypeOf(s.Params))
 	}
 	doc.Components.Schemas = g.defs
 	out, err := json.MarshalIndent(doc, "", "  ")
@@ -198,6 +205,9 @@ func (g *generator) schema(t reflect.Type) *jsonschema.Schema {
 // keep moves s's definitions into the components.
 func (g *generator) keep(s *jsonschema.Schema) {
 	for name, d := range s.Definitions {
+		if d.Title == "" { // generators name their types after it
+			d.Title = name
+		}
 		g.defs[name] = d
 	}
 	s.Definitions = nil
