@@ -359,12 +359,12 @@ type HostEventNotice struct {
 
 // HostSnapshot is the reply to host.subscribe.
 type HostSnapshot struct {
-	Subscribed bool           `json:"subscribed"`
-	Agents     []HostAgent    `json:"agents"`
-	Approvals  []HostApproval `json:"approvals"`
-	Events     []HostEventEntry    `json:"events"`
-	Devices    []any          `json:"devices"`
-	Identity   HostIdentity   `json:"identity"`
+	Subscribed bool             `json:"subscribed"`
+	Agents     []HostAgent      `json:"agents"`
+	Approvals  []HostApproval   `json:"approvals"`
+	Events     []HostEventEntry `json:"events"`
+	Devices    []any            `json:"devices"`
+	Identity   HostIdentity     `json:"identity"`
 }
 
 // HostApprovalsResult is the reply to host.approvals.
