@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load fuzz clean
+.PHONY: run build test check bench load fuzz clean openrpc ts-types
 
 ## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
 run:
@@ -51,6 +51,15 @@ fuzz:
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+## openrpc: regenerate openrpc.json from the method tables in protocol/
+## (a test fails while the checked-in file is stale)
+openrpc:
+	$(GO) run ./internal/openrpc/gen > openrpc.json.tmp && mv openrpc.json.tmp openrpc.json
+
+## ts-types: regenerate the TypeScript example's types from openrpc.json
+ts-types:
+	cd examples/typescript && npm ci --no-audit --no-fund && npm run types
 
 ## bench: the go test benchmarks
 bench:

@@ -110,7 +110,7 @@ type ActionResult struct {
 	ActionID     string         `json:"action_id"`
 	Status       ActionStatus   `json:"status"`
 	Output       any            `json:"output"`
-	Error        *string        `json:"error"`
+	Error        *string        `json:"error" jsonschema:"nullable"`
 	StateChanges map[string]any `json:"state_changes"`
 	DurationMs   float64        `json:"duration_ms"`
 	Timestamp    string         `json:"timestamp"`

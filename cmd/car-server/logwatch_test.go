@@ -61,10 +61,16 @@ var errDaemonExited = errors.New("the daemon exited")
 // wait returns the first line at or after index from whose msg is msg,
 // and the index after it.
 func (w *lineWatch) wait(ctx context.Context, from int, msg string) (map[string]any, int, error) {
+	return w.waitFor(ctx, from, func(line map[string]any) bool { return line["msg"] == msg })
+}
+
+// waitFor returns the first line at or after index from that match
+// accepts, and the index after it.
+func (w *lineWatch) waitFor(ctx context.Context, from int, match func(map[string]any) bool) (map[string]any, int, error) {
 	for {
 		w.mu.Lock()
 		for i := from; i < len(w.lines); i++ {
-			if w.lines[i]["msg"] == msg {
+			if match(w.lines[i]) {
 				line := w.lines[i]
 				w.mu.Unlock()
 				return line, i + 1, nil

@@ -36,6 +36,8 @@ func run(args []string) int {
 			return runDashboardCommand(args[1:], os.Stdout, os.Stderr)
 		case "status", "policies", "approvals":
 			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
+		case "call":
+			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		}
 	}
 	home, _ := os.UserHomeDir()

@@ -35,6 +35,7 @@ const opsUsage = `usage:
   car-server approvals reject  ID --reason TEXT [--json]
   car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--json]
   car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
+  car-server call METHOD [PARAMS_JSON | -]              send one request, print its result as JSON
 
 They talk to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
 as a person: with the first credential found of $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN,

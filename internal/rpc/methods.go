@@ -9,7 +9,8 @@ import (
 )
 
 // methods is the table of client → server methods. session.auth is absent:
-// it is decided on the read loop (see conn.Handle).
+// it is decided on the read loop (see conn.Handle). protocol.Methods
+// describes each one for openrpc.json; a test keeps the two in step.
 var methods map[string]method
 
 func init() {
@@ -19,6 +20,7 @@ func init() {
 		protocol.MethodServerStatus:      {handle: (*conn).serverStatus},
 		protocol.MethodApprovalsList:     {handle: (*conn).approvalsList},
 		protocol.MethodServerConnections: {handle: (*conn).serverConnections},
+		protocol.MethodRPCDiscover:       {handle: (*conn).rpcDiscover},
 
 		protocol.MethodSessionPolicyOpen:  {handle: (*conn).sessionPolicyOpen},
 		protocol.MethodSessionPolicyClose: {handle: (*conn).sessionPolicyClose},

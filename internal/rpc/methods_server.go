@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/openrpc"
 )
 
 // server.status and approvals.list serve the operator CLI (car-server status,
@@ -67,4 +68,14 @@ func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error)
 	}
 	slices.SortFunc(list, func(a, b connectionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return map[string]any{"connections": list, "self": c.id}, nil
+}
+
+// rpcDiscover answers the OpenRPC document (openrpc.json), as the OpenRPC
+// convention has it.
+func (c *conn) rpcDiscover(context.Context, *json.RawMessage) (any, error) {
+	doc, err := openrpc.Document()
+	if err != nil {
+		return nil, internalError("build the OpenRPC document: %v", err)
+	}
+	return json.RawMessage(doc), nil
 }

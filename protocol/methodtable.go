@@ -1,0 +1,125 @@
+package protocol
+
+import "encoding/json"
+
+// MethodRPCDiscover returns the OpenRPC document of this protocol.
+const MethodRPCDiscover = "rpc.discover"
+
+// MethodSpec describes one method for the OpenRPC document (openrpc.json),
+// which is generated from these tables: adding a method is one entry here,
+// then make openrpc.
+type MethodSpec struct {
+	Name    string
+	Summary string
+	// Params is a value of the params type: a struct is taken by name, a
+	// slice is the whole params array; nil means no params.
+	Params any
+	// Result is a value of the result type (json.RawMessage: any JSON
+	// value); nil means a notification, which has no reply.
+	Result any
+	// Errors are the codes the method answers beyond the ones every method
+	// may answer (invalid params, internal error, handler deadline).
+	Errors []int
+}
+
+// Methods are the client → server methods, in the README's order.
+var Methods = []MethodSpec{
+	{Name: MethodSessionAuth, Summary: "Authenticate the connection; must be the first request when auth is on.", Params: AuthParams{}, Result: AuthResult{}, Errors: []int{CodeAuthRequired}},
+	{Name: MethodServerHandshake, Summary: "Agree on the protocol version.", Params: HandshakeParams{}, Result: HandshakeResult{}, Errors: []int{CodeVersionMismatch}},
+	{Name: MethodRPCDiscover, Summary: "This OpenRPC document.", Result: Object{}},
+	{Name: MethodSessionInit, Summary: "Register tools and policies in one call.", Params: SessionInitParams{}, Result: SessionInitResult{}},
+	{Name: MethodServerStatus, Summary: "Version, connections and runtime figures (operator).", Result: ServerStatusResult{}},
+	{Name: MethodApprovalsList, Summary: "Every decision on the approval ledger (operator).", Result: ApprovalsListResult{}},
+	{Name: MethodSessionPolicyOpen, Summary: "Open a policy sub-session inside the connection.", Result: SessionPolicyOpenResult{}},
+	{Name: MethodSessionPolicyClose, Summary: "Close a policy sub-session; idempotent.", Params: SessionPolicyCloseParams{}, Result: SessionPolicyCloseResult{}},
+
+	{Name: MethodPolicyRegister, Summary: "Register a policy on the connection or a sub-session.", Params: PolicyDefinition{}, Result: PolicyRegisterResult{}},
+	{Name: MethodPolicyUnregister, Summary: "Remove every policy of that name.", Params: PolicyUnregisterParams{}, Result: PolicyUnregisterResult{}},
+	{Name: MethodPolicyList, Summary: "The policies in force, operator rules included.", Params: PolicyListParams{}, Result: PolicyListResult{}},
+
+	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
+	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
+	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
+
+	{Name: MethodStateGet, Summary: "A state value, or null.", Params: StateKeyParams{}, Result: json.RawMessage(nil)},
+	{Name: MethodStateSet, Summary: `Set a state value; answers "ok".`, Params: StateSetParams{}, Result: ""},
+	{Name: MethodStateExists, Summary: "Whether a state key is set.", Params: StateKeyParams{}, Result: false},
+	{Name: MethodStateKeys, Summary: "The state keys, sorted.", Params: TenantParams{}, Result: []string{}},
+	{Name: MethodStateSnapshot, Summary: "Every state key and value.", Params: TenantParams{}, Result: Object{}},
+
+	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: ProposalSubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
+	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
+
+	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence or in debate; each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiPipeline, Summary: "Agents in stages, each fed the previous answer.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiSupervisor, Summary: "Workers reviewed by a supervisor agent.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: Object{}, Result: Object{}},
+
+	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: Object{}},
+	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: Object{}},
+	{Name: MethodEquivalent, Summary: "Whether two proposals reach the same states (sampled).", Params: EquivalentParams{}, Result: Object{}},
+	{Name: MethodOptimize, Summary: "Prune phantom state dependencies.", Params: ProposalParams{}, Result: OptimizeResult{}},
+	{Name: MethodVerifyMonteCarlo, Summary: "Seeded Monte Carlo estimate of a proposal's success.", Params: Object{}, Result: Object{}},
+
+	{Name: MethodPermissionGetTier, Summary: "The connection's permission tier.", Result: TierResult{}},
+	{Name: MethodPermissionSetTier, Summary: "Set the tier; raising it needs the approver role.", Params: SetTierParams{}, Result: TierResult{}},
+	{Name: MethodPermissionClassify, Summary: "The tier and reversibility each action needs.", Params: ProposalParams{}, Result: ClassifyResult{}},
+	{Name: MethodPermissionEvaluate, Summary: "Each action's permission decision at the connection's tier.", Params: ProposalParams{}, Result: EvaluateResult{}},
+	{Name: MethodPermissionPending, Summary: "The actions that need an approval.", Params: ProposalParams{}, Result: PendingResult{}},
+	{Name: MethodPermissionApprove, Summary: "Record an approval on the ledger.", Params: DecisionParams{}, Result: ApprovalRecord{}},
+	{Name: MethodPermissionReject, Summary: "Record a rejection on the ledger.", Params: DecisionParams{}, Result: ApprovalRecord{}},
+
+	{Name: MethodSupervisionSubscribe, Summary: "Receive supervision.intent for proposals to admit.", Params: SupervisionSubscribeParams{}, Result: SupervisionSubscribeResult{}},
+	{Name: MethodSupervisionUnsubscribe, Summary: "Stop receiving supervision.intent.", Result: SubscriptionResult{}},
+	{Name: MethodSupervisionPending, Summary: "The intents waiting for a decision.", Result: SupervisionPendingResult{}},
+	{Name: MethodSupervisionDecide, Summary: "Allow, deny or escalate an intent.", Params: SupervisionDecideParams{}, Result: SupervisionDecideResult{}},
+
+	{Name: MethodHostSubscribe, Summary: "Receive host.event; answers a snapshot of agents, approvals and events.", Result: HostSnapshot{}},
+	{Name: MethodHostUnsubscribe, Summary: "Stop receiving host.event.", Result: SubscriptionResult{}},
+	{Name: MethodHostAgents, Summary: "The registered agents.", Result: []HostAgent{}},
+	{Name: MethodHostApprovals, Summary: "The approvals kept, pending and decided.", Result: HostApprovalsResult{}},
+	{Name: MethodHostEvents, Summary: "The latest host events.", Params: HostEventsParams{}, Result: HostEventsResult{}},
+	{Name: MethodHostRegisterAgent, Summary: "Register an agent owned by this connection.", Params: HostAgentParams{}, Result: HostAgent{}},
+	{Name: MethodHostUnregisterAgent, Summary: "Remove an agent this connection owns.", Params: HostAgentIDParams{}, Result: OKResult{}},
+	{Name: MethodHostSetStatus, Summary: "Set an agent's status.", Params: HostStatusParams{}, Result: HostAgent{}},
+	{Name: MethodHostNotify, Summary: "Post a host event.", Params: HostNotifyParams{}, Result: HostEventEntry{}},
+	{Name: MethodHostRequestApproval, Summary: "Ask a person a question.", Params: HostApprovalParams{}, Result: HostApproval{}},
+	{Name: MethodHostResolveApproval, Summary: "Answer an approval; needs the approver role.", Params: HostResolveParams{}, Result: HostApproval{}},
+
+	{Name: MethodEventsCount, Summary: "How many events the log holds.", Result: 0},
+	{Name: MethodEventsQuery, Summary: "Events matching a filter, newest first.", Params: EventsQueryParams{}, Result: EventsQueryResult{}},
+	{Name: MethodEventsChainEnable, Summary: "Hash-chain the events from now on.", Result: OKResult{}},
+	{Name: MethodEventsChainVerify, Summary: "Check the hash chain: verified, or where it breaks.", Result: ChainVerifyResult{}},
+	{Name: MethodEventsRetention, Summary: "Read or set the event log's retention.", Params: RetentionParams{}, Result: RetentionResult{}},
+	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
+	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: EventsUnsubscribeResult{}},
+	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: Object{}},
+}
+
+// ServerMethods are the server → client requests (with a Result the client
+// answers) and notifications (no Result). The document carries them as the
+// x-server-to-client extension.
+var ServerMethods = []MethodSpec{
+	{Name: MethodToolsExecute, Summary: "Run a tool the client registered; answer the tool's output.", Params: ToolExecuteParams{}, Result: json.RawMessage(nil)},
+	{Name: MethodToolsCancel, Summary: "The daemon gave up on a tools.execute.", Params: ToolCancelParams{}},
+	{Name: MethodMultiRunAgent, Summary: "Run one agent; answer an AgentOutput.", Params: RunAgentParams{}, Result: AgentOutput{}},
+	{Name: MethodSupervisionIntent, Summary: "A proposal waits for a supervisor's decision.", Params: IntentNotice{}},
+	{Name: MethodEventsEvent, Summary: "An appended event, to an events.subscribe connection.", Params: EventNotice{}},
+	{Name: MethodHostEvent, Summary: "Something a host subscriber shows happened.", Params: HostEventNotice{}},
+}
+
+// ErrorMessages name each error code in the OpenRPC document.
+var ErrorMessages = map[int]string{
+	CodeParseError:       "Parse error: the frame is not JSON",
+	CodeInvalidRequest:   "Invalid request",
+	CodeMethodNotFound:   "Method not found",
+	CodeInvalidParams:    "Invalid params: missing, mistyped or out of range",
+	CodeInternal:         "Internal error",
+	CodeAuthRequired:     "Auth required: session.auth must come first; the connection closes",
+	CodeApprovalDenied:   "Approval denied or timed out",
+	CodeHandlerDeadline:  "Handler deadline exceeded; the outcome may have committed",
+	CodeHandshakeMissing: "Protocol handshake required",
+	CodeVersionMismatch:  "Protocol version missing, malformed or different",
+}

@@ -1,0 +1,455 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Object is a JSON object whose members this package does not fix: a state
+// snapshot, an analysis report or a runtime figure whose fields the README
+// documents. The OpenRPC document describes it as "any object".
+type Object = map[string]any
+
+// OKResult is the reply of a method that only confirms it acted.
+type OKResult struct {
+	OK bool `json:"ok"`
+}
+
+// SubscriptionResult is the reply to a *.unsubscribe method.
+type SubscriptionResult struct {
+	Subscribed    bool `json:"subscribed"`
+	WasSubscribed bool `json:"was_subscribed"`
+}
+
+// ServerStatusResult is the reply to server.status.
+type ServerStatusResult struct {
+	Version     string `json:"version"`
+	Connections int    `json:"connections"`
+	Runtime     Object `json:"runtime"`
+}
+
+// ApprovalRecord is one decision on the durable approval ledger.
+type ApprovalRecord struct {
+	Fingerprint  string    `json:"fingerprint"`
+	Decision     string    `json:"decision"` // approved or rejected
+	RequiredTier string    `json:"required_tier"`
+	Reviewer     string    `json:"reviewer"`
+	Reason       string    `json:"reason,omitempty"`
+	Evidence     any       `json:"evidence,omitempty"`
+	RecordedAt   time.Time `json:"recorded_at"`
+}
+
+// ApprovalsListResult is the reply to approvals.list.
+type ApprovalsListResult struct {
+	Approvals []ApprovalRecord `json:"approvals"`
+}
+
+// SessionPolicyCloseParams are the params of session.policy.close.
+type SessionPolicyCloseParams struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionPolicyOpenResult is the reply to session.policy.open.
+type SessionPolicyOpenResult struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionPolicyCloseResult is the reply to session.policy.close.
+type SessionPolicyCloseResult struct {
+	Closed bool `json:"closed"`
+}
+
+// PolicyScope is "global" (this connection) or {session_id}.
+type PolicyScope = any
+
+// PolicyRegisterResult is the reply to policy.register.
+type PolicyRegisterResult struct {
+	Registered string      `json:"registered"`
+	Scope      PolicyScope `json:"scope"`
+}
+
+// PolicyUnregisterParams are the params of policy.unregister.
+type PolicyUnregisterParams struct {
+	Name      string `json:"name"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// PolicyUnregisterResult is the reply to policy.unregister.
+type PolicyUnregisterResult struct {
+	Unregistered string      `json:"unregistered"`
+	Removed      int         `json:"removed"`
+	Scope        PolicyScope `json:"scope"`
+}
+
+// PolicyListParams are the params of policy.list.
+type PolicyListParams struct {
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// PolicyListResult is the reply to policy.list.
+type PolicyListResult struct {
+	Policies []PolicyInfo `json:"policies"`
+	Scope    PolicyScope  `json:"scope"`
+}
+
+// ProposalSubmitParams are SubmitParams as a client writes them.
+type ProposalSubmitParams struct {
+	Proposal  ActionProposal `json:"proposal"`
+	SessionID string         `json:"session_id,omitempty"`
+	Scope     *RuntimeScope  `json:"scope,omitempty"`
+}
+
+// ProposalParams are the params of the methods that analyse one proposal.
+type ProposalParams struct {
+	Proposal ActionProposal `json:"proposal"`
+}
+
+// VerifyParams are the params of verify and simulate.
+type VerifyParams struct {
+	Proposal     ActionProposal `json:"proposal"`
+	InitialState Object         `json:"initial_state,omitempty"`
+}
+
+// EquivalentParams are the params of equivalent.
+type EquivalentParams struct {
+	A          ActionProposal `json:"a"`
+	B          ActionProposal `json:"b"`
+	TestStates []Object       `json:"test_states,omitempty"`
+}
+
+// OptimizeResult is the reply to optimize.
+type OptimizeResult struct {
+	Proposal ActionProposal `json:"proposal"`
+	Pruned   []Object       `json:"pruned"`
+}
+
+// TierResult is the reply to permission.get_tier and permission.set_tier.
+type TierResult struct {
+	GrantedTier string `json:"granted_tier"` // read_only, sandbox_edit or full_access
+}
+
+// SetTierParams are the params of permission.set_tier.
+type SetTierParams struct {
+	Tier string `json:"tier"`
+}
+
+// Classification is one action's row in permission.classify.
+type Classification struct {
+	ActionID            string        `json:"action_id"`
+	Tool                string        `json:"tool,omitempty"`
+	RequiredTier        string        `json:"required_tier"`
+	Reversibility       Reversibility `json:"reversibility"`
+	MissingCompensation bool          `json:"missing_compensation"`
+	Signals             []string      `json:"signals"`
+}
+
+// ClassifyResult is the reply to permission.classify.
+type ClassifyResult struct {
+	Classifications          []Classification `json:"classifications"`
+	DeclaredRollbackContract Reversibility    `json:"declared_rollback_contract"`
+}
+
+// EvaluateResult is the reply to permission.evaluate.
+type EvaluateResult struct {
+	Decisions []Object `json:"decisions"`
+}
+
+// PendingResult is the reply to permission.pending.
+type PendingResult struct {
+	Pending []Object `json:"pending"`
+}
+
+// DecisionParams are the params of permission.approve and
+// permission.reject: {fingerprint, required_tier} or {action}.
+type DecisionParams struct {
+	Fingerprint  string          `json:"fingerprint,omitempty"`
+	RequiredTier string          `json:"required_tier,omitempty"`
+	Action       json.RawMessage `json:"action,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Evidence     any             `json:"evidence,omitempty"`
+}
+
+// SupervisionSubscribeParams are the params of supervision.subscribe.
+type SupervisionSubscribeParams struct {
+	Filter *SupervisionFilter `json:"filter,omitempty"`
+}
+
+// SupervisionFilter says which intents a supervisor is sent.
+type SupervisionFilter struct {
+	Tools            []string      `json:"tools,omitempty"`
+	Sessions         []string      `json:"sessions,omitempty"`
+	MinReversibility Reversibility `json:"min_reversibility,omitempty"`
+}
+
+// SupervisionSubscribeResult is the reply to supervision.subscribe.
+type SupervisionSubscribeResult struct {
+	Subscribed        bool  `json:"subscribed"`
+	DecisionTimeoutMs int64 `json:"decision_timeout_ms"`
+	Supervisors       int   `json:"supervisors"`
+}
+
+// IntentAction is one action of an intent: its parameter names and a
+// digest, never parameter values.
+type IntentAction struct {
+	ID               string        `json:"id"`
+	ActionType       ActionType    `json:"action_type"`
+	Tool             string        `json:"tool,omitempty"`
+	Reversibility    Reversibility `json:"reversibility"`
+	ParameterKeys    []string      `json:"parameter_keys"`
+	ParametersDigest string        `json:"parameters_digest"`
+}
+
+// Intent is a proposal waiting for a supervisor's decision.
+type Intent struct {
+	ID            string            `json:"id"`
+	ProposalID    string            `json:"proposal_id"`
+	Source        string            `json:"source"`
+	SessionID     string            `json:"session_id,omitempty"`
+	Scope         map[string]string `json:"scope,omitempty"`
+	Reversibility Reversibility     `json:"reversibility"`
+	CreatedAt     time.Time         `json:"created_at"`
+	Actions       []IntentAction    `json:"actions"`
+}
+
+// IntentNotice is the params of supervision.intent; dropped > 0 says that
+// many intents before it were dropped: re-read supervision.pending.
+type IntentNotice struct {
+	Intent
+	Cursor  uint64 `json:"cursor"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// SupervisionPendingResult is the reply to supervision.pending.
+type SupervisionPendingResult struct {
+	Intents []Intent `json:"intents"`
+}
+
+// SupervisionDecideParams are the params of supervision.decide.
+type SupervisionDecideParams struct {
+	IntentID string              `json:"intent_id"`
+	Decision SupervisionDecision `json:"decision"`
+}
+
+// SupervisionDecision is a supervisor's answer to an intent.
+type SupervisionDecision struct {
+	Kind   string `json:"kind"` // allow, deny or escalate
+	Reason string `json:"reason,omitempty"`
+}
+
+// SupervisionDecideResult is the reply to supervision.decide.
+type SupervisionDecideResult struct {
+	Decided bool `json:"decided"`
+}
+
+// EventsQueryParams are the params of events.query.
+type EventsQueryParams struct {
+	Kinds       []string          `json:"kinds,omitempty"`
+	ActionID    string            `json:"action_id,omitempty"`
+	ProposalID  string            `json:"proposal_id,omitempty"`
+	Since       *time.Time        `json:"since,omitempty"`
+	Until       *time.Time        `json:"until,omitempty"`
+	DataMatches map[string]string `json:"data_matches,omitempty"`
+	Limit       int               `json:"limit,omitempty"`
+	AfterCursor uint64            `json:"after_cursor,omitempty"`
+}
+
+// Event is one entry of the event log.
+type Event struct {
+	Seq        uint64    `json:"seq"`
+	Kind       string    `json:"kind"`
+	Timestamp  time.Time `json:"timestamp"`
+	ProposalID string    `json:"proposal_id,omitempty"`
+	ActionID   string    `json:"action_id,omitempty"`
+	Connection string    `json:"connection,omitempty"`
+	Data       Object    `json:"data,omitempty"`
+	PrevHash   string    `json:"prev_hash,omitempty"`
+	Hash       string    `json:"hash,omitempty"`
+}
+
+// EventsQueryResult is the reply to events.query, newest first.
+type EventsQueryResult struct {
+	Count  int     `json:"count"`
+	Events []Event `json:"events"`
+}
+
+// ChainVerifyResult is the reply to events.chain.verify: verified, or the
+// seq where the chain breaks.
+type ChainVerifyResult struct {
+	Verified   *int `json:"verified,omitempty"` // events checked
+	TamperedAt *int `json:"tampered_at,omitempty"`
+}
+
+// RetentionPolicy bounds the event log.
+type RetentionPolicy struct {
+	MaxEvents  *uint64 `json:"max_events,omitempty"`
+	MaxAgeSecs *uint64 `json:"max_age_secs,omitempty"`
+}
+
+// RetentionParams are the params of events.retention; without a policy it
+// reads the one in force.
+type RetentionParams struct {
+	Policy *RetentionPolicy `json:"policy,omitempty"`
+}
+
+// RetentionResult is the reply to events.retention.
+type RetentionResult struct {
+	Policy  RetentionPolicy `json:"policy"`
+	Removed *int            `json:"removed,omitempty"`
+}
+
+// HostEventsParams are the params of host.events.
+type HostEventsParams struct {
+	Limit int `json:"limit,omitempty"` // default 100
+}
+
+// HostAgent is an agent a client registered with the host surface.
+type HostAgent struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Kind         string    `json:"kind"`
+	Capabilities []string  `json:"capabilities"`
+	Project      string    `json:"project,omitempty"`
+	PID          *int64    `json:"pid,omitempty"`
+	Display      Object    `json:"display,omitempty"`
+	Metadata     Object    `json:"metadata,omitempty"`
+	Status       string    `json:"status"`
+	CurrentTask  string    `json:"current_task,omitempty"`
+	Message      string    `json:"message,omitempty"`
+	Payload      Object    `json:"payload,omitempty"`
+	SessionID    string    `json:"session_id"`
+	RegisteredAt time.Time `json:"registered_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// HostApproval is a question a person answers with host.resolve_approval.
+type HostApproval struct {
+	ID                string     `json:"id"`
+	AgentID           string     `json:"agent_id,omitempty"`
+	Title             string     `json:"title"`
+	Description       string     `json:"description,omitempty"`
+	Context           Object     `json:"context,omitempty"`
+	RequiredApprovals int        `json:"required_approvals"`
+	Status            string     `json:"status"` // pending, approved, denied or expired
+	ClientID          string     `json:"client_id,omitempty"`
+	CreatedAt         time.Time  `json:"created_at"`
+	ResolvedAt        *time.Time `json:"resolved_at,omitempty"`
+	ResolvedBy        string     `json:"resolved_by,omitempty"`
+	Approved          *bool      `json:"approved,omitempty"`
+	Notes             string     `json:"notes,omitempty"`
+}
+
+// HostEventEntry is something a host subscriber shows happened.
+type HostEventEntry struct {
+	ID        string    `json:"id"`
+	Timestamp time.Time `json:"timestamp"`
+	Kind      string    `json:"kind"`
+	AgentID   string    `json:"agent_id,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	Payload   Object    `json:"payload"`
+}
+
+// HostEventNotice is the params of host.event; dropped > 0 says that many
+// events before it were dropped: re-read host.events, host.agents and
+// host.approvals.
+type HostEventNotice struct {
+	HostEventEntry
+	Cursor  uint64 `json:"cursor"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// HostSnapshot is the reply to host.subscribe.
+type HostSnapshot struct {
+	Subscribed bool             `json:"subscribed"`
+	Agents     []HostAgent      `json:"agents"`
+	Approvals  []HostApproval   `json:"approvals"`
+	Events     []HostEventEntry `json:"events"`
+	Devices    []any            `json:"devices"`
+	Identity   HostIdentity     `json:"identity"`
+}
+
+// HostApprovalsResult is the reply to host.approvals.
+type HostApprovalsResult struct {
+	Approvals []HostApproval `json:"approvals"`
+}
+
+// HostEventsResult is the reply to host.events.
+type HostEventsResult struct {
+	Events []HostEventEntry `json:"events"`
+}
+
+// HostAgentParams are the params of host.register_agent.
+type HostAgentParams struct {
+	ID           string   `json:"id,omitempty"`
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Project      string   `json:"project,omitempty"`
+	PID          *int64   `json:"pid,omitempty"`
+	Display      Object   `json:"display,omitempty"`
+	Metadata     Object   `json:"metadata,omitempty"`
+}
+
+// HostAgentIDParams are the params of host.unregister_agent.
+type HostAgentIDParams struct {
+	AgentID string `json:"agent_id"`
+}
+
+// HostStatusParams are the params of host.set_status.
+type HostStatusParams struct {
+	AgentID     string `json:"agent_id"`
+	Status      string `json:"status"` // idle, running, waiting_for_approval, paused, completed, errored or stopped
+	CurrentTask string `json:"current_task,omitempty"`
+	Message     string `json:"message,omitempty"`
+	Payload     Object `json:"payload,omitempty"`
+}
+
+// HostNotifyParams are the params of host.notify.
+type HostNotifyParams struct {
+	Kind    string `json:"kind,omitempty"` // default host.notification
+	AgentID string `json:"agent_id,omitempty"`
+	Message string `json:"message,omitempty"`
+	Payload Object `json:"payload,omitempty"`
+}
+
+// HostApprovalParams are the params of host.request_approval.
+type HostApprovalParams struct {
+	AgentID           string `json:"agent_id,omitempty"`
+	Title             string `json:"title"`
+	Description       string `json:"description,omitempty"`
+	Context           Object `json:"context,omitempty"`
+	RequiredApprovals int    `json:"required_approvals,omitempty"`
+}
+
+// AgentSpec describes one agent of a multi.* coordination.
+type AgentSpec struct {
+	Name         string   `json:"name"`
+	SystemPrompt string   `json:"system_prompt"`
+	Tools        []string `json:"tools"`
+	MaxTurns     int      `json:"max_turns"`
+	Metadata     Object   `json:"metadata"`
+	CacheControl *bool    `json:"cache_control,omitempty"`
+}
+
+// RunAgentParams are the params of the multi.run_agent callback.
+type RunAgentParams struct {
+	Spec AgentSpec `json:"spec"`
+	Task string    `json:"task"`
+}
+
+// TokenUsage is what an agent reports it spent.
+type TokenUsage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// AgentOutput is a client's answer to multi.run_agent.
+type AgentOutput struct {
+	Name       string      `json:"name"`
+	Answer     string      `json:"answer"`
+	Turns      int         `json:"turns"`
+	ToolCalls  int         `json:"tool_calls"`
+	DurationMs float64     `json:"duration_ms"`
+	Error      *string     `json:"error" jsonschema:"nullable"`
+	Tokens     *TokenUsage `json:"tokens,omitempty"`
+}
