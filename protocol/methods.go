@@ -22,6 +22,7 @@ const (
 	MethodToolsPoll              = "tools.poll"
 	MethodToolsStreamSubscribe   = "tools.stream.subscribe"
 	MethodToolsStreamUnsubscribe = "tools.stream.unsubscribe"
+	MethodToolsHandles           = "tools.handles"
 	// tools.cancel {handle} is also a client → server request: the same
 	// name as the notification below, the opposite direction.
 

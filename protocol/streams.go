@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Invocation modes of a tool_call (Action.InvocationMode).
@@ -136,4 +137,27 @@ type ToolStreamEvent struct {
 	Handle  string          `json:"handle"`
 	Chunk   json.RawMessage `json:"chunk"`
 	Dropped uint64          `json:"dropped,omitempty"`
+}
+
+// ToolHandlesResult is the reply to tools.handles: the handles the caller
+// may see, oldest first.
+type ToolHandlesResult struct {
+	Handles []ToolHandleInfo `json:"handles"`
+}
+
+// ToolHandleInfo describes one handle without draining it, so that a
+// dashboard can show what runs while its owner keeps polling.
+type ToolHandleInfo struct {
+	Handle          string           `json:"handle"`
+	Tool            string           `json:"tool"`
+	Mode            string           `json:"mode"`
+	Status          ToolStatus       `json:"status"`
+	OwnerConnection string           `json:"owner_connection"`
+	ProposalID      string           `json:"proposal_id,omitempty"`
+	ActionID        string           `json:"action_id,omitempty"`
+	StartedAt       time.Time        `json:"started_at"`
+	LastChunkAt     *time.Time       `json:"last_chunk_at,omitempty"`
+	Progress        *ToolStreamChunk `json:"progress,omitempty"` // the latest progress chunk
+	ChunksBuffered  int              `json:"chunks_buffered"`    // waiting for tools.poll
+	DroppedChunks   uint64           `json:"dropped_chunks"`     // over the handle's life
 }

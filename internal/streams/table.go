@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +97,9 @@ type Handle struct {
 	dropped    uint64 // since the last poll
 	droppedAll uint64
 	last       time.Time // the last chunk, or the start; the end once ended
+	opened     time.Time
+	lastChunk  time.Time                 // zero until the first chunk
+	progress   *protocol.ToolStreamChunk // the latest progress chunk
 	started    bool      // the tool has answered that it started
 	pending    *Ended    // its end, held until it has started
 }
@@ -151,6 +155,7 @@ func (t *Table) Open(info Info, stop func(info Info, reason string)) (*Handle, e
 		return nil, fmt.Errorf("this connection holds %d stream handles, the most it may (max_stream_handles): poll finished handles with tools.poll or cancel running ones with tools.cancel, then submit again", n)
 	}
 	h.last = t.opts.Now()
+	h.opened = h.last
 	t.handles[info.Handle] = h
 	t.owned[info.Owner]++
 	return h, nil
@@ -227,6 +232,10 @@ func (t *Table) Chunk(from, handle string, raw json.RawMessage) error {
 		return ErrFinished
 	}
 	h.last = t.opts.Now()
+	h.lastChunk = h.last
+	if c.Kind == protocol.ChunkProgress {
+		h.progress = &c
+	}
 	t.buffer(h, enc)
 	var ended *Ended
 	if c.Terminal() {
@@ -313,6 +322,41 @@ func (t *Table) Poll(handle, by string, host bool) *protocol.ToolPollResult {
 		t.remove(h)
 	}
 	return res
+}
+
+// List describes the handles by may see (every one for a host), oldest
+// first, without draining them: a running handle, or an ended one not yet
+// consumed by a poll nor reaped.
+func (t *Table) List(by string, host bool) []protocol.ToolHandleInfo {
+	t.mu.Lock()
+	out := make([]protocol.ToolHandleInfo, 0, len(t.handles))
+	for _, h := range t.handles {
+		if !visible(h, by, host) {
+			continue
+		}
+		info := protocol.ToolHandleInfo{
+			Handle: h.Handle, Tool: h.Tool, Mode: h.Mode, Status: h.status, OwnerConnection: h.Owner,
+			ProposalID: h.ProposalID, ActionID: h.ActionID, StartedAt: h.opened,
+			ChunksBuffered: len(h.chunks), DroppedChunks: h.droppedAll,
+		}
+		if !h.lastChunk.IsZero() {
+			at := h.lastChunk
+			info.LastChunkAt = &at
+		}
+		if h.progress != nil {
+			p := *h.progress
+			info.Progress = &p
+		}
+		out = append(out, info)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].Handle < out[j].Handle
+	})
+	return out
 }
 
 // Cancel seals a running handle as cancelled and tells its tool to stop.

@@ -3,6 +3,7 @@ package streams
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -34,5 +35,59 @@ func TestEndWaitsForStart(t *testing.T) {
 	}
 	if p := tb.Poll(h.Handle, "c1", false); p == nil || p.Status != protocol.ToolSucceeded || tb.Poll(h.Handle, "c1", false) != nil {
 		t.Fatalf("poll: %+v", p)
+	}
+}
+
+// List shows what a handle holds without draining it: the latest progress,
+// the time of the last chunk, the chunks waiting and those dropped, to the
+// owner and a host only.
+func TestListDescribesWithoutDraining(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	tb := New(Options{BufferChunks: 2, Now: func() time.Time { return now }}, nil)
+	first, err := tb.Open(Info{Owner: "c1", Tool: "build", Mode: protocol.ModeStreaming, ProposalID: "p1", ActionID: "a1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	second, err := tb.Open(Info{Owner: "c2", Tool: "tail"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{`{"kind":"progress","fraction":0.25}`, `{"kind":"progress","fraction":0.5,"message":"half"}`, `{"kind":"text","text":"linking"}`} {
+		now = now.Add(time.Second)
+		if err := tb.Chunk("c1", first.Handle, json.RawMessage(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // a second listing sees the same: nothing was drained
+		got := tb.List("c1", false)
+		if len(got) != 1 {
+			t.Fatalf("the owner lists %d handles, want its 1: %+v", len(got), got)
+		}
+		h := got[0]
+		if h.Handle != first.Handle || h.Tool != "build" || h.Mode != protocol.ModeStreaming || h.Status != protocol.ToolRunning ||
+			h.OwnerConnection != "c1" || h.ProposalID != "p1" || h.ActionID != "a1" {
+			t.Fatalf("identity: %+v", h)
+		}
+		if h.Progress == nil || *h.Progress.Fraction != 0.5 || *h.Progress.Message != "half" {
+			t.Fatalf("want the latest progress chunk (0.5, half), got %+v", h.Progress)
+		}
+		if h.LastChunkAt == nil || !h.LastChunkAt.Equal(now) || !h.StartedAt.Equal(now.Add(-4*time.Second)) {
+			t.Fatalf("times: started %v, last chunk %v; now %v", h.StartedAt, h.LastChunkAt, now)
+		}
+		if h.ChunksBuffered != 2 || h.DroppedChunks != 1 {
+			t.Fatalf("want 2 buffered and 1 dropped, got %d and %d", h.ChunksBuffered, h.DroppedChunks)
+		}
+	}
+	if got := tb.List("c3", false); len(got) != 0 {
+		t.Fatalf("a stranger lists %+v", got)
+	}
+	all := tb.List("c3", true)
+	if len(all) != 2 || all[0].Handle != first.Handle || all[1].Handle != second.Handle || all[1].LastChunkAt != nil || all[1].Progress != nil {
+		t.Fatalf("a host lists every handle, oldest first: %+v", all)
+	}
+	tb.Cancel(first.Handle, "c1", false, "stop")
+	if got := tb.List("c1", false); len(got) != 1 || got[0].Status != protocol.ToolCancelled {
+		t.Fatalf("an ended, unpolled handle is listed with its status: %+v", got)
 	}
 }
