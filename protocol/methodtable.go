@@ -40,6 +40,7 @@ var Methods = []MethodSpec{
 	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
 	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
 	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
+	{Name: MethodToolsHandles, Summary: "The stream handles the connection may see (every one for a host), with their latest progress.", Result: ToolHandlesResult{}},
 
 	{Name: MethodStateGet, Summary: "A state value, or null.", Params: StateKeyParams{}, Result: json.RawMessage(nil)},
 	{Name: MethodStateSet, Summary: `Set a state value; answers "ok".`, Params: StateSetParams{}, Result: ""},

@@ -36,6 +36,7 @@ func init() {
 		protocol.MethodToolsCancel:            {handle: (*conn).toolsCancel},
 		protocol.MethodToolsStreamSubscribe:   {handle: (*conn).toolsStreamSubscribe},
 		protocol.MethodToolsStreamUnsubscribe: {handle: (*conn).toolsStreamUnsubscribe},
+		protocol.MethodToolsHandles:           {handle: (*conn).toolsHandles},
 
 		protocol.MethodStateGet:      {handle: (*conn).stateGet},
 		protocol.MethodStateSet:      {handle: (*conn).stateSet},

@@ -39,6 +39,12 @@ func (c *conn) toolsCancel(_ context.Context, params *json.RawMessage) (any, err
 	return protocol.ToolsCancelResult{Cancelled: c.srv.rt.Streams.Cancel(handle, c.id, c.isHost(), reason)}, nil
 }
 
+// toolsHandles lists the handles this connection may see (its own; every
+// connection's for a host) without draining them.
+func (c *conn) toolsHandles(context.Context, *json.RawMessage) (any, error) {
+	return protocol.ToolHandlesResult{Handles: c.srv.rt.Streams.List(c.id, c.isHost())}, nil
+}
+
 func (c *conn) handleParam(params *json.RawMessage) (string, error) {
 	var p protocol.ToolHandleParams
 	if err := decodeParams(params, &p, toolHandleShape); err != nil {

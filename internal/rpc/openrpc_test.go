@@ -236,6 +236,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{protocol.MethodToolsRegister, func() any { return []any{map[string]any{"name": "spare"}} }},
 		{protocol.MethodToolsList, nil},
 		{protocol.MethodToolsUnregister, func() any { return map[string]any{"name": "spare"} }},
+		{protocol.MethodToolsHandles, nil},
 		{protocol.MethodStateSet, func() any { return map[string]any{"key": "k", "value": map[string]any{"n": 1}} }},
 		{protocol.MethodStateGet, func() any { return map[string]any{"key": "k"} }},
 		{protocol.MethodStateExists, func() any { return map[string]any{"key": "k"} }},

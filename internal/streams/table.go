@@ -100,8 +100,8 @@ type Handle struct {
 	opened     time.Time
 	lastChunk  time.Time                 // zero until the first chunk
 	progress   *protocol.ToolStreamChunk // the latest progress chunk
-	started    bool      // the tool has answered that it started
-	pending    *Ended    // its end, held until it has started
+	started    bool                      // the tool has answered that it started
+	pending    *Ended                    // its end, held until it has started
 }
 
 // Done is closed when the handle has ended.
