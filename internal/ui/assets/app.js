@@ -2,6 +2,7 @@
 import { Daemon } from './rpc.js';
 import { el, fill, dl, short, clock } from './dom.js';
 import { drawBars } from './chart.js';
+import { RunningTools } from './tools.js';
 
 const TOKEN_KEY = 'car.host_token';
 const SUPERVISE_KEY = 'car.supervise';
@@ -31,6 +32,9 @@ const state = {
   me: '',
   pollTimer: 0,
   healthTimer: 0,
+  tools: null,           // the running tools panel
+  toolsBusy: false,      // a tools.handles call is in flight
+  toolsAgain: false,     // and another was asked for meanwhile
 };
 
 // takeToken moves the token from the fragment to sessionStorage and out of
@@ -79,6 +83,7 @@ function start() {
       showHelp(`The daemon refused this page's host token (${msg}). It has probably restarted and minted a new one: run car-server dashboard again for a fresh link.`);
     },
   });
+  state.tools = new RunningTools({ list: $('tools'), count: $('tools-count'), empty: $('tools-empty'), call, refresh: refreshTools });
   wireControls();
   state.daemon.start();
 }
@@ -115,6 +120,7 @@ async function ready() {
   }
   renderEvents();
   renderProposals();
+  await call('tools.stream.subscribe');
   await poll();
   document.body.dataset.ready = 'true';
 }
@@ -142,6 +148,7 @@ function notify(method, p) {
     case 'host.event': hostEvent(p); break;
     case 'events.event': feedEvent(p); break;
     case 'supervision.intent': intentArrived(p); break;
+    case 'tools.stream.event': state.tools.event(p); break;
   }
 }
 
@@ -177,6 +184,7 @@ async function feedEvent(p) {
   renderProposals();
   renderChart();
   if (p.event?.kind === 'proposal_finished' || p.event?.kind === 'proposal_rejected') refreshHealthSoon();
+  if (p.event?.kind === 'tool_stream_started' || p.event?.kind === 'tool_stream_ended') refreshTools();
 }
 
 // refreshHealthSoon re-reads metrics.summary once a proposal ends, at most
@@ -287,10 +295,28 @@ async function refreshIntents() {
   renderIntents();
 }
 
+// refreshTools re-reads tools.handles, one call at a time: a call asked
+// for while one is in flight runs once after it.
+async function refreshTools() {
+  if (state.toolsBusy) {
+    state.toolsAgain = true;
+    return;
+  }
+  state.toolsBusy = true;
+  try {
+    do {
+      state.toolsAgain = false;
+      state.tools.set((await call('tools.handles')).handles);
+    } while (state.toolsAgain);
+  } catch { /* the next poll tries again */ } finally {
+    state.toolsBusy = false;
+  }
+}
+
 async function poll() {
   clearTimeout(state.pollTimer);
   try {
-    const [m, conns, pol] = await Promise.all([call('metrics.summary'), call('server.connections'), call('policy.list', {})]);
+    const [m, conns, pol] = await Promise.all([call('metrics.summary'), call('server.connections'), call('policy.list', {}), refreshTools()]);
     renderHealth(m);
     renderConnections(conns);
     renderPolicies(pol);
