@@ -1,11 +1,15 @@
 package ui_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/parslee-ai/car-server/client"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -16,7 +20,17 @@ func TestReadmeScreenshot(t *testing.T) {
 	d := startDaemon(t, hostToken)
 	p := openPage(t, d.pageURL())
 	p.ready()
-	r := newRunner(t, d, map[string]tool{"read_file": echo, "deploy_service": echo})
+	var rp atomic.Pointer[runner] // set before any call can arrive
+	r := newRunner(t, d, map[string]tool{"read_file": echo, "deploy_service": echo, "run_test_suite": func(_ context.Context, call protocol.ToolExecuteParams) (any, error) {
+		return rp.Load().Stream(call, func(ctx context.Context, _ protocol.ToolExecuteParams, w *client.ChunkWriter) (any, error) {
+			if err := w.Progress(ctx, 0.42, "412 of 980 tests"); err != nil {
+				return nil, err
+			}
+			<-ctx.Done() // until the runner closes
+			return nil, ctx.Err()
+		})
+	}})
+	rp.Store(r)
 	if err := r.Call(ctxT(t), protocol.MethodHostRegisterAgent, map[string]any{"name": "release-bot", "kind": "agent"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +38,11 @@ func TestReadmeScreenshot(t *testing.T) {
 	if res, err := resultOf(done.wait(t), "a1"); err != nil || res.Status != protocol.StatusSucceeded {
 		t.Fatalf("read_file: %+v %v", res, err)
 	}
+	startStream(t, r, "p-tests", "run_test_suite")
 	waiting := r.submit(t, "p-deploy", "deploy_service", map[string]any{"env": "prod", "version": "2.4.1", "api_key": "sk-live-never-shown"})
 	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval")))
 	p.until("the finished proposal", `document.querySelector('#proposals li[data-id="p-readme"]')?.dataset.status === "succeeded"`)
+	p.until("the running tool's progress", `document.querySelector("#tools progress")?.value === 0.42`)
 	p.until("the health counts", `document.getElementById("health").textContent.includes("100.0 %")`)
 	if os.Getenv("CAR_UPDATE_SCREENSHOT") == "1" {
 		p.screenshot(filepath.Join("..", "..", "docs", "dashboard.png"))
