@@ -34,15 +34,24 @@ const runsCrashStreams = 2
 // and returns the token it printed.
 func issueAgentToken(t *testing.T, home, agent string) string {
 	t.Helper()
+	token, err := runIssueToken(home, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// runIssueToken is issueAgentToken for a goroutine other than the test's.
+func runIssueToken(home, agent string) (string, error) {
 	cmd := exec.Command(binary, "agents", "issue-token", agent)
 	cmd.Env = append(os.Environ(), "CAR_HOME="+home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("agents issue-token %s: %v: %s", agent, err, stderr.String())
+		return "", fmt.Errorf("agents issue-token %s: %w: %s", agent, err, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // ackedBatch is one record_turns batch the daemon acknowledged.

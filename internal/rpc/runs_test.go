@@ -79,7 +79,7 @@ func errorsJoin(errs ...error) error {
 func (rs *runsServer) issue(t *testing.T, agent string) string {
 	t.Helper()
 	token := "token-of-" + agent + "-" + fmt.Sprint(time.Now().UnixNano())
-	if err := agents.Issue(filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
+	if err := agents.Issue(context.Background(), filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
 		t.Fatal(err)
 	}
 	return token
