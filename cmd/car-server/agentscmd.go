@@ -27,6 +27,10 @@ The daemon keeps only a hash of each token, in $CAR_HOME/agent-tokens.json (0600
 and reads it on every agent auth: no restart is needed. An agent presents its token
 with session.auth {token, agent_id}.`
 
+// agentsLockWait bounds how long a command waits for another holder of the
+// agent token file's lock.
+const agentsLockWait = 15 * time.Second
+
 // runAgentsCommand serves agents issue-token, revoke and list.
 func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("agents", pflag.ContinueOnError)
@@ -55,9 +59,11 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	switch rest[0] {
 	case "issue-token":
+		ctx, cancel := context.WithTimeout(context.Background(), agentsLockWait)
+		defer cancel()
 		token, err := rpc.NewToken()
 		if err == nil {
-			err = agents.Issue(cfg.AgentTokensPath, rest[1], token)
+			err = agents.Issue(ctx, cfg.AgentTokensPath, rest[1], token)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "car-server agents issue-token: %v\n", err)
@@ -101,7 +107,7 @@ func revokeAgent(cfg *config.Config, agentID string, stdout, stderr io.Writer) i
 		return code
 	}
 	if c == nil {
-		revoked, err := agents.Revoke(cfg.AgentTokensPath, agentID)
+		revoked, err := agents.Revoke(ctx, cfg.AgentTokensPath, agentID)
 		if err != nil {
 			fmt.Fprintf(stderr, "car-server agents revoke: %v\n", err)
 			return exitFailed

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,20 +98,32 @@ type Postures struct {
 // balanced default with no overrides.
 func OpenPostures(path string) (*Postures, error) {
 	s := &Postures{path: path, p: Policy{Default: Presets[DefaultPreset], Agents: map[string]TierPosture{}}}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
+	p, found, err := readPolicy(path)
 	if err != nil {
-		return nil, fmt.Errorf("agent permissions %s: %w", path, err)
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &s.p); err != nil {
-		return nil, fmt.Errorf("agent permissions %s is not valid JSON (%v); fix it or move it aside", path, err)
-	}
-	if s.p.Agents == nil {
-		s.p.Agents = map[string]TierPosture{}
+	if found {
+		s.p = p
 	}
 	return s, nil
+}
+
+// readPolicy reads the policy file; found is false when there is none.
+func readPolicy(path string) (p Policy, found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Policy{}, false, nil
+	}
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("agent permissions %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Policy{}, false, fmt.Errorf("agent permissions %s is not valid JSON (%v); fix it or move it aside", path, err)
+	}
+	if p.Agents == nil {
+		p.Agents = map[string]TierPosture{}
+	}
+	return p, true, nil
 }
 
 // Get returns a copy of the whole policy.
@@ -150,7 +163,7 @@ var ErrLoosen = errors.New("an agent cannot loosen its own posture")
 // Set sets one tier of agentID's posture, or every tier when tier is nil.
 // When self is true (the agent asks for itself), only a tightening is
 // accepted. It returns the whole updated policy.
-func (s *Postures) Set(agentID, mode string, tier *policy.Tier, self bool) (Policy, error) {
+func (s *Postures) Set(ctx context.Context, agentID, mode string, tier *policy.Tier, self bool) (Policy, error) {
 	if err := CheckMode(mode); err != nil {
 		return Policy{}, err
 	}
@@ -158,64 +171,79 @@ func (s *Postures) Set(agentID, mode string, tier *policy.Tier, self bool) (Poli
 	if tier != nil {
 		tiers = []policy.Tier{*tier}
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	cur := s.Get()
-	o := cur.Agents[agentID]
-	for _, t := range tiers {
-		if self {
-			now := o.get(t)
-			if now == "" {
-				now = cur.Default.get(t)
+	return s.mutate(ctx, func(cur *Policy) error {
+		o := cur.Agents[agentID]
+		for _, t := range tiers {
+			if self {
+				now := o.get(t)
+				if now == "" {
+					now = cur.Default.get(t)
+				}
+				if now == "" {
+					now = RequireApproval
+				}
+				if looser(mode, now) {
+					return fmt.Errorf("%w: %s is %s at %s", ErrLoosen, agentID, now, t)
+				}
 			}
-			if now == "" {
-				now = RequireApproval
-			}
-			if looser(mode, now) {
-				return Policy{}, fmt.Errorf("%w: %s is %s at %s", ErrLoosen, agentID, now, t)
-			}
+			o.set(t, mode)
 		}
-		o.set(t, mode)
-	}
-	cur.Agents[agentID] = o
-	return s.commit(cur)
+		cur.Agents[agentID] = o
+		return nil
+	})
 }
 
 // SetDefault moves the default posture to a preset, or one tier of it.
-func (s *Postures) SetDefault(preset string, tier *policy.Tier, mode string) (Policy, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	next := s.Get()
-	switch {
-	case preset != "":
-		p, ok := Presets[preset]
-		if !ok {
-			return Policy{}, fmt.Errorf("unknown preset '%s' (use cautious, balanced or trusting)", preset)
+func (s *Postures) SetDefault(ctx context.Context, preset string, tier *policy.Tier, mode string) (Policy, error) {
+	return s.mutate(ctx, func(next *Policy) error {
+		switch {
+		case preset != "":
+			p, ok := Presets[preset]
+			if !ok {
+				return fmt.Errorf("unknown preset '%s' (use cautious, balanced or trusting)", preset)
+			}
+			next.Default = p
+		case tier != nil:
+			if err := CheckMode(mode); err != nil {
+				return err
+			}
+			next.Default.set(*tier, mode)
+		default:
+			return errors.New("give a preset, or a tier and a mode")
 		}
-		next.Default = p
-	case tier != nil:
-		if err := CheckMode(mode); err != nil {
-			return Policy{}, err
-		}
-		next.Default.set(*tier, mode)
-	default:
-		return Policy{}, errors.New("give a preset, or a tier and a mode")
-	}
-	return s.commit(next)
+		return nil
+	})
 }
 
 // Reset drops agentID's override.
-func (s *Postures) Reset(agentID string) (Policy, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	next := s.Get()
-	delete(next.Agents, agentID)
-	return s.commit(next)
+func (s *Postures) Reset(ctx context.Context, agentID string) (Policy, error) {
+	return s.mutate(ctx, func(next *Policy) error {
+		delete(next.Agents, agentID)
+		return nil
+	})
 }
 
-// commit writes next to the file, then makes it the policy in force; the
-// caller holds writeMu.
-func (s *Postures) commit(next Policy) (Policy, error) {
+// mutate applies change to the policy on disk and makes the result the
+// policy in force. It holds the file's lock across the read, the change and
+// the atomic write, so another writer's update is kept, not overwritten
+// with this daemon's older copy.
+func (s *Postures) mutate(ctx context.Context, change func(*Policy) error) (Policy, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	unlock, err := lockFile(ctx, s.path)
+	if err != nil {
+		return Policy{}, err
+	}
+	defer unlock()
+	next := s.Get()
+	if onDisk, found, err := readPolicy(s.path); err != nil {
+		return Policy{}, err
+	} else if found {
+		next = onDisk
+	}
+	if err := change(&next); err != nil {
+		return Policy{}, err
+	}
 	b, err := json.MarshalIndent(next, "", "  ")
 	if err != nil {
 		return Policy{}, err

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -61,8 +62,15 @@ func hashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Issue stores token as agentID's token, replacing any earlier one.
-func Issue(path, agentID, token string) error {
+// Issue stores token as agentID's token, replacing any earlier one. The
+// read-modify-write holds the file's lock, so concurrent issuers (and
+// revokes) each keep the others' agents.
+func Issue(ctx context.Context, path, agentID, token string) error {
+	unlock, err := lockFile(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	f, err := readTokens(path)
 	if err != nil {
 		return err
@@ -71,8 +79,14 @@ func Issue(path, agentID, token string) error {
 	return writeTokens(path, f)
 }
 
-// Revoke removes agentID's token; it reports whether there was one.
-func Revoke(path, agentID string) (bool, error) {
+// Revoke removes agentID's token, under the file's lock; it reports
+// whether there was one.
+func Revoke(ctx context.Context, path, agentID string) (bool, error) {
+	unlock, err := lockFile(ctx, path)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	f, err := readTokens(path)
 	if err != nil {
 		return false, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Per-agent postures. A connection bound to an agent (session.auth
@@ -37,25 +38,46 @@ func (rt *Runtime) applyPosture(sub *Submission, rows []PermissionRow) {
 	}
 	for i := range rows {
 		r := &rows[i]
-		mode, override := rt.opts.Postures.Resolve(sub.Agent, r.Required)
-		before := r.Decision
-		switch {
-		case before == DecisionDeny:
-			// A rejection on the ledger stands whatever the posture says.
-		case mode == PostureDeny:
-			r.Decision = DecisionDeny
-			r.Reason = fmt.Sprintf("agent '%s' may not take %s actions (agent_permissions: deny)", sub.Agent, r.Required)
-		case mode == PostureRequireApproval && before == DecisionAllow && !rt.approvedOnRecord(r.Fingerprint, r.Required):
-			r.Decision = DecisionNeedsApproval
-			r.Reason = fmt.Sprintf("agent '%s' needs an approval for %s actions (agent_permissions: require_approval)", sub.Agent, r.Required)
-		case mode == PostureAlwaysAllow && before == DecisionNeedsApproval:
-			r.Decision = DecisionAllow
-			r.Reason = fmt.Sprintf("agent '%s' is trusted with %s actions (agent_permissions: always_allow)", sub.Agent, r.Required)
-		}
+		mode, override := rt.postureDecide(sub.Agent, r)
 		rt.Events.Append(Event{Kind: EventAgentPosture, ProposalID: sub.Proposal.ID, ActionID: r.ActionID, Connection: sub.Session.ID, Data: map[string]any{
 			"agent": sub.Agent, "tier": r.Required.String(), "mode": mode, "has_override": override, "decision": r.Decision, "tool": r.Tool,
 		}})
 	}
+}
+
+// EvaluateAgentPermissions is EvaluatePermissions as a submission of agent
+// would be decided, its posture applied, so that permission.evaluate on a
+// bound connection previews what the gate will do. A preview records no
+// posture event; an empty agent is EvaluatePermissions.
+func (rt *Runtime) EvaluateAgentPermissions(p *protocol.ActionProposal, granted policy.Tier, agent string) []PermissionRow {
+	rows := rt.EvaluatePermissions(p, granted)
+	if agent == "" || rt.opts.Postures == nil {
+		return rows
+	}
+	for i := range rows {
+		rt.postureDecide(agent, &rows[i])
+	}
+	return rows
+}
+
+// postureDecide adjusts one row to agent's mode at the row's tier and
+// returns that mode.
+func (rt *Runtime) postureDecide(agent string, r *PermissionRow) (mode string, override bool) {
+	mode, override = rt.opts.Postures.Resolve(agent, r.Required)
+	switch before := r.Decision; {
+	case before == DecisionDeny:
+		// A rejection on the ledger stands whatever the posture says.
+	case mode == PostureDeny:
+		r.Decision = DecisionDeny
+		r.Reason = fmt.Sprintf("agent '%s' may not take %s actions (agent_permissions: deny)", agent, r.Required)
+	case mode == PostureRequireApproval && before == DecisionAllow && !rt.approvedOnRecord(r.Fingerprint, r.Required):
+		r.Decision = DecisionNeedsApproval
+		r.Reason = fmt.Sprintf("agent '%s' needs an approval for %s actions (agent_permissions: require_approval)", agent, r.Required)
+	case mode == PostureAlwaysAllow && before == DecisionNeedsApproval:
+		r.Decision = DecisionAllow
+		r.Reason = fmt.Sprintf("agent '%s' is trusted with %s actions (agent_permissions: always_allow)", agent, r.Required)
+	}
+	return mode, override
 }
 
 // approvedOnRecord reports whether the ledger holds an approval of the

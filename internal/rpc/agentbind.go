@@ -137,7 +137,7 @@ const revokeShape = "{agent_id: string}"
 
 // agentsRevoke revokes an agent's token and closes its connection (host
 // role): what car-server agents revoke asks of a running daemon.
-func (c *conn) agentsRevoke(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, error) {
 	if !c.isHost() {
 		return nil, rpcError(protocol.CodeApprovalDenied, "agents.revoke needs the host role: authenticate with session.auth {host_token}")
 	}
@@ -153,7 +153,7 @@ func (c *conn) agentsRevoke(_ context.Context, params *json.RawMessage) (any, er
 	revoked := false
 	if c.srv.opts.AgentTokens != "" {
 		var err error
-		if revoked, err = agents.Revoke(c.srv.opts.AgentTokens, p.AgentID); err != nil {
+		if revoked, err = agents.Revoke(ctx, c.srv.opts.AgentTokens, p.AgentID); err != nil {
 			return nil, internalError("agents.revoke: %v", err)
 		}
 	}

@@ -44,7 +44,7 @@ func (c *conn) agentPermissionsGet(context.Context, *json.RawMessage) (any, erro
 
 const postureSetShape = "{agent_id: string, mode: always_allow|require_approval|deny, tier?: read_only|sandbox_edit|full_access}"
 
-func (c *conn) agentPermissionsSet(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) agentPermissionsSet(ctx context.Context, params *json.RawMessage) (any, error) {
 	ps, err := c.postures()
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func (c *conn) agentPermissionsSet(_ context.Context, params *json.RawMessage) (
 	if !self && !c.isHost() {
 		return nil, hostOnly(protocol.MethodAgentPermissionsSet)
 	}
-	pol, err := ps.Set(p.AgentID, p.Mode, tier, self)
+	pol, err := ps.Set(ctx, p.AgentID, p.Mode, tier, self)
 	switch {
 	case errors.Is(err, agents.ErrLoosen):
 		return nil, rpcError(protocol.CodeApprovalDenied, "%v; a person with the host role can", err)
@@ -83,7 +83,7 @@ func hostOnly(method string) error {
 	return rpcError(protocol.CodeApprovalDenied, "%s needs the host role: authenticate with session.auth {host_token}, read from the daemon's host-token file", method)
 }
 
-func (c *conn) agentPermissionsSetDefault(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) agentPermissionsSetDefault(ctx context.Context, params *json.RawMessage) (any, error) {
 	ps, err := c.postures()
 	if err != nil {
 		return nil, err
@@ -103,14 +103,14 @@ func (c *conn) agentPermissionsSetDefault(_ context.Context, params *json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	pol, err := ps.SetDefault(p.Preset, tier, p.Mode)
+	pol, err := ps.SetDefault(ctx, p.Preset, tier, p.Mode)
 	if err != nil {
 		return nil, invalidParams("agent_permissions.set_default: %v", err)
 	}
 	return pol, nil
 }
 
-func (c *conn) agentPermissionsReset(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) agentPermissionsReset(ctx context.Context, params *json.RawMessage) (any, error) {
 	ps, err := c.postures()
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (c *conn) agentPermissionsReset(_ context.Context, params *json.RawMessage)
 	if !c.isHost() {
 		return nil, hostOnly(protocol.MethodAgentPermissionsReset)
 	}
-	pol, err := ps.Reset(p.AgentID)
+	pol, err := ps.Reset(ctx, p.AgentID)
 	if err != nil {
 		return nil, internalError("agent_permissions.reset: %v", err)
 	}

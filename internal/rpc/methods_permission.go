@@ -80,7 +80,7 @@ func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"decisions": c.srv.rt.EvaluatePermissions(prop, c.sess.Tier())}, nil
+	return map[string]any{"decisions": c.srv.rt.EvaluateAgentPermissions(prop, c.sess.Tier(), c.agentID())}, nil
 }
 
 func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (any, error) {
@@ -89,7 +89,7 @@ func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (an
 		return nil, err
 	}
 	pending := []engine.PermissionRow{}
-	for _, r := range c.srv.rt.EvaluatePermissions(prop, c.sess.Tier()) {
+	for _, r := range c.srv.rt.EvaluateAgentPermissions(prop, c.sess.Tier(), c.agentID()) {
 		if r.Decision == engine.DecisionNeedsApproval {
 			pending = append(pending, r)
 		}

@@ -79,7 +79,7 @@ func errorsJoin(errs ...error) error {
 func (rs *runsServer) issue(t *testing.T, agent string) string {
 	t.Helper()
 	token := "token-of-" + agent + "-" + fmt.Sprint(time.Now().UnixNano())
-	if err := agents.Issue(filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
+	if err := agents.Issue(context.Background(), filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
 		t.Fatal(err)
 	}
 	return token
@@ -745,5 +745,35 @@ func TestCostFoldsByAgentAndAnAlertFires(t *testing.T) {
 	call(t, c, protocol.MethodMetricsAlerts, map[string]any{"max_cost_usd": 2}, &al)
 	if len(al.Alerts) != 0 {
 		t.Fatalf("under budget %+v", al.Alerts)
+	}
+}
+
+func TestPermissionEvaluateShowsABoundAgentsPosture(t *testing.T) {
+	rs := startRunsServer(t, runsSetup{})
+	host := rs.hostClient(t)
+	alice := rs.mustAgent(t, "alice")
+	call(t, host, protocol.MethodAgentPermissionsSet, map[string]any{"agent_id": "alice", "mode": "deny", "tier": "sandbox_edit"}, nil)
+	call(t, host, protocol.MethodAgentPermissionsSet, map[string]any{"agent_id": "alice", "mode": "always_allow", "tier": "full_access"}, nil)
+	write := proposal(
+		toolCall("w", "write_file", map[string]any{"path": "a.txt"}),
+		toolCall("d", "deploy_service", map[string]any{"env": "prod"}),
+	)
+	decisions := func(c *client.Client) map[string]string {
+		var eval struct {
+			Decisions []engine.PermissionRow `json:"decisions"`
+		}
+		call(t, c, protocol.MethodPermissionEvaluate, map[string]any{"proposal": write}, &eval)
+		out := map[string]string{}
+		for _, r := range eval.Decisions {
+			out[r.ActionID] = r.Decision
+		}
+		return out
+	}
+	if got := decisions(alice); got["w"] != engine.DecisionDeny || got["d"] != engine.DecisionAllow {
+		t.Fatalf("alice's evaluate: %v, want w denied by her posture and d allowed by it", got)
+	}
+	// The same proposal from a connection bound to no agent: no posture.
+	if got := decisions(rs.dial(t, "")); got["w"] != engine.DecisionAllow || got["d"] != engine.DecisionNeedsApproval {
+		t.Fatalf("an unbound connection's evaluate: %v", got)
 	}
 }
