@@ -54,6 +54,10 @@ func TestPresetsSetTheDefaultPosture(t *testing.T) {
 	if _, err := ps.SetDefault(ctx, "reckless", nil, ""); err == nil || !strings.Contains(err.Error(), "cautious, balanced or trusting") {
 		t.Errorf("an unknown preset: %v", err)
 	}
+	// One tier changed over a preset (the map above runs in any order).
+	if _, err := ps.SetDefault(ctx, "trusting", nil, ""); err != nil {
+		t.Fatal(err)
+	}
 	tier := policy.FullAccess
 	if _, err := ps.SetDefault(ctx, "", &tier, Deny); err != nil {
 		t.Fatal(err)
