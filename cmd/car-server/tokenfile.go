@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 )
 
 // ensureDir creates dir (and parents) and makes it 0700.
@@ -23,24 +25,8 @@ func writeTokenFile(path, token string) error {
 	if err := ensureDir(filepath.Dir(path)); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("write token file %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write token file %s: %w", path, err)
-	}
-	if _, err := tmp.WriteString(token); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write token file %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write token file %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write token file %s: %w", path, err)
+	if err := atomicfile.Write(path, []byte(token)); err != nil {
+		return fmt.Errorf("token file: %w", err)
 	}
 	return nil
 }

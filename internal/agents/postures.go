@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
@@ -248,7 +249,7 @@ func (s *Postures) mutate(ctx context.Context, change func(*Policy) error) (Poli
 	if err != nil {
 		return Policy{}, err
 	}
-	if err := writeFileAtomic(s.path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n')); err != nil {
 		return Policy{}, err
 	}
 	s.mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"time"
+
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 )
 
 // tokenFile is the agent token file: per agent, the SHA-256 of its token.
@@ -54,7 +56,7 @@ func writeTokens(path string, f tokenFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return atomicfile.Write(path, append(b, '\n'))
 }
 
 func hashToken(token string) string {

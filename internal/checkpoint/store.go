@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 )
 
 // Checkpoint is one saved copy of state.
@@ -105,7 +107,7 @@ func (s *Store) Save(cp *Checkpoint) (Meta, error) {
 	if len(ids) >= s.maxCount {
 		return Meta{}, fmt.Errorf("%d checkpoints are kept, the most max_checkpoints allows: delete one with checkpoint.delete first", len(ids))
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := atomicfile.Write(path, data); err != nil {
 		return Meta{}, fmt.Errorf("write checkpoint %s: %w", path, err)
 	}
 	return Meta{ID: cp.ID, Name: cp.Name, Tenant: cp.Tenant, CreatedAt: cp.CreatedAt, Keys: cp.Keys(), Bytes: int64(len(data))}, nil
@@ -193,7 +195,7 @@ func (s *Store) Delete(id string) error {
 	} else if err != nil {
 		return fmt.Errorf("delete checkpoint %s: %w", path, err)
 	}
-	return syncDir(s.dir)
+	return atomicfile.SyncDir(s.dir)
 }
 
 // ids are the checkpoint ids in the directory; temp files are not.
@@ -210,40 +212,4 @@ func (s *Store) ids() ([]string, error) {
 		}
 	}
 	return ids, nil
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves the old
-// file or the new one, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

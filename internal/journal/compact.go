@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
@@ -185,20 +186,11 @@ func (j *Journal) install(tmp *os.File, carry [][]byte) (f *os.File, renamed boo
 		os.Remove(tmp.Name())
 		return nil, false, err
 	}
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(j.path)); err != nil {
 		return nil, true, err
 	}
 	if f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		return nil, true, fmt.Errorf("reopen: %w", err)
 	}
 	return f, true, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
