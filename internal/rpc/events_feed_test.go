@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -170,20 +169,7 @@ func TestAStalledEventSubscriberGetsAGapItCanBackfill(t *testing.T) {
 	var stalled atomic.Pointer[conn]
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	notifyHook = func(ctx context.Context, c *conn, method string) {
-		if c != stalled.Load() || method != protocol.MethodEventsEvent {
-			return
-		}
-		select {
-		case held <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}
-	t.Cleanup(func() { notifyHook = nil }) // after the server has stopped
+	holdNotifications(t, held, release, func(c *conn, method string) bool { return c == stalled.Load() && method == protocol.MethodEventsEvent })
 	const capacity = 4
 	ts := startServer(t, Options{FeedQueue: capacity})
 	runner := newToolbox(t, ts, map[string]toolFunc{"echo": echo})

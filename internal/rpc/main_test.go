@@ -284,3 +284,24 @@ func ctxT(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// holdNotifications holds, through notifyHook, every notification that
+// match selects, as a socket that has stopped draining would: the first one
+// held signals on held (buffered, capacity 1), and all of them go on once
+// release is closed. The hook is removed after the server has stopped.
+func holdNotifications(t *testing.T, held chan struct{}, release <-chan struct{}, match func(c *conn, method string) bool) {
+	notifyHook = func(ctx context.Context, c *conn, method string) {
+		if !match(c, method) {
+			return
+		}
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	t.Cleanup(func() { notifyHook = nil })
+}

@@ -428,20 +428,7 @@ func TestAWedgedSubscriberLosesEventsButBlocksNobody(t *testing.T) {
 	// has stopped draining would, until release is closed.
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	notifyHook = func(ctx context.Context, c *conn, method string) {
-		if method != protocol.MethodRunsTraceEvent || !c.isHost() { // the wedged subscriber is the only host
-			return
-		}
-		select {
-		case held <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}
-	t.Cleanup(func() { notifyHook = nil }) // after the server has stopped
+	holdNotifications(t, held, release, func(c *conn, method string) bool { return method == protocol.MethodRunsTraceEvent && c.isHost() }) // the wedged subscriber is the only host
 	rs := startRunsServer(t, runsSetup{feedQueue: 2})
 	alice := rs.mustAgent(t, "alice")
 	runID := startRun(t, alice, map[string]any{"intent": "flood"})

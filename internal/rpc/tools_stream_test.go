@@ -314,20 +314,7 @@ func TestStreamSubscribersSeeChunksLive(t *testing.T) {
 func TestStreamSlowSubscriberSlowsNobody(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
-	notifyHook = func(ctx context.Context, c *conn, method string) {
-		if !c.isHost() || method != protocol.MethodToolsStreamEvent {
-			return
-		}
-		select {
-		case held <- struct{}{}:
-		default:
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}
-	t.Cleanup(func() { notifyHook = nil }) // after the server has stopped
+	holdNotifications(t, held, release, func(c *conn, method string) bool { return c.isHost() && method == protocol.MethodToolsStreamEvent })
 	ts := startServer(t, Options{HostToken: "host"})
 	t.Cleanup(func() {
 		select {
