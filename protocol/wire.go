@@ -453,3 +453,18 @@ type AgentOutput struct {
 	Error      *string     `json:"error" jsonschema:"nullable"`
 	Tokens     *TokenUsage `json:"tokens,omitempty"`
 }
+
+// ConnectionInfo is one open connection in server.connections.
+type ConnectionInfo struct {
+	ID     string `json:"id"`
+	Role   string `json:"role"` // host, client or unauthenticated
+	Tier   string `json:"tier"` // the standing permission tier
+	Remote string `json:"remote,omitempty"`
+}
+
+// ServerConnectionsResult is the reply to server.connections; Self is the
+// caller's own connection id.
+type ServerConnectionsResult struct {
+	Connections []ConnectionInfo `json:"connections"`
+	Self        string           `json:"self"`
+}
