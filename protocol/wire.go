@@ -64,7 +64,8 @@ type PolicyScope = any
 
 // PolicyRegisterResult is the reply to policy.register.
 type PolicyRegisterResult struct {
-	Registered string      `json:"registered"`
+	Name       string      `json:"name"`
+	Registered string      `json:"registered"` // the name again, as upstream's other shape has it
 	Scope      PolicyScope `json:"scope"`
 }
 

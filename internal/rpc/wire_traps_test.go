@@ -47,3 +47,26 @@ func TestEchoedMethodNameIsTruncated(t *testing.T) {
 	// A short name is repeated whole.
 	wantErr(t, r.call(`{"jsonrpc":"2.0","id":2,"method":"no.such"}`), protocol.CodeMethodNotFound, "'no.such'")
 }
+
+func TestPolicyRegisterAnswersBothUpstreamShapes(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t, "")
+	var got map[string]any
+	call(t, c, protocol.MethodPolicyRegister, map[string]any{"name": "no-rm", "rule": "deny_tool", "target": "rm"}, &got)
+	if got["name"] != "no-rm" || got["registered"] != "no-rm" || got["scope"] != "global" || len(got) != 3 {
+		t.Fatalf("want {name, registered, scope: global}, got %v", got)
+	}
+}
+
+func TestPermissionMethodsRefuseASkill(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t, "")
+	prop := map[string]any{"actions": []any{map[string]any{"id": "a", "type": "state_write", "parameters": map[string]any{"key": "k", "value": 1}}}}
+	for _, method := range []string{protocol.MethodPermissionEvaluate, protocol.MethodPermissionPending} {
+		err := c.Call(ctxT(t), method, map[string]any{"proposal": prop, "skill": "deploy"}, nil)
+		if code, msg := rpcCode(t, err); code != protocol.CodeInvalidParams || !strings.Contains(msg, "param 'skill' is not supported") {
+			t.Fatalf("%s with a skill: %d %q", method, code, msg)
+		}
+		call(t, c, method, map[string]any{"proposal": prop}, nil)
+	}
+}

@@ -457,6 +457,7 @@ export interface SessionPolicyCloseResult {
   closed: BooleanVyG3AETh;
 }
 export interface PolicyRegisterResult {
+  name: StringDoaGddGA;
   registered: StringDoaGddGA;
   scope: AlwaysTrue;
 }
