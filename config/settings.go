@@ -36,6 +36,7 @@ var settings = []setting{
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
+	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", 1000},
 	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", 8 << 20},
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", 64 << 20},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},

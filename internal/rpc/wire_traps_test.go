@@ -1,11 +1,13 @@
 package rpc
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
 
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -68,5 +70,51 @@ func TestPermissionMethodsRefuseASkill(t *testing.T) {
 			t.Fatalf("%s with a skill: %d %q", method, code, msg)
 		}
 		call(t, c, method, map[string]any{"proposal": prop}, nil)
+	}
+}
+
+func TestToolsPerConnectionAreBounded(t *testing.T) {
+	ts := startRuntime(t, engine.Options{MaxTools: 3}, nil)
+	c := ts.dial(t, "")
+	tools := func(names ...string) []any {
+		out := make([]any, len(names))
+		for i, n := range names {
+			out[i] = map[string]any{"name": n}
+		}
+		return out
+	}
+	call(t, c, protocol.MethodToolsRegister, tools("a", "b"), nil)
+	// Replacing a tool adds none: a, b, c is within the limit.
+	call(t, c, protocol.MethodToolsRegister, tools("b", "c"), nil)
+	err := c.Call(ctxT(t), protocol.MethodToolsRegister, tools("c", "d", "e"), nil)
+	if code, msg := rpcCode(t, err); code != protocol.CodeInvalidParams || !strings.Contains(msg, "over the limit of 3 per connection (max_tools); nothing was registered") {
+		t.Fatalf("past the limit: %d %q", code, msg)
+	}
+	var list protocol.ToolsListResult
+	call(t, c, protocol.MethodToolsList, nil, &list)
+	var names []string
+	for _, s := range list.Tools {
+		names = append(names, s.Name)
+	}
+	// The built-in is listed and not counted; nothing of the refused call is.
+	if got := strings.Join(names, ","); got != "a,b,c,messaging.send" {
+		t.Fatalf("tools after the refused call: %s", got)
+	}
+}
+
+func TestUnknownToolMessageListsAtMostTwentyNames(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t, "")
+	var tools []any
+	for i := range 30 {
+		tools = append(tools, map[string]any{"name": fmt.Sprintf("tool%02d", i)})
+	}
+	call(t, c, protocol.MethodToolsRegister, tools, nil)
+	var res protocol.ProposalResult
+	call(t, c, protocol.MethodProposalSubmit, map[string]any{"proposal": proposal(toolCall("x", "nope", map[string]any{}))}, &res)
+	msg := resultOf(t, res, "x").ErrorText()
+	if !strings.Contains(msg, "unknown tool 'nope'; 31 registered (tools.list has them all), the first 20: messaging.send, tool00,") ||
+		!strings.Contains(msg, "tool18") || strings.Contains(msg, "tool19") {
+		t.Fatalf("unknown tool message: %q", msg)
 	}
 }
