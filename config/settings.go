@@ -65,7 +65,18 @@ func writeUsage(out io.Writer) {
 	fmt.Fprint(out, `car-server: the Common Agent Runtime daemon (JSON-RPC 2.0 over WebSocket)
 
 Usage:
-  car-server [flags]
+  car-server [flags]            run the daemon
+  car-server COMMAND [ARGS]     an operator command; without ARGS it prints its usage
+
+Commands:
+  call METHOD [PARAMS_JSON]     send one request to the running daemon, print the result as JSON
+  status                        the running daemon's version, connections and runtime figures
+  policies                      the policies in force
+  approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
+  policy check [DIR]            validate a policy directory offline
+  journal verify|compact FILE   check or compact a state journal
+  agents issue-token|revoke|list  per-agent tokens
+  dashboard                     open the dashboard with a host-role login
 
 Every setting can come from a flag, a CAR_* environment variable or the
 config file ($CAR_HOME/config.yaml); flags win over the environment, which

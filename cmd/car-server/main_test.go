@@ -331,6 +331,7 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{"relative home", nil, []string{"CAR_HOME=relative/dir"}, 2, `CAR_HOME must be an absolute path, got "relative/dir"`},
 		{"help", []string{"--help"}, nil, 0, "CAR_HANDLER_TIMEOUT"},
+		{"help lists the subcommands", []string{"--help"}, nil, 0, "policy check [DIR]"},
 		{"version", []string{"--version"}, nil, 0, "car-server "},
 		{"unknown flag", []string{"--frobnicate"}, nil, 2, "unknown flag"},
 		{"bad duration", []string{"--handler-timeout", "soon"}, []string{"CAR_HOME=/tmp"}, 2, "handler_timeout"},
