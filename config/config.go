@@ -36,6 +36,7 @@ type Config struct {
 	ShutdownGrace      time.Duration // how long in-flight requests may finish on shutdown
 	SupervisionTimeout time.Duration // how long a parked proposal waits for a supervisor
 	MaxActions         int           // actions per proposal
+	MaxTools           int           // tools a connection may register
 	MaxResolvedAction  int64         // one action's resolved parameters and effects, in bytes
 	MaxResolvedTotal   int64         // a proposal's resolved actions together, in bytes
 	MaxConcurrency     int           // actions of one proposal running at once
@@ -224,6 +225,7 @@ func (c *Config) resolve(r *reader) error {
 	c.ShutdownGrace = r.duration("shutdown_grace")
 	c.SupervisionTimeout = r.duration("supervision_timeout")
 	c.MaxActions = r.integer("max_actions")
+	c.MaxTools = r.integer("max_tools")
 	c.MaxResolvedAction = int64(r.integer("max_resolved_action_bytes"))
 	c.MaxResolvedTotal = int64(r.integer("max_resolved_proposal_bytes"))
 	c.MaxConcurrency = r.integer("max_concurrency")
@@ -243,7 +245,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

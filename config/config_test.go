@@ -153,6 +153,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"tool_timeout":                {"7", "7s", func(c *Config) any { return c.ToolTimeout }},
 		"shutdown_grace":              {"7", "7s", func(c *Config) any { return c.ShutdownGrace }},
 		"max_actions":                 {"7", "7", func(c *Config) any { return c.MaxActions }},
+		"max_tools":                   {"9", "9", func(c *Config) any { return c.MaxTools }},
 		"supervision_timeout":         {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }},
 		"max_concurrency":             {"7", "7", func(c *Config) any { return c.MaxConcurrency }},
 		"max_resolved_action_bytes":   {"7", "7", func(c *Config) any { return c.MaxResolvedAction }},

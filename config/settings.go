@@ -36,6 +36,7 @@ var settings = []setting{
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
+	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", 1000},
 	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", 8 << 20},
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", 64 << 20},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
@@ -64,7 +65,18 @@ func writeUsage(out io.Writer) {
 	fmt.Fprint(out, `car-server: the Common Agent Runtime daemon (JSON-RPC 2.0 over WebSocket)
 
 Usage:
-  car-server [flags]
+  car-server [flags]            run the daemon
+  car-server COMMAND [ARGS]     an operator command; without ARGS it prints its usage
+
+Commands:
+  call METHOD [PARAMS_JSON]     send one request to the running daemon, print the result as JSON
+  status                        the running daemon's version, connections and runtime figures
+  policies                      the policies in force
+  approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
+  policy check [DIR]            validate a policy directory offline
+  journal verify|compact FILE   check or compact a state journal
+  agents issue-token|revoke|list  per-agent tokens
+  dashboard                     open the dashboard with a host-role login
 
 Every setting can come from a flag, a CAR_* environment variable or the
 config file ($CAR_HOME/config.yaml); flags win over the environment, which

@@ -16,7 +16,7 @@ type BudgetLimits struct {
 	MaxActions    *int     `json:"max_actions,omitempty"`
 	MaxDurationMs *uint64  `json:"max_duration_ms,omitempty"`
 	MaxCostUSD    *float64 `json:"max_cost_usd,omitempty"`
-	Scope         string   `json:"scope"`
+	Scope         string   `json:"scope,omitempty"` // proposal (the default) or session
 }
 
 // Any reports whether some limit is set.

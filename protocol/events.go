@@ -52,3 +52,37 @@ type ProposalCancelParams struct {
 type ProposalCancelResult struct {
 	Cancelled bool `json:"cancelled"`
 }
+
+// AgentCost is one agent's spend in events.cost_by_agent.
+type AgentCost struct {
+	Agent     string  `json:"agent"`
+	Calls     int     `json:"calls"`
+	TokensIn  int64   `json:"tokens_in"`
+	TokensOut int64   `json:"tokens_out"`
+	CostUSD   float64 `json:"cost_usd"`
+}
+
+// AlertThresholds are the params of metrics.alerts; an absent threshold is
+// not checked.
+type AlertThresholds struct {
+	MaxCostUSD         *float64 `json:"max_cost_usd,omitempty"`
+	MaxErrorRate       *float64 `json:"max_error_rate,omitempty"`
+	MaxAvgLatencyMs    *float64 `json:"max_avg_latency_ms,omitempty"`
+	MaxGoalsUngrounded *int     `json:"max_goals_ungrounded,omitempty"`
+	MinActions         *int     `json:"min_actions,omitempty"` // below this many actions the error rate is not judged (5)
+}
+
+// Alert is one threshold metrics.alerts found crossed.
+type Alert struct {
+	Kind      string  `json:"kind"` // cost_overage, error_rate, latency or goal_ungrounded
+	Message   string  `json:"message"`
+	Observed  float64 `json:"observed"`
+	Threshold float64 `json:"threshold"`
+}
+
+// MetricsAlertsResult is the reply to metrics.alerts: the metrics.summary
+// it judged, and the thresholds crossed.
+type MetricsAlertsResult struct {
+	Summary Object  `json:"summary"`
+	Alerts  []Alert `json:"alerts"`
+}

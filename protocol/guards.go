@@ -44,7 +44,36 @@ type CheckpointRestoreResult struct {
 // keys. In .set an omitted field keeps what is in force; in .get null means
 // unrestricted, [] nothing allowed and max_actions 0 the daemon's limit.
 type CapabilitySet struct {
-	Tools      []string `json:"tools"`
-	StateKeys  []string `json:"state_keys"`
+	Tools      []string `json:"tools" jsonschema:"nullable"`
+	StateKeys  []string `json:"state_keys" jsonschema:"nullable"`
 	MaxActions int      `json:"max_actions"`
+}
+
+// CapabilitiesSetParams are the params of session.capabilities.set: a
+// CapabilitySet whose every field may be omitted.
+type CapabilitiesSetParams struct {
+	Tools      []string `json:"tools,omitempty"`
+	StateKeys  []string `json:"state_keys,omitempty"`
+	MaxActions int      `json:"max_actions,omitempty"`
+}
+
+// CheckpointInfo is one checkpoint in checkpoint.list.
+type CheckpointInfo struct {
+	CheckpointID string  `json:"checkpoint_id"`
+	Name         string  `json:"name,omitempty"`
+	TenantID     *string `json:"tenant_id,omitempty"`
+	CreatedAt    string  `json:"created_at"`
+	Keys         int     `json:"keys"`
+	Bytes        int64   `json:"bytes"`
+	Corrupt      string  `json:"corrupt,omitempty"` // why the file cannot be restored
+}
+
+// CheckpointListResult is the reply to checkpoint.list, oldest first.
+type CheckpointListResult struct {
+	Checkpoints []CheckpointInfo `json:"checkpoints"`
+}
+
+// CheckpointDeleteResult is the reply to checkpoint.delete.
+type CheckpointDeleteResult struct {
+	Deleted string `json:"deleted"`
 }

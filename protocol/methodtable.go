@@ -15,12 +15,16 @@ type MethodSpec struct {
 	// slice is the whole params array; nil means no params.
 	Params any
 	// Result is a value of the result type (json.RawMessage: any JSON
-	// value); nil means a notification, which has no reply.
+	// value; a nil pointer: that type or null; Null: null); nil means a
+	// notification, which has no reply.
 	Result any
 	// Errors are the codes the method answers beyond the ones every method
 	// may answer (invalid params, internal error, handler deadline).
 	Errors []int
 }
+
+// Null is the result of a method that answers null.
+type Null struct{}
 
 // Methods are the client → server methods, in the README's order.
 var Methods = []MethodSpec{
@@ -30,6 +34,7 @@ var Methods = []MethodSpec{
 	{Name: MethodSessionInit, Summary: "Register tools and policies in one call.", Params: SessionInitParams{}, Result: SessionInitResult{}},
 	{Name: MethodServerStatus, Summary: "Version, connections and runtime figures (operator).", Result: ServerStatusResult{}},
 	{Name: MethodApprovalsList, Summary: "Every decision on the approval ledger (operator).", Result: ApprovalsListResult{}},
+	{Name: MethodServerConnections, Summary: "The open connections, their role and standing tier.", Result: ServerConnectionsResult{}},
 	{Name: MethodSessionPolicyOpen, Summary: "Open a policy sub-session inside the connection.", Result: SessionPolicyOpenResult{}},
 	{Name: MethodSessionPolicyClose, Summary: "Close a policy sub-session; idempotent.", Params: SessionPolicyCloseParams{}, Result: SessionPolicyCloseResult{}},
 
@@ -42,14 +47,31 @@ var Methods = []MethodSpec{
 	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
 	{Name: MethodToolsHandles, Summary: "The stream handles the connection may see (every one for a host), with their latest progress.", Result: ToolHandlesResult{}},
 
+	{Name: MethodToolsPoll, Summary: "Drain a streaming handle's chunks since the last poll; null for an unknown or consumed handle.", Params: ToolHandleParams{}, Result: (*ToolPollResult)(nil)},
+	{Name: MethodToolsCancel, Summary: "Cancel a running handle; its tool's connection is sent tools.cancel {handle}.", Params: ToolHandleParams{}, Result: ToolsCancelResult{}},
+	{Name: MethodToolsStreamSubscribe, Summary: "Receive tools.stream.event for the chunks of the handles this connection may see.", Result: ToolStreamSubscribeResult{}},
+	{Name: MethodToolsStreamUnsubscribe, Summary: "Stop receiving tools.stream.event.", Result: ToolStreamSubscribeResult{}},
+	{Name: MethodToolsStreamChunk, Summary: "Notification: a chunk of a streaming handle this client runs.", Params: ToolStreamChunkParams{}},
+
 	{Name: MethodStateGet, Summary: "A state value, or null.", Params: StateKeyParams{}, Result: json.RawMessage(nil)},
 	{Name: MethodStateSet, Summary: `Set a state value; answers "ok".`, Params: StateSetParams{}, Result: ""},
 	{Name: MethodStateExists, Summary: "Whether a state key is set.", Params: StateKeyParams{}, Result: false},
 	{Name: MethodStateKeys, Summary: "The state keys, sorted.", Params: TenantParams{}, Result: []string{}},
 	{Name: MethodStateSnapshot, Summary: "Every state key and value.", Params: TenantParams{}, Result: Object{}},
 
+	{Name: MethodCheckpointSave, Summary: "Save state (one namespace, or all) as a checkpoint.", Params: CheckpointSaveParams{}, Result: CheckpointSaveResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodCheckpointList, Summary: "The checkpoints, oldest first.", Result: CheckpointListResult{}},
+	{Name: MethodCheckpointRestore, Summary: "Replace state with a checkpoint; needs full_access through the approval ledger.", Params: CheckpointIDParams{}, Result: CheckpointRestoreResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodCheckpointDelete, Summary: "Delete a checkpoint.", Params: CheckpointIDParams{}, Result: CheckpointDeleteResult{}},
+
+	{Name: MethodSessionCapabilitiesSet, Summary: "Narrow the connection's tools, state keys and action count; widening needs the host role.", Params: CapabilitiesSetParams{}, Result: CapabilitySet{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodSessionCapabilitiesGet, Summary: "The capabilities in force; null members are unrestricted.", Result: CapabilitySet{}},
+
 	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: ProposalSubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
+
+	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
+	{Name: MethodSessionBudgetSet, Summary: "The connection's cost budget; no limit removes it.", Params: BudgetLimits{}, Result: BudgetReport{}},
 
 	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence or in debate; each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
 	{Name: MethodMultiPipeline, Summary: "Agents in stages, each fed the previous answer.", Params: Object{}, Result: Object{}},
@@ -97,6 +119,23 @@ var Methods = []MethodSpec{
 	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
 	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: EventsUnsubscribeResult{}},
 	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: Object{}},
+	{Name: MethodMetricsAlerts, Summary: "The thresholds the metrics summary crosses.", Params: AlertThresholds{}, Result: MetricsAlertsResult{}},
+	{Name: MethodEventsCostByAgent, Summary: "The retained events' spend by agent, sorted by agent.", Result: []AgentCost{}},
+
+	{Name: MethodRunsStart, Summary: "Start an agent run; proposals the connection submits are recorded in it.", Params: RunsStartParams{}, Result: RunsStartResult{}},
+	{Name: MethodRunsComplete, Summary: "End a run with its outcome.", Params: RunsCompleteParams{}, Result: RunsCompleteResult{}},
+	{Name: MethodRunsRecordTurns, Summary: "Append turns to a run of this connection's bound agent.", Params: RunsRecordTurnsParams{}, Result: RunsRecordTurnsResult{}},
+	{Name: MethodRunsSubscribe, Summary: "Receive runs.trace.event for a run; answers its records so far.", Params: RunIDParams{}, Result: RunSnapshot{}},
+	{Name: MethodRunsUnsubscribe, Summary: "Stop receiving a run's runs.trace.event.", Params: RunIDParams{}, Result: RunsUnsubscribeResult{}},
+	{Name: MethodRunsList, Summary: "An agent's runs.", Params: AgentIDParams{}, Result: RunsListResult{}},
+	{Name: MethodRunsGetTrace, Summary: "A run's records from a cursor.", Params: RunsGetTraceParams{}, Result: RunsGetTraceResult{}},
+
+	{Name: MethodAgentPermissionsGet, Summary: "The per-agent postures: the default and the overrides.", Result: AgentPostures{}},
+	{Name: MethodAgentPermissionsSet, Summary: "Set an agent's posture; host role, or a bound agent tightening its own.", Params: AgentPermissionsSetParams{}, Result: AgentPostures{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodAgentPermissionsSetDefault, Summary: "Set the default posture; host role.", Params: AgentPermissionsSetDefaultParams{}, Result: AgentPostures{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodAgentPermissionsReset, Summary: "Remove an agent's override; host role.", Params: AgentIDParams{}, Result: AgentPostures{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodAgentPermissionsEvaluate, Summary: "The posture mode an agent's action at a tier gets.", Params: AgentPermissionsEvaluateParams{}, Result: AgentPermissionsEvaluateResult{}},
+	{Name: MethodAgentsRevoke, Summary: "Revoke an agent's token and close its connection; host role.", Params: AgentIDParams{}, Result: AgentsRevokeResult{}, Errors: []int{CodeApprovalDenied}},
 }
 
 // ServerMethods are the server → client requests (with a Result the client
@@ -105,6 +144,9 @@ var Methods = []MethodSpec{
 var ServerMethods = []MethodSpec{
 	{Name: MethodToolsExecute, Summary: "Run a tool the client registered; answer the tool's output.", Params: ToolExecuteParams{}, Result: json.RawMessage(nil)},
 	{Name: MethodToolsCancel, Summary: "The daemon gave up on a tools.execute.", Params: ToolCancelParams{}},
+	{Name: MethodToolsStreamEvent, Summary: "A chunk of a handle, to a tools.stream.subscribe connection.", Params: ToolStreamEvent{}},
+	{Name: MethodReplanPropose, Summary: "A proposal failed: answer a replacement ActionProposal, or null to give up.", Params: ReplanProposeParams{}, Result: (*ActionProposal)(nil)},
+	{Name: MethodRunsTraceEvent, Summary: "A record appended to a run this connection subscribed to.", Params: RunTraceEvent{}},
 	{Name: MethodMultiRunAgent, Summary: "Run one agent; answer an AgentOutput.", Params: RunAgentParams{}, Result: AgentOutput{}},
 	{Name: MethodSupervisionIntent, Summary: "A proposal waits for a supervisor's decision.", Params: IntentNotice{}},
 	{Name: MethodEventsEvent, Summary: "An appended event, to an events.subscribe connection.", Params: EventNotice{}},

@@ -11,9 +11,9 @@ const (
 // (max_replans 0) turns replanning off.
 type ReplanConfig struct {
 	MaxReplans          int    `json:"max_replans"`
-	DelayMs             uint64 `json:"delay_ms"`
-	VerifyBeforeExecute bool   `json:"verify_before_execute"`
-	ReplanOnRejected    bool   `json:"replan_on_rejected"`
+	DelayMs             uint64 `json:"delay_ms,omitempty"`
+	VerifyBeforeExecute bool   `json:"verify_before_execute,omitempty"`
+	ReplanOnRejected    bool   `json:"replan_on_rejected,omitempty"`
 }
 
 // ReplanProposeParams are the params of the replan.propose callback: what

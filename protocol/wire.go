@@ -64,7 +64,8 @@ type PolicyScope = any
 
 // PolicyRegisterResult is the reply to policy.register.
 type PolicyRegisterResult struct {
-	Registered string      `json:"registered"`
+	Name       string      `json:"name"`
+	Registered string      `json:"registered"` // the name again, as upstream's other shape has it
 	Scope      PolicyScope `json:"scope"`
 }
 
@@ -452,4 +453,19 @@ type AgentOutput struct {
 	DurationMs float64     `json:"duration_ms"`
 	Error      *string     `json:"error" jsonschema:"nullable"`
 	Tokens     *TokenUsage `json:"tokens,omitempty"`
+}
+
+// ConnectionInfo is one open connection in server.connections.
+type ConnectionInfo struct {
+	ID     string `json:"id"`
+	Role   string `json:"role"` // host, client or unauthenticated
+	Tier   string `json:"tier"` // the standing permission tier
+	Remote string `json:"remote,omitempty"`
+}
+
+// ServerConnectionsResult is the reply to server.connections; Self is the
+// caller's own connection id.
+type ServerConnectionsResult struct {
+	Connections []ConnectionInfo `json:"connections"`
+	Self        string           `json:"self"`
 }

@@ -112,6 +112,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 
 	rt := engine.NewRuntime(engine.Options{
 		MaxActions:               cfg.MaxActions,
+		MaxTools:                 cfg.MaxTools,
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,

@@ -331,6 +331,7 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{"relative home", nil, []string{"CAR_HOME=relative/dir"}, 2, `CAR_HOME must be an absolute path, got "relative/dir"`},
 		{"help", []string{"--help"}, nil, 0, "CAR_HANDLER_TIMEOUT"},
+		{"help lists the subcommands", []string{"--help"}, nil, 0, "policy check [DIR]"},
 		{"version", []string{"--version"}, nil, 0, "car-server "},
 		{"unknown flag", []string{"--frobnicate"}, nil, 2, "unknown flag"},
 		{"bad duration", []string{"--handler-timeout", "soon"}, []string{"CAR_HOME=/tmp"}, 2, "handler_timeout"},
@@ -425,6 +426,14 @@ func TestPolicyCheckCommand(t *testing.T) {
 	}
 	if out, code := runBinary(t, "policy", "check", dir); code != 1 || !strings.Contains(out, "b.toml") {
 		t.Fatalf("bad dir: exit %d\n%s", code, out)
+	}
+	// A home without policies/ starts the daemon fine, so the check passes.
+	missing := filepath.Join(t.TempDir(), "policies")
+	if out, code := runBinary(t, "policy", "check", missing); code != 0 || !strings.Contains(out, "no policy files") {
+		t.Fatalf("missing dir: exit %d\n%s", code, out)
+	}
+	if out, code := runBinary(t, "policy", "check", filepath.Join(dir, "a.toml")); code != 1 || !strings.Contains(out, "is not a directory") {
+		t.Fatalf("a file for a dir: exit %d\n%s", code, out)
 	}
 	if out, code := runBinary(t, "policy"); code != 2 || !strings.Contains(out, "usage") {
 		t.Fatalf("usage: exit %d\n%s", code, out)

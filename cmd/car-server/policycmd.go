@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -12,7 +14,7 @@ import (
 
 // runPolicyCommand serves "car-server policy check [DIR]": it validates an
 // operator policy directory offline (default $CAR_HOME/policies) and exits 0
-// when the daemon would accept it, 1 naming the file and the fault when not,
+// when the daemon would accept it (a missing directory included), 1 naming the file and the fault when not,
 // 2 on a usage error.
 func runPolicyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "check" || len(args) > 2 {
@@ -31,7 +33,13 @@ func runPolicyCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		dir = cfg.PoliciesDir
 	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The daemon starts fine without the directory: nothing to refuse.
+		fmt.Fprintf(stdout, "ok: no policy files (%s does not exist)\n", dir)
+		return 0
+	}
+	if err != nil || !st.IsDir() {
 		fmt.Fprintf(stderr, "car-server: %s is not a directory\n", dir)
 		return 1
 	}

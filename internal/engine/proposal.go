@@ -164,11 +164,7 @@ func (r *run) validateAction(i int) string {
 	case protocol.ActionToolCall:
 		t, ok := r.sub.Session.Tools.Lookup(a.Tool)
 		if !ok {
-			names := r.sub.Session.Tools.Names()
-			if len(names) == 0 {
-				return fmt.Sprintf("unknown tool '%s'; this connection has registered no tools (tools.register)", a.Tool)
-			}
-			return fmt.Sprintf("unknown tool '%s'; registered: %s", a.Tool, strings.Join(names, ", "))
+			return r.sub.Session.Tools.UnknownTool(a.Tool)
 		}
 		r.nodes[i].tool = t
 		if !r.graph.hasRefs[i] {

@@ -19,6 +19,7 @@ import (
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
 	MaxActions         int                // actions per proposal (10,000)
+	MaxTools           int                // tools a connection may register, built-ins not counted (1,000)
 	MaxConcurrency     int                // actions of one proposal running at once (16)
 	ToolTimeout        time.Duration      // budget of a tool call without timeout_ms (300 s)
 	RetryBase          time.Duration      // first retry backoff, doubled per retry (100 ms)
@@ -45,6 +46,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.MaxActions <= 0 {
 		o.MaxActions = 10_000
+	}
+	if o.MaxTools <= 0 {
+		o.MaxTools = 1000
 	}
 	if o.MaxConcurrency <= 0 {
 		o.MaxConcurrency = 16
@@ -170,7 +174,7 @@ type Session struct {
 
 // OpenSession creates the session of a new connection.
 func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
-	s := &Session{ID: id, Tools: NewToolRegistry(), Policies: policy.NewEngine(), Executor: exec}
+	s := &Session{ID: id, Tools: NewToolRegistry(rt.opts.MaxTools), Policies: policy.NewEngine(), Executor: exec}
 	s.tier.Store(int32(policy.SandboxEdit))
 	rt.mu.Lock()
 	rt.sessions[id] = s

@@ -62,13 +62,15 @@ func schemaErrorText(err error) string {
 type ToolRegistry struct {
 	mu    sync.RWMutex
 	tools map[string]*Tool
+	max   int // client-registered tools held at once; 0 is unbounded
 }
 
-// NewToolRegistry returns a registry holding the built-in messaging.send.
-// Its parameters are checked by the verb's own parser, whose errors name the
+// NewToolRegistry returns a registry holding the built-in messaging.send,
+// and at most max tools a client registers (0: unbounded). The built-in's
+// parameters are checked by the verb's own parser, whose errors name the
 // field and the accepted shape, so its schema is advertised, not compiled.
-func NewToolRegistry() *ToolRegistry {
-	r := &ToolRegistry{tools: make(map[string]*Tool)}
+func NewToolRegistry(max int) *ToolRegistry {
+	r := &ToolRegistry{tools: make(map[string]*Tool), max: max}
 	r.tools[messaging.ToolName] = &Tool{Schema: messaging.Schema(), builtin: true}
 	return r
 }
@@ -89,6 +91,23 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.max > 0 {
+		held := 0
+		for _, t := range r.tools {
+			if !t.builtin {
+				held++
+			}
+		}
+		added := map[string]bool{}
+		for _, t := range compiled {
+			if _, ok := r.tools[t.Schema.Name]; !ok {
+				added[t.Schema.Name] = true
+			}
+		}
+		if held+len(added) > r.max {
+			return 0, fmt.Errorf("the connection would hold %d tools, over the limit of %d per connection (max_tools); nothing was registered: unregister tools, or raise max_tools", held+len(added), r.max)
+		}
+	}
 	for _, t := range compiled {
 		r.tools[t.Schema.Name] = t
 	}
@@ -129,6 +148,22 @@ func (r *ToolRegistry) List() []protocol.ToolSchema {
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// maxNamesInMessage bounds the tool names an "unknown tool" message lists.
+const maxNamesInMessage = 20
+
+// UnknownTool is the message for a call to a tool the registry lacks: the
+// first registered names, sorted, and how many there are.
+func (r *ToolRegistry) UnknownTool(name string) string {
+	names := r.Names()
+	switch {
+	case len(names) == 0:
+		return fmt.Sprintf("unknown tool '%s'; this connection has registered no tools (tools.register)", name)
+	case len(names) > maxNamesInMessage:
+		return fmt.Sprintf("unknown tool '%s'; %d registered (tools.list has them all), the first %d: %s", name, len(names), maxNamesInMessage, strings.Join(names[:maxNamesInMessage], ", "))
+	}
+	return fmt.Sprintf("unknown tool '%s'; registered: %s", name, strings.Join(names, ", "))
 }
 
 // Names returns the registered tool names, sorted, for error messages.

@@ -268,7 +268,7 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 			}
 			t, ok := tools.Lookup(a.Tool)
 			if !ok {
-				add(toolCheck, a.ID, "error", fmt.Sprintf("unknown tool '%s'; registered: %s", a.Tool, strings.Join(tools.Names(), ", ")))
+				add(toolCheck, a.ID, "error", tools.UnknownTool(a.Tool))
 				continue
 			}
 			if hasSchemas && !g.hasRefs[i] {

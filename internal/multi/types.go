@@ -54,9 +54,11 @@ type Runner interface {
 	RunAgent(ctx context.Context, spec AgentSpec, task string) (json.RawMessage, error)
 }
 
-// DecodeOutput reads a runner's reply strictly as an AgentOutput: every
-// field present with its type (tool_calls a count, not an array), tokens
-// optional. A reply that does not fit is an error naming the field.
+// DecodeOutput reads a runner's reply as an AgentOutput, as upstream's
+// decoder does: every field present with its type (tool_calls a count, not
+// an array), error and tokens optional (a missing error is none), unknown
+// keys ignored, in tokens too (cache_read_input_tokens). A field of the
+// wrong type is an error naming it.
 func DecodeOutput(raw json.RawMessage) (AgentOutput, error) {
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -116,11 +118,7 @@ func DecodeOutput(raw json.RawMessage) (AgentOutput, error) {
 	if json.Unmarshal(v, &out.DurationMs) != nil || out.DurationMs < 0 {
 		return out, fmt.Errorf("AgentOutput field 'duration_ms' must be a non-negative number, got %s", v)
 	}
-	v, err = need("error")
-	if err != nil {
-		return out, err
-	}
-	if string(v) != "null" {
+	if v, ok := fields["error"]; ok && string(v) != "null" {
 		var s string
 		if json.Unmarshal(v, &s) != nil {
 			return out, fmt.Errorf("AgentOutput field 'error' must be null or a string, got %s", v)
@@ -129,9 +127,7 @@ func DecodeOutput(raw json.RawMessage) (AgentOutput, error) {
 	}
 	if v, ok := fields["tokens"]; ok && string(v) != "null" {
 		var tu TokenUsage
-		d := json.NewDecoder(bytes.NewReader(v))
-		d.DisallowUnknownFields()
-		if d.Decode(&tu) != nil || tu.InputTokens < 0 || tu.OutputTokens < 0 || tu.CostUSD < 0 {
+		if json.Unmarshal(v, &tu) != nil || tu.InputTokens < 0 || tu.OutputTokens < 0 || tu.CostUSD < 0 {
 			return out, fmt.Errorf("AgentOutput field 'tokens' must be {input_tokens, output_tokens, cost_usd?} with non-negative values, got %s", v)
 		}
 		out.Tokens = &tu

@@ -157,7 +157,7 @@ func (g *generator) method(s protocol.MethodSpec) (method, error) {
 	if s.Result == nil {
 		m.Notification = true
 	} else {
-		m.Result = &contentDescriptor{Name: "result", Schema: g.schema(reflect.TypeOf(s.Result))}
+		m.Result = &contentDescriptor{Name: "result", Schema: g.result(reflect.TypeOf(s.Result))}
 		codes := slices.Concat(s.Errors, commonErrors)
 		slices.Sort(codes)
 		for _, c := range slices.Compact(codes) {
@@ -190,6 +190,18 @@ func (g *generator) params(t reflect.Type) ([]contentDescriptor, bool, error) {
 		out = append(out, contentDescriptor{Name: p.Key, Required: required[p.Key], Schema: p.Value})
 	}
 	return out, true, nil
+}
+
+// result reflects a result type: protocol.Null is null, and a pointer is
+// its element type or null.
+func (g *generator) result(t reflect.Type) *jsonschema.Schema {
+	switch {
+	case t == reflect.TypeFor[protocol.Null]():
+		return &jsonschema.Schema{Type: "null"}
+	case t.Kind() == reflect.Pointer:
+		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{g.schema(t.Elem()), {Type: "null"}}}
+	}
+	return g.schema(t)
 }
 
 // schema reflects t; named structs become references into the components.

@@ -60,7 +60,7 @@ func (r DenyToolParam) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) 
 		}
 	case r.Contains != "":
 		if strings.Contains(jsonvalue.String(v), r.Contains) {
-			return fmt.Sprintf("parameter '%s' of tool '%s' contains the denied pattern '%s'", r.Param, r.Tool, r.Contains), true
+			return fmt.Sprintf("parameter '%s' of tool '%s' contains a denied pattern", r.Param, r.Tool), true
 		}
 	default:
 		return fmt.Sprintf("tool '%s' may not be called with parameter '%s'", r.Tool, r.Param), true

@@ -30,7 +30,7 @@ func TestRules(t *testing.T) {
 	}{
 		{"deny_tool hit", DenyTool{Tool: "shell"}, call("shell", nil), noState, true, "tool 'shell' is denied"},
 		{"deny_tool other tool", DenyTool{Tool: "shell"}, call("read", nil), noState, false, ""},
-		{"deny_tool_param contains", DenyToolParam{Tool: "shell", Param: "command", Contains: "rm -rf"}, call("shell", map[string]any{"command": "sudo rm -rf /"}), noState, true, "denied pattern 'rm -rf'"},
+		{"deny_tool_param contains", DenyToolParam{Tool: "shell", Param: "command", Contains: "rm -rf"}, call("shell", map[string]any{"command": "sudo rm -rf /"}), noState, true, "contains a denied pattern"},
 		{"deny_tool_param coerces", DenyToolParam{Tool: "t", Param: "n", Contains: "42"}, call("t", map[string]any{"n": json.Number("1428")}), noState, true, ""},
 		{"deny_tool_param absent", DenyToolParam{Tool: "shell", Param: "command", Contains: "rm"}, call("shell", map[string]any{}), noState, false, ""},
 		{"deny_tool_param equals", DenyToolParam{Tool: "shell", Param: "command", Equals: "shutdown", HasEquals: true}, call("shell", map[string]any{"command": "shutdown"}), noState, true, "denied value"},
@@ -56,8 +56,8 @@ func TestRules(t *testing.T) {
 			if denied != tc.denied || !strings.Contains(reason, tc.contain) {
 				t.Fatalf("denied=%v %q, want denied=%v containing %q", denied, reason, tc.denied, tc.contain)
 			}
-			if strings.Contains(reason, secret) || strings.Contains(reason, "sudo") || strings.Contains(reason, "users") {
-				t.Fatalf("the matched value leaked into the message: %q", reason)
+			if strings.Contains(reason, secret) || strings.Contains(reason, "sudo") || strings.Contains(reason, "users") || strings.Contains(reason, "rm -rf") {
+				t.Fatalf("the matched value or the operator's pattern leaked into the message: %q", reason)
 			}
 		})
 	}

@@ -147,7 +147,7 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		return
 	}
 	if !c.authed.Load() {
-		c.log.Warn("request before session.auth; closing", zap.String("method", req.Method))
+		c.log.Warn("request before session.auth; closing", zap.String("method", echoName(req.Method)))
 		c.reply(req, nil, rpcError(protocol.CodeAuthRequired,
 			"auth required: the first request on a connection must be session.auth {token}; closing the connection"))
 		c.goOwned(func() { _ = c.ws.Close(websocket.StatusPolicyViolation, "auth required") })
@@ -217,7 +217,7 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		// One label for every unknown name keeps the metric's cardinality bounded.
 		metrics.Requests.WithLabelValues("unknown", metrics.Code(protocol.CodeMethodNotFound)).Inc()
 		return nil, rpcError(protocol.CodeMethodNotFound,
-			"method not found: '%s'; the README lists the methods this daemon serves", req.Method)
+			"method not found: '%s'; the README lists the methods this daemon serves", echoName(req.Method))
 	}
 	timeout := c.srv.opts.HandlerTimeout
 	ctx, cancel := context.WithTimeout(c.hctx, timeout)

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -19,4 +20,20 @@ func invalidParams(format string, args ...any) *jsonrpc2.Error {
 
 func internalError(format string, args ...any) *jsonrpc2.Error {
 	return rpcError(protocol.CodeInternal, format, args...)
+}
+
+// maxEchoedName bounds a client-chosen name (a method) repeated in a message.
+const maxEchoedName = 200
+
+// echoName is name as an error message repeats it: cut at maxEchoedName
+// bytes on a rune boundary, saying how long it was.
+func echoName(name string) string {
+	if len(name) <= maxEchoedName {
+		return name
+	}
+	cut := maxEchoedName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", name[:cut], len(name))
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -26,7 +27,14 @@ func checkFrame(frame []byte) ([]byte, bool) {
 		return errorFrame(nil, protocol.CodeParseError,
 			"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame"), false
 	}
-	if len(trimmed) == 0 || !json.Valid(frame) {
+	if len(trimmed) == 0 {
+		return notJSON()
+	}
+	if !json.Valid(frame) {
+		if nestingDepth(frame) > maxNesting {
+			return errorFrame(nil, protocol.CodeParseError, fmt.Sprintf(
+				"parse error: the frame is JSON nested deeper than %d levels, which this daemon does not decode; flatten the value", maxNesting)), false
+		}
 		return notJSON()
 	}
 	switch trimmed[0] {
@@ -77,6 +85,36 @@ func checkFrame(frame []byte) ([]byte, bool) {
 		return invalid(`"method" must be a non-empty string`)
 	}
 	return nil, true
+}
+
+// maxNesting is the deepest JSON value encoding/json decodes.
+const maxNesting = 10000
+
+// nestingDepth is the deepest nesting of arrays and objects in frame,
+// strings skipped; it reads frames that are not valid JSON too.
+func nestingDepth(frame []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, b := range frame {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '[' || b == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case b == ']' || b == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // misspelledMember names an envelope member spelled in another case: the

@@ -75,7 +75,23 @@ func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (a
 	return map[string]any{"classifications": rows, "declared_rollback_contract": contract}, nil
 }
 
+// refuseSkill refuses upstream's skill param, which would narrow the
+// decision to a skill's ceiling: this daemon has none, and ignoring it
+// would answer a looser decision than the caller asked for.
+func refuseSkill(method string, params *json.RawMessage) error {
+	var p struct {
+		Skill json.RawMessage `json:"skill"`
+	}
+	if params == nil || json.Unmarshal(*params, &p) != nil || p.Skill == nil {
+		return nil
+	}
+	return invalidParams("%s: param 'skill' is not supported: this daemon has no skill ceiling, so the decision would ignore it; drop 'skill' to evaluate at the connection's tier", method)
+}
+
 func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := refuseSkill(protocol.MethodPermissionEvaluate, params); err != nil {
+		return nil, err
+	}
 	prop, err := c.decodeProposalParam(params)
 	if err != nil {
 		return nil, err
@@ -84,6 +100,9 @@ func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (a
 }
 
 func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := refuseSkill(protocol.MethodPermissionPending, params); err != nil {
+		return nil, err
+	}
 	prop, err := c.decodeProposalParam(params)
 	if err != nil {
 		return nil, err

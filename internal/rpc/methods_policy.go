@@ -57,7 +57,8 @@ func (c *conn) policyRegister(_ context.Context, params *json.RawMessage) (any, 
 	if err := c.registerPolicy(d); err != nil {
 		return nil, err
 	}
-	return map[string]any{"registered": d.Name, "scope": policyScope(d.SessionID)}, nil
+	// name and registered (the name) cover both of upstream's reply shapes.
+	return protocol.PolicyRegisterResult{Name: d.Name, Registered: d.Name, Scope: policyScope(d.SessionID)}, nil
 }
 
 func (c *conn) policyUnregister(_ context.Context, params *json.RawMessage) (any, error) {

@@ -8,7 +8,9 @@ package wsstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -39,9 +41,14 @@ func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, 
 // ReadObject reads the next frame that passes the check into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		_, data, err := s.conn.Read(s.ctx)
+		typ, data, err := s.conn.Read(s.ctx)
 		if err != nil {
 			return err
+		}
+		if typ == websocket.MessageText && !utf8.Valid(data) {
+			// RFC 6455 §8.1: a text frame that is not UTF-8 fails the connection.
+			_ = s.conn.Close(websocket.StatusInvalidFramePayloadData, "a text frame must be valid UTF-8")
+			return errors.New("the peer sent a text frame that is not valid UTF-8; closed with 1007")
 		}
 		if s.check != nil {
 			reply, ok := s.check(data)

@@ -39,6 +39,7 @@ export interface Action {
   write_set?: UnorderedSetOfStringDoaGddGADvj0XlFa;
   assumptions?: SetOfAnykhpArGaq;
   invocation_mode?: StringDoaGddGA;
+  await?: UnorderedSetOfStringDoaGddGADvj0XlFa;
   reversibility: StringDoaGddGA;
   compensation?: AlwaysTrue;
   idempotent: BooleanVyG3AETh;
@@ -47,7 +48,51 @@ export interface Action {
   timeout_ms?: Integer2AHOqbcQ;
   metadata?: ObjectHAgrRKSz;
 }
-export type UnorderedSetOfActionjH5TWdwe = Action[];
+export type UnorderedSetOfActionFRKso7V5 = Action[];
+export interface RunUsage {
+  input_tokens: Integer2AHOqbcQ;
+  output_tokens: Integer2AHOqbcQ;
+  cost_usd?: NumberHo1ClIqD;
+}
+export interface RunTurn {
+  prompt?: AlwaysTrue;
+  tool?: StringDoaGddGA;
+  parameters?: AlwaysTrue;
+  output?: AlwaysTrue;
+  cli_outcome?: AlwaysTrue;
+  verifier_verdict?: AlwaysTrue;
+  policy_rejected?: AlwaysTrue;
+  tokens?: RunUsage;
+}
+export interface ReplanFailure {
+  action_id: StringDoaGddGA;
+  tool?: StringDoaGddGA;
+  status: StringDoaGddGA;
+  error: StringDoaGddGA;
+}
+export type UnorderedSetOfReplanFailurevzbTw0LG = ReplanFailure[];
+export type StringV0UwQeVu = string;
+export interface RunRecord {
+  record: StringDoaGddGA;
+  run_id?: StringDoaGddGA;
+  agent_id?: StringDoaGddGA;
+  agent_name?: StringDoaGddGA;
+  intent?: StringDoaGddGA;
+  outcome_description?: StringDoaGddGA;
+  started_at?: StringV0UwQeVu;
+  index?: Integer2AHOqbcQ;
+  prompt?: AlwaysTrue;
+  tool?: StringDoaGddGA;
+  parameters?: AlwaysTrue;
+  output?: AlwaysTrue;
+  cli_outcome?: AlwaysTrue;
+  verifier_verdict?: AlwaysTrue;
+  policy_rejected?: AlwaysTrue;
+  tokens?: RunUsage;
+  status?: StringDoaGddGA;
+  outcome?: AlwaysTrue;
+  ended_at?: StringV0UwQeVu;
+}
 export interface AgentSpec {
   name: StringDoaGddGA;
   system_prompt: StringDoaGddGA;
@@ -57,7 +102,6 @@ export interface AgentSpec {
   cache_control?: BooleanVyG3AETh;
 }
 export interface ObjectBd6DQSjJ { [key: string]: any; }
-export type StringV0UwQeVu = string;
 export interface IntentAction {
   id: StringDoaGddGA;
   action_type: StringDoaGddGA;
@@ -81,6 +125,13 @@ export interface ApprovalRecord {
   recorded_at: StringV0UwQeVu;
 }
 export type UnorderedSetOfApprovalRecord1ME9GYgP = ApprovalRecord[];
+export interface ConnectionInfo {
+  id: StringDoaGddGA;
+  role: StringDoaGddGA;
+  tier: StringDoaGddGA;
+  remote?: StringDoaGddGA;
+}
+export type UnorderedSetOfConnectionInfoIG4XDn47 = ConnectionInfo[];
 export interface PolicyInfo {
   name: StringDoaGddGA;
   description: StringDoaGddGA;
@@ -88,7 +139,51 @@ export interface PolicyInfo {
 }
 export type UnorderedSetOfPolicyInfoLvPmkecg = PolicyInfo[];
 export type UnorderedSetOfToolSchemagpWzu5Eb = ToolSchema[];
+export interface ToolStreamChunk {
+  kind: StringDoaGddGA;
+  text?: StringDoaGddGA;
+  data?: AlwaysTrue;
+  fraction?: NumberHo1ClIqD;
+  message?: StringDoaGddGA;
+  result?: AlwaysTrue;
+}
+export interface ToolHandleInfo {
+  handle: StringDoaGddGA;
+  tool: StringDoaGddGA;
+  mode: StringDoaGddGA;
+  status: StringDoaGddGA;
+  owner_connection: StringDoaGddGA;
+  proposal_id?: StringDoaGddGA;
+  action_id?: StringDoaGddGA;
+  started_at: StringV0UwQeVu;
+  last_chunk_at?: StringV0UwQeVu;
+  progress?: ToolStreamChunk;
+  chunks_buffered: Integer2AHOqbcQ;
+  dropped_chunks: Integer2AHOqbcQ;
+}
+export type UnorderedSetOfToolHandleInfomm8Oxst4 = ToolHandleInfo[];
+export interface ToolPollResult {
+  handle: StringDoaGddGA;
+  tool: StringDoaGddGA;
+  action_id: StringDoaGddGA;
+  status: StringDoaGddGA;
+  chunks: SetOfAnykhpArGaq;
+  dropped_chunks?: Integer2AHOqbcQ;
+  result?: AlwaysTrue;
+  error?: StringDoaGddGA;
+}
 export type NullQu0Arl1F = null;
+export interface CheckpointInfo {
+  checkpoint_id: StringDoaGddGA;
+  name?: StringDoaGddGA;
+  tenant_id?: StringDoaGddGA;
+  created_at: StringDoaGddGA;
+  keys: Integer2AHOqbcQ;
+  bytes: Integer2AHOqbcQ;
+  corrupt?: StringDoaGddGA;
+}
+export type UnorderedSetOfCheckpointInfo9UzkAK6R = CheckpointInfo[];
+export type OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq = UnorderedSetOfStringDoaGddGADvj0XlFa | NullQu0Arl1F;
 export type OneOfNullQu0Arl1FStringDoaGddGABsU3LTQx = StringDoaGddGA | NullQu0Arl1F;
 export interface ActionResult {
   action_id: StringDoaGddGA;
@@ -101,6 +196,24 @@ export interface ActionResult {
   cache_hit?: StringDoaGddGA;
 }
 export type UnorderedSetOfActionResultMQ0LCKpK = ActionResult[];
+export interface BudgetLimits {
+  max_tool_calls?: Integer2AHOqbcQ;
+  max_actions?: Integer2AHOqbcQ;
+  max_duration_ms?: Integer2AHOqbcQ;
+  max_cost_usd?: NumberHo1ClIqD;
+  scope?: StringDoaGddGA;
+}
+export interface BudgetSpend {
+  tool_calls: Integer2AHOqbcQ;
+  actions: Integer2AHOqbcQ;
+  duration_ms: NumberHo1ClIqD;
+  cost_usd: NumberHo1ClIqD;
+}
+export interface BudgetReport {
+  limits: BudgetLimits;
+  spent: BudgetSpend;
+  exceeded?: StringDoaGddGA;
+}
 export interface CostSummary {
   tool_calls: Integer2AHOqbcQ;
   actions_executed: Integer2AHOqbcQ;
@@ -108,12 +221,20 @@ export interface CostSummary {
   actions_skipped: Integer2AHOqbcQ;
   total_duration_ms: NumberHo1ClIqD;
   retries: Integer2AHOqbcQ;
+  budget?: BudgetReport;
 }
+export interface Replan {
+  attempt: Integer2AHOqbcQ;
+  proposal_id: StringDoaGddGA;
+  outcome: StringDoaGddGA;
+  error?: StringDoaGddGA;
+}
+export type UnorderedSetOfReplanWLd3RHkW = Replan[];
 export interface ActionProposal {
   id: StringDoaGddGA;
   source: StringDoaGddGA;
   timestamp: StringDoaGddGA;
-  actions: UnorderedSetOfActionjH5TWdwe;
+  actions: UnorderedSetOfActionFRKso7V5;
   context?: ObjectHAgrRKSz;
 }
 export type UnorderedSetOfObjectHAgrRKSzAfoBnX12 = ObjectHAgrRKSz[];
@@ -204,6 +325,37 @@ export interface RetentionPolicy {
   max_events?: Integer2AHOqbcQ;
   max_age_secs?: Integer2AHOqbcQ;
 }
+export interface Alert {
+  kind: StringDoaGddGA;
+  message: StringDoaGddGA;
+  observed: NumberHo1ClIqD;
+  threshold: NumberHo1ClIqD;
+}
+export type UnorderedSetOfAlertQnA5LTPb = Alert[];
+export interface AgentCost {
+  agent: StringDoaGddGA;
+  calls: Integer2AHOqbcQ;
+  tokens_in: Integer2AHOqbcQ;
+  tokens_out: Integer2AHOqbcQ;
+  cost_usd: NumberHo1ClIqD;
+}
+export type UnorderedSetOfRunRecordUna7QQki = RunRecord[];
+export interface RunSummary {
+  run_id: StringDoaGddGA;
+  agent_id: StringDoaGddGA;
+  intent: StringDoaGddGA;
+  started_at: StringV0UwQeVu;
+  ended_at?: StringV0UwQeVu;
+  status: StringDoaGddGA;
+  turn_count: Integer2AHOqbcQ;
+}
+export type UnorderedSetOfRunSummaryjqVe58VF = RunSummary[];
+export interface TierPosture {
+  read_only?: StringDoaGddGA;
+  sandbox_edit?: StringDoaGddGA;
+  full_access?: StringDoaGddGA;
+}
+export interface ObjectFWHLFtsb { [key: string]: any; }
 export interface TokenUsage {
   input_tokens: Integer2AHOqbcQ;
   output_tokens: Integer2AHOqbcQ;
@@ -223,6 +375,7 @@ export interface SupervisionDecision {
   kind: StringDoaGddGA;
   reason?: StringDoaGddGA;
 }
+export type UnorderedSetOfRunTurnXdEIojeh = RunTurn[];
 export interface ToolExecuteParams {
   action_id: StringDoaGddGA;
   tool: StringDoaGddGA;
@@ -231,11 +384,35 @@ export interface ToolExecuteParams {
   attempt: Integer2AHOqbcQ;
   request_id: StringDoaGddGA;
   session_id?: StringDoaGddGA;
+  agent_id?: StringDoaGddGA;
+  invocation_mode?: StringDoaGddGA;
+  handle?: StringDoaGddGA;
 }
 export interface ToolCancelParams {
   request_id: StringDoaGddGA;
   action_id: StringDoaGddGA;
   reason: StringDoaGddGA;
+  handle?: StringDoaGddGA;
+}
+export interface ToolStreamEvent {
+  handle: StringDoaGddGA;
+  chunk: AlwaysTrue;
+  dropped?: Integer2AHOqbcQ;
+}
+export interface ReplanProposeParams {
+  proposal_id: StringDoaGddGA;
+  attempt: Integer2AHOqbcQ;
+  failed: UnorderedSetOfReplanFailurevzbTw0LG;
+  succeeded: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  state_keys_written: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  request_id: StringDoaGddGA;
+}
+export interface RunTraceEvent {
+  run_id: StringDoaGddGA;
+  agent_id: StringDoaGddGA;
+  record: RunRecord;
+  cursor: Integer2AHOqbcQ;
+  status: StringDoaGddGA;
 }
 export interface RunAgentParams {
   spec: AgentSpec;
@@ -272,6 +449,7 @@ export interface AuthResult {
   ok: BooleanVyG3AETh;
   auth_enabled: BooleanVyG3AETh;
   role?: StringDoaGddGA;
+  agent_id?: StringDoaGddGA;
 }
 export interface HandshakeResult {
   protocol_version: Integer2AHOqbcQ;
@@ -291,6 +469,10 @@ export interface ServerStatusResult {
 export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
 }
+export interface ServerConnectionsResult {
+  connections: UnorderedSetOfConnectionInfoIG4XDn47;
+  self: StringDoaGddGA;
+}
 export interface SessionPolicyOpenResult {
   session_id: StringDoaGddGA;
 }
@@ -298,6 +480,7 @@ export interface SessionPolicyCloseResult {
   closed: BooleanVyG3AETh;
 }
 export interface PolicyRegisterResult {
+  name: StringDoaGddGA;
   registered: StringDoaGddGA;
   scope: AlwaysTrue;
 }
@@ -318,16 +501,49 @@ export interface ToolsUnregisterResult {
   unregistered: StringDoaGddGA;
   removed: Integer2AHOqbcQ;
 }
+export interface ToolHandlesResult {
+  handles: UnorderedSetOfToolHandleInfomm8Oxst4;
+}
+export type OneOfToolPollResultNullQu0Arl1FDBNeggWk = ToolPollResult | NullQu0Arl1F;
+export interface ToolsCancelResult {
+  cancelled: BooleanVyG3AETh;
+}
+export interface ToolStreamSubscribeResult {
+  subscribed: BooleanVyG3AETh;
+  was_subscribed?: BooleanVyG3AETh;
+}
 /**
  *
  * any JSON value
  *
  */
 export type AnyKd7WMlqb = any;
+export interface CheckpointSaveResult {
+  checkpoint_id: StringDoaGddGA;
+  keys: Integer2AHOqbcQ;
+  bytes: Integer2AHOqbcQ;
+  created_at: StringDoaGddGA;
+}
+export interface CheckpointListResult {
+  checkpoints: UnorderedSetOfCheckpointInfo9UzkAK6R;
+}
+export interface CheckpointRestoreResult {
+  restored_keys: Integer2AHOqbcQ;
+}
+export interface CheckpointDeleteResult {
+  deleted: StringDoaGddGA;
+}
+export interface CapabilitySet {
+  tools: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
+  state_keys: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
+  max_actions: Integer2AHOqbcQ;
+}
 export interface ProposalResult {
   proposal_id: StringDoaGddGA;
   results: UnorderedSetOfActionResultMQ0LCKpK;
   cost: CostSummary;
+  replans?: UnorderedSetOfReplanWLd3RHkW;
+  replan_error?: StringDoaGddGA;
 }
 export interface ProposalCancelResult {
   cancelled: BooleanVyG3AETh;
@@ -401,6 +617,64 @@ export interface EventsUnsubscribeResult {
   subscribed: BooleanVyG3AETh;
   was_subscribed: BooleanVyG3AETh;
 }
+export interface MetricsAlertsResult {
+  summary: ObjectHAgrRKSz;
+  alerts: UnorderedSetOfAlertQnA5LTPb;
+}
+export type UnorderedSetOfAgentCostiev788Td = AgentCost[];
+export interface RunsStartResult {
+  run_id: StringDoaGddGA;
+  agent_id: StringDoaGddGA;
+}
+export interface RunsCompleteResult {
+  run_id: StringDoaGddGA;
+  ok: BooleanVyG3AETh;
+}
+export interface RunsRecordTurnsResult {
+  run_id: StringDoaGddGA;
+  base_index: Integer2AHOqbcQ;
+  count: Integer2AHOqbcQ;
+  ok: BooleanVyG3AETh;
+  dropped?: StringDoaGddGA;
+}
+export interface RunSnapshot {
+  run_id: StringDoaGddGA;
+  agent_id: StringDoaGddGA;
+  turns_so_far: UnorderedSetOfRunRecordUna7QQki;
+  cursor: Integer2AHOqbcQ;
+  status: StringDoaGddGA;
+}
+export interface RunsUnsubscribeResult {
+  run_id: StringDoaGddGA;
+  removed: BooleanVyG3AETh;
+}
+export interface RunsListResult {
+  agent_id: StringDoaGddGA;
+  runs: UnorderedSetOfRunSummaryjqVe58VF;
+}
+export interface RunsGetTraceResult {
+  run_id: StringDoaGddGA;
+  agent_id?: StringDoaGddGA;
+  records?: UnorderedSetOfRunRecordUna7QQki;
+  cursor?: Integer2AHOqbcQ;
+  not_found?: BooleanVyG3AETh;
+}
+export interface AgentPostures {
+  default: TierPosture;
+  agents: ObjectFWHLFtsb;
+}
+export interface AgentPermissionsEvaluateResult {
+  agent_id: StringDoaGddGA;
+  tier: StringDoaGddGA;
+  mode: StringDoaGddGA;
+  has_override: BooleanVyG3AETh;
+}
+export interface AgentsRevokeResult {
+  agent_id: StringDoaGddGA;
+  revoked: BooleanVyG3AETh;
+  connections_closed: Integer2AHOqbcQ;
+}
+export type OneOfActionProposalNullQu0Arl1FLOK7Hzq5 = ActionProposal | NullQu0Arl1F;
 export interface AgentOutput {
   name: StringDoaGddGA;
   answer: StringDoaGddGA;
@@ -415,13 +689,14 @@ export interface AgentOutput {
  * Generated! Represents an alias to any of the provided schemas
  *
  */
-export type AnyOfStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbSetOfAnykhpArGaqStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAActionProposalStringDoaGddGARuntimeScopeStringDoaGddGAStringDoaGddGAActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQRetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAToolExecuteParamsToolCancelParamsRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsUnregisterResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzProposalResultProposalCancelResultObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzOptimizeResultObjectHAgrRKSzTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultEventsUnsubscribeResultObjectHAgrRKSzAnyKd7WMlqbNullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemagpWzu5Eb | SetOfAnykhpArGaq | ActionProposal | RuntimeScope | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | SupervisionFilter | SupervisionDecision | Integer2AHOqbcQ | UnorderedSetOfStringDoaGddGADvj0XlFa | BooleanVyG3AETh | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | ToolExecuteParams | ToolCancelParams | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsUnregisterResult | AnyKd7WMlqb | ProposalResult | ProposalCancelResult | OptimizeResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | EventsUnsubscribeResult | NullQu0Arl1F | AgentOutput;
-export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA) => Promise<AuthResult>;
+export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbSetOfAnykhpArGaqStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQActionProposalStringDoaGddGARuntimeScopeStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQRetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnXdEIojehStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetProposalResultProposalCancelResultNullQu0Arl1FBudgetReportObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzOptimizeResultObjectHAgrRKSzTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultEventsUnsubscribeResultObjectHAgrRKSzMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemagpWzu5Eb | SetOfAnykhpArGaq | UnorderedSetOfStringDoaGddGADvj0XlFa | Integer2AHOqbcQ | ActionProposal | RuntimeScope | BooleanVyG3AETh | NumberHo1ClIqD | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnXdEIojeh | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | OptimizeResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | EventsUnsubscribeResult | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
+export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA, agent_id: StringDoaGddGA) => Promise<AuthResult>;
 export type ServerHandshake = (protocol_version: AlwaysTrue, client_version: StringDoaGddGA) => Promise<HandshakeResult>;
 export type RpcDiscover = () => Promise<ObjectHAgrRKSz>;
 export type SessionInit = (tools: UnorderedSetOfToolSchemagpWzu5Eb, policies: SetOfAnykhpArGaq) => Promise<SessionInitResult>;
 export type ServerStatus = () => Promise<ServerStatusResult>;
 export type ApprovalsList = () => Promise<ApprovalsListResult>;
+export type ServerConnections = () => Promise<ServerConnectionsResult>;
 export type SessionPolicyOpen = () => Promise<SessionPolicyOpenResult>;
 export type SessionPolicyClose = (session_id: StringDoaGddGA) => Promise<SessionPolicyCloseResult>;
 export type PolicyRegister = (name: StringDoaGddGA, rule: StringDoaGddGA, target: StringDoaGddGA, key: StringDoaGddGA, pattern: StringDoaGddGA, value: AlwaysTrue, session_id: StringDoaGddGA) => Promise<PolicyRegisterResult>;
@@ -430,13 +705,27 @@ export type PolicyList = (session_id: StringDoaGddGA) => Promise<PolicyListResul
 export type ToolsRegister = (items: UnorderedSetOfToolSchemagpWzu5Eb) => Promise<Integer2AHOqbcQ>;
 export type ToolsList = () => Promise<ToolsListResult>;
 export type ToolsUnregister = (name: StringDoaGddGA) => Promise<ToolsUnregisterResult>;
+export type ToolsHandles = () => Promise<ToolHandlesResult>;
+export type ToolsPoll = (handle: StringDoaGddGA) => Promise<OneOfToolPollResultNullQu0Arl1FDBNeggWk>;
+export type ToolsCancel = (handle: StringDoaGddGA) => Promise<ToolsCancelResult>;
+export type ToolsStreamSubscribe = () => Promise<ToolStreamSubscribeResult>;
+export type ToolsStreamUnsubscribe = () => Promise<ToolStreamSubscribeResult>;
+export type ToolsStreamChunk = (handle: StringDoaGddGA, chunk: AlwaysTrue) => Promise<void>;
 export type StateGet = (key: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<AnyKd7WMlqb>;
 export type StateSet = (key: StringDoaGddGA, value: AlwaysTrue, tenant_id: StringDoaGddGA) => Promise<StringDoaGddGA>;
 export type StateExists = (key: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<BooleanVyG3AETh>;
 export type StateKeys = (tenant_id: StringDoaGddGA) => Promise<UnorderedSetOfStringDoaGddGADvj0XlFa>;
 export type StateSnapshot = (tenant_id: StringDoaGddGA) => Promise<ObjectHAgrRKSz>;
+export type CheckpointSave = (name: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<CheckpointSaveResult>;
+export type CheckpointList = () => Promise<CheckpointListResult>;
+export type CheckpointRestore = (checkpoint_id: StringDoaGddGA) => Promise<CheckpointRestoreResult>;
+export type CheckpointDelete = (checkpoint_id: StringDoaGddGA) => Promise<CheckpointDeleteResult>;
+export type SessionCapabilitiesSet = (tools: UnorderedSetOfStringDoaGddGADvj0XlFa, state_keys: UnorderedSetOfStringDoaGddGADvj0XlFa, max_actions: Integer2AHOqbcQ) => Promise<CapabilitySet>;
+export type SessionCapabilitiesGet = () => Promise<CapabilitySet>;
 export type ProposalSubmit = (proposal: ActionProposal, session_id: StringDoaGddGA, scope: RuntimeScope) => Promise<ProposalResult>;
 export type ProposalCancel = (proposal_id: StringDoaGddGA, reason: StringDoaGddGA) => Promise<ProposalCancelResult>;
+export type ReplanSetConfig = (max_replans: Integer2AHOqbcQ, delay_ms: Integer2AHOqbcQ, verify_before_execute: BooleanVyG3AETh, replan_on_rejected: BooleanVyG3AETh) => Promise<NullQu0Arl1F>;
+export type SessionBudgetSet = (max_tool_calls: Integer2AHOqbcQ, max_actions: Integer2AHOqbcQ, max_duration_ms: Integer2AHOqbcQ, max_cost_usd: NumberHo1ClIqD, scope: StringDoaGddGA) => Promise<BudgetReport>;
 export type MultiSwarm = () => Promise<ObjectHAgrRKSz>;
 export type MultiPipeline = () => Promise<ObjectHAgrRKSz>;
 export type MultiSupervisor = () => Promise<ObjectHAgrRKSz>;
@@ -478,8 +767,26 @@ export type EventsRetention = (policy: RetentionPolicy) => Promise<RetentionResu
 export type EventsSubscribe = (kinds: UnorderedSetOfStringDoaGddGADvj0XlFa, proposal_id: StringDoaGddGA) => Promise<EventsSubscribeResult>;
 export type EventsUnsubscribe = () => Promise<EventsUnsubscribeResult>;
 export type MetricsSummary = () => Promise<ObjectHAgrRKSz>;
+export type MetricsAlerts = (max_cost_usd: NumberHo1ClIqD, max_error_rate: NumberHo1ClIqD, max_avg_latency_ms: NumberHo1ClIqD, max_goals_ungrounded: Integer2AHOqbcQ, min_actions: Integer2AHOqbcQ) => Promise<MetricsAlertsResult>;
+export type EventsCostByAgent = () => Promise<UnorderedSetOfAgentCostiev788Td>;
+export type RunsStart = (intent: StringDoaGddGA, agent_id: StringDoaGddGA, agent_name: StringDoaGddGA, outcome_description: StringDoaGddGA, idempotency_key: StringDoaGddGA) => Promise<RunsStartResult>;
+export type RunsComplete = (run_id: StringDoaGddGA, outcome: AlwaysTrue) => Promise<RunsCompleteResult>;
+export type RunsRecordTurns = (run_id: StringDoaGddGA, turns: UnorderedSetOfRunTurnXdEIojeh) => Promise<RunsRecordTurnsResult>;
+export type RunsSubscribe = (run_id: StringDoaGddGA) => Promise<RunSnapshot>;
+export type RunsUnsubscribe = (run_id: StringDoaGddGA) => Promise<RunsUnsubscribeResult>;
+export type RunsList = (agent_id: StringDoaGddGA) => Promise<RunsListResult>;
+export type RunsGetTrace = (run_id: StringDoaGddGA, cursor: Integer2AHOqbcQ) => Promise<RunsGetTraceResult>;
+export type AgentPermissionsGet = () => Promise<AgentPostures>;
+export type AgentPermissionsSet = (agent_id: StringDoaGddGA, mode: StringDoaGddGA, tier: StringDoaGddGA) => Promise<AgentPostures>;
+export type AgentPermissionsSetDefault = (preset: StringDoaGddGA, tier: StringDoaGddGA, mode: StringDoaGddGA) => Promise<AgentPostures>;
+export type AgentPermissionsReset = (agent_id: StringDoaGddGA) => Promise<AgentPostures>;
+export type AgentPermissionsEvaluate = (agent_id: StringDoaGddGA, tier: StringDoaGddGA) => Promise<AgentPermissionsEvaluateResult>;
+export type AgentsRevoke = (agent_id: StringDoaGddGA) => Promise<AgentsRevokeResult>;
 export type ToolsExecute = (params: ToolExecuteParams) => Promise<AnyKd7WMlqb>;
-export type ToolsCancel = (params: ToolCancelParams) => Promise<NullQu0Arl1F>;
+export type ToolsCancelToClient = (params: ToolCancelParams) => Promise<NullQu0Arl1F>;
+export type ToolsStreamEvent = (params: ToolStreamEvent) => Promise<NullQu0Arl1F>;
+export type ReplanPropose = (params: ReplanProposeParams) => Promise<OneOfActionProposalNullQu0Arl1FLOK7Hzq5>;
+export type RunsTraceEvent = (params: RunTraceEvent) => Promise<NullQu0Arl1F>;
 export type MultiRunAgent = (params: RunAgentParams) => Promise<AgentOutput>;
 export type SupervisionIntent = (params: IntentNotice) => Promise<NullQu0Arl1F>;
 export type EventsEvent = (params: EventNotice) => Promise<NullQu0Arl1F>;
