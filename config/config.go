@@ -30,6 +30,8 @@ type Config struct {
 	AllowedOrigins     []string      // Origin host patterns allowed besides same-host
 	MaxFrameBytes      int64         // largest frame accepted
 	MaxConnections     int           // concurrent connections
+	AuthTimeout        time.Duration // an unauthenticated connection is closed after this
+	MaxUnauthenticated int           // unauthenticated connections before the oldest is closed
 	MaxInFlight        int           // concurrent requests per connection
 	HandlerTimeout     time.Duration // deadline of one request
 	ToolTimeout        time.Duration // default budget of one tool callback
@@ -219,6 +221,8 @@ func (c *Config) resolve(r *reader) error {
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")
+	c.AuthTimeout = r.duration("auth_timeout")
+	c.MaxUnauthenticated = r.integer("max_unauthenticated")
 	c.MaxInFlight = r.integer("max_in_flight")
 	c.HandlerTimeout = r.duration("handler_timeout")
 	c.ToolTimeout = r.duration("tool_timeout")
@@ -245,7 +249,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -149,6 +149,8 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_frame_bytes":             {"7", "7", func(c *Config) any { return c.MaxFrameBytes }},
 		"max_connections":             {"7", "7", func(c *Config) any { return c.MaxConnections }},
 		"max_in_flight":               {"7", "7", func(c *Config) any { return c.MaxInFlight }},
+		"auth_timeout":                {"7", "7s", func(c *Config) any { return c.AuthTimeout }},
+		"max_unauthenticated":         {"7", "7", func(c *Config) any { return c.MaxUnauthenticated }},
 		"handler_timeout":             {"7", "7s", func(c *Config) any { return c.HandlerTimeout }},
 		"tool_timeout":                {"7", "7s", func(c *Config) any { return c.ToolTimeout }},
 		"shutdown_grace":              {"7", "7s", func(c *Config) any { return c.ShutdownGrace }},

@@ -141,21 +141,23 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}
 	}
 	srv := rpc.NewServer(rt, rpc.Options{
-		Token:          token,
-		HostToken:      hostToken,
-		ApproverRole:   cfg.ApproverRole,
-		Home:           cfg.Home,
-		AllowedOrigins: cfg.AllowedOrigins,
-		MaxFrameBytes:  cfg.MaxFrameBytes,
-		MaxConnections: cfg.MaxConnections,
-		MaxInFlight:    cfg.MaxInFlight,
-		HandlerTimeout: cfg.HandlerTimeout,
-		ToolTimeout:    cfg.ToolTimeout,
-		Version:        version,
-		Logger:         log,
-		Runs:           runStore,
-		AgentTokens:    cfg.AgentTokensPath,
-		Postures:       postures,
+		Token:              token,
+		HostToken:          hostToken,
+		ApproverRole:       cfg.ApproverRole,
+		Home:               cfg.Home,
+		AllowedOrigins:     cfg.AllowedOrigins,
+		MaxFrameBytes:      cfg.MaxFrameBytes,
+		MaxConnections:     cfg.MaxConnections,
+		AuthTimeout:        cfg.AuthTimeout,
+		MaxUnauthenticated: cfg.MaxUnauthenticated,
+		MaxInFlight:        cfg.MaxInFlight,
+		HandlerTimeout:     cfg.HandlerTimeout,
+		ToolTimeout:        cfg.ToolTimeout,
+		Version:            version,
+		Logger:             log,
+		Runs:               runStore,
+		AgentTokens:        cfg.AgentTokensPath,
+		Postures:           postures,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

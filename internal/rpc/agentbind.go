@@ -104,7 +104,9 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 		return nil, internalError("auth failed: agent '%s' is already attached on another connection", p.AgentID)
 	}
 	c.runs.agent = p.AgentID
-	c.authed.Store(true)
+	if !c.markAuthed() {
+		return nil, errEvicted()
+	}
 	c.log.Info("authenticated as an agent", zap.String("agent", p.AgentID))
 	return protocol.AuthResult{OK: true, AuthEnabled: enabled, AgentID: p.AgentID}, nil
 }

@@ -45,20 +45,26 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 			c.log.Warn("auth failed: host token mismatch")
 			return nil, internalError("auth failed: host token mismatch; read the current host token from the daemon's host-token file, beside the auth-token file (it changes on every start)")
 		}
+		if !c.markAuthed() {
+			return nil, errEvicted()
+		}
 		c.host.Store(true)
-		c.authed.Store(true)
 		c.log.Info("authenticated with the host role")
 		return protocol.AuthResult{OK: true, AuthEnabled: enabled, Role: protocol.RoleHost}, nil
 	}
 	if !enabled {
-		c.authed.Store(true)
+		if !c.markAuthed() {
+			return nil, errEvicted()
+		}
 		return protocol.AuthResult{OK: true, AuthEnabled: false}, nil
 	}
 	if !tokenMatches(c.srv.opts.Token, p.Token) {
 		c.log.Warn("auth failed: token mismatch")
 		return nil, internalError("auth failed: token mismatch; read the current token from the daemon's auth-token file (it changes on every start)")
 	}
-	c.authed.Store(true)
+	if !c.markAuthed() {
+		return nil, errEvicted()
+	}
 	return protocol.AuthResult{OK: true, AuthEnabled: true}, nil
 }
 

@@ -45,7 +45,11 @@ type conn struct {
 	hcancel context.CancelCauseFunc
 
 	authed      atomic.Bool
-	host        atomic.Bool // authenticated with the host token
+	authDone    chan struct{} // closed once session.auth succeeds
+	authOnce    sync.Once
+	evict       chan struct{} // closed when the server evicts it unauthenticated
+	evicted     bool          // guarded by srv.mu: evicted or timed out before auth
+	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
 
@@ -91,6 +95,9 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 		cancel:  cancel,
 		sem:     make(chan struct{}, s.opts.MaxInFlight),
 		ready:   make(chan struct{}),
+
+		authDone: make(chan struct{}),
+		evict:    make(chan struct{}),
 	}
 	c.authed.Store(s.opts.Token == "")
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
@@ -108,6 +115,15 @@ func (c *conn) run(remote string) {
 	c.log.Info("connection opened", zap.String("remote", remote))
 	metrics.Connections.Inc()
 	defer metrics.Connections.Dec()
+	authWaited := make(chan struct{})
+	if c.authed.Load() {
+		close(authWaited)
+	} else {
+		go func() {
+			defer close(authWaited)
+			c.awaitAuth()
+		}()
+	}
 
 	<-c.rpc.DisconnectNotify()
 	c.mu.Lock()
@@ -115,6 +131,7 @@ func (c *conn) run(remote string) {
 	c.mu.Unlock()
 	c.hcancel(errDisconnected)
 	c.cancel()
+	<-authWaited
 	c.handlers.Wait()
 	c.exempt.Wait()
 	c.srv.rt.CloseSession(c.sess)

@@ -23,24 +23,26 @@ import (
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
-	Token          string           // auth token; empty turns auth off
-	HostToken      string           // host token: session.auth {host_token} grants the host role; empty: nobody has it
-	ApproverRole   string           // who may approve: ApproverAny (default) or ApproverHost
-	Home           string           // the state root, reported in host.subscribe's identity
-	AllowedOrigins []string         // extra Origin host patterns allowed to upgrade (same-host is always allowed)
-	MaxFrameBytes  int64            // largest accepted frame (16 MiB)
-	MaxConnections int              // concurrent connections (1024)
-	MaxInFlight    int              // concurrent requests per connection (64)
-	HandlerTimeout time.Duration    // deadline of one request (30 min)
-	ToolTimeout    time.Duration    // default budget of one tool callback (300 s)
-	WriteTimeout   time.Duration    // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned   int              // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue      int              // events.event and tools.stream.event notifications queued per subscriber before the oldest is dropped (256)
-	Version        string           // server_version reported by server.handshake
-	Runs           *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens    string           // the agent token file; "": no connection can bind an agent
-	Postures       *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
-	Logger         *zap.Logger
+	Token              string           // auth token; empty turns auth off
+	HostToken          string           // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole       string           // who may approve: ApproverAny (default) or ApproverHost
+	Home               string           // the state root, reported in host.subscribe's identity
+	AllowedOrigins     []string         // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	MaxFrameBytes      int64            // largest accepted frame (16 MiB)
+	MaxConnections     int              // concurrent connections (1024)
+	AuthTimeout        time.Duration    // an unauthenticated connection is closed with 1008 after this (10 s)
+	MaxUnauthenticated int              // unauthenticated connections; past it the oldest is closed (64)
+	MaxInFlight        int              // concurrent requests per connection (64)
+	HandlerTimeout     time.Duration    // deadline of one request (30 min)
+	ToolTimeout        time.Duration    // default budget of one tool callback (300 s)
+	WriteTimeout       time.Duration    // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned       int              // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue          int              // events.event and tools.stream.event notifications queued per subscriber before the oldest is dropped (256)
+	Version            string           // server_version reported by server.handshake
+	Runs               *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens        string           // the agent token file; "": no connection can bind an agent
+	Postures           *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
+	Logger             *zap.Logger
 }
 
 // Approver roles (Options.ApproverRole).
@@ -58,6 +60,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = 1024
+	}
+	if o.AuthTimeout <= 0 {
+		o.AuthTimeout = 10 * time.Second
+	}
+	if o.MaxUnauthenticated <= 0 {
+		o.MaxUnauthenticated = 64
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 64
@@ -95,7 +103,9 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	https    []*http.Server
-	reserved int // upgrades in progress, counted against MaxConnections
+	reserved int     // upgrades in progress, counted against MaxConnections
+	pending  []*conn // unauthenticated connections, oldest first
+	evicted  int     // connections told to close for their auth, still in conns but no longer counted
 	draining bool
 	connWG   sync.WaitGroup
 
@@ -162,7 +172,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		http.Error(w, "car-server is shutting down; reconnect after it restarts", http.StatusServiceUnavailable)
 		return
-	case len(s.conns)+s.reserved >= s.opts.MaxConnections:
+	case !s.admitLocked():
 		s.mu.Unlock()
 		s.log.Warn("connection refused: limit reached", zap.Int("limit", s.opts.MaxConnections))
 		http.Error(w, "too many connections to car-server; close idle clients or raise max_connections", http.StatusServiceUnavailable)
@@ -196,10 +206,15 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.conns[c] = struct{}{}
+	s.addPendingLocked(c)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		s.dropPendingLocked(c)
+		if c.evicted {
+			s.evicted--
+		}
 		s.mu.Unlock()
 	}()
 	c.run(r.RemoteAddr)
