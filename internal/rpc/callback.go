@@ -95,14 +95,43 @@ func (c *conn) abandon(id string) {
 	}
 }
 
-// answered forgets an abandoned callback once its late reply arrives.
-func (c *conn) answered(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
-	if resp == nil || !resp.ID.IsString {
+// answered forgets an abandoned callback once its late reply arrives, and
+// reports a reply that matches no callback at all.
+func (c *conn) answered(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if resp == nil {
+		return
+	}
+	if req == nil {
+		c.unmatchedReply(resp.ID)
+		return
+	}
+	if !resp.ID.IsString {
 		return
 	}
 	c.abandonedMu.Lock()
 	delete(c.abandoned, resp.ID.Str)
 	c.abandonedMu.Unlock()
+}
+
+// unmatchedLogEvery is the least time between two warnings of a connection
+// about replies that match no callback; a test lengthens it.
+var unmatchedLogEvery = time.Second
+
+// unmatchedReply warns, at most once per unmatchedLogEvery, of a reply
+// whose id matches no pending tools.execute: the library drops it, and the
+// client, which meant it for a callback, would otherwise never learn why
+// its action waits out its timeout.
+func (c *conn) unmatchedReply(id jsonrpc2.ID) {
+	n := c.unmatched.Add(1)
+	now := time.Now().UnixNano()
+	last := c.unmatchedLogged.Load()
+	fields := []zap.Field{zap.String("id", id.String()), zap.Uint64("unmatched_total", n)}
+	const msg = "reply matches no pending tools.execute; dropped (answer with the id of the tools.execute request)"
+	if (last != 0 && now-last < int64(unmatchedLogEvery)) || !c.unmatchedLogged.CompareAndSwap(last, now) {
+		c.log.Debug(msg, fields...)
+		return
+	}
+	c.log.Warn(msg, fields...)
 }
 
 // sendCancel tells the client the daemon gave up on a callback, or on a

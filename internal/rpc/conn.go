@@ -73,8 +73,10 @@ type conn struct {
 	eventSub   *eventSub                    // the events.subscribe in force, if any
 	toolEvents *fanout.Queue[streams.Event] // tools.stream.event feed, once subscribed
 
-	ignoredChunks atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
-	runs          connRuns      // agent binding, current run, runs.trace.event subscriptions
+	ignoredChunks   atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
+	unmatched       atomic.Uint64 // replies that matched no callback
+	unmatchedLogged atomic.Int64  // when the last of them was logged at warn, in Unix nanoseconds
+	runs            connRuns      // agent binding, current run, runs.trace.event subscriptions
 
 	replan atomic.Pointer[protocol.ReplanConfig] // replan.set_config; nil is max_replans 0
 	budget atomic.Pointer[costBudget]            // session.budget.set; nil is unbounded

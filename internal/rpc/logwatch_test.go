@@ -99,3 +99,16 @@ func (c *watchCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c *watchCore) Sync() error { return nil }
+
+// count is the number of entries so far with message msg.
+func (w *logWatch) count(msg string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, e := range w.entries {
+		if e.msg == msg {
+			n++
+		}
+	}
+	return n
+}

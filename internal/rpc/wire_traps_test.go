@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -116,5 +117,34 @@ func TestUnknownToolMessageListsAtMostTwentyNames(t *testing.T) {
 	if !strings.Contains(msg, "unknown tool 'nope'; 31 registered (tools.list has them all), the first 20: messaging.send, tool00,") ||
 		!strings.Contains(msg, "tool18") || strings.Contains(msg, "tool19") {
 		t.Fatalf("unknown tool message: %q", msg)
+	}
+}
+
+func TestReplyToNoCallbackIsLoggedOncePerConnection(t *testing.T) {
+	every := unmatchedLogEvery
+	unmatchedLogEvery = time.Hour // no second warning within the test, however slow
+	t.Cleanup(func() { unmatchedLogEvery = every })
+	ts := startServer(t, Options{})
+	const msg = "reply matches no pending tools.execute; dropped (answer with the id of the tools.execute request)"
+	a := ts.raw(t)
+	a.send(`{"jsonrpc":"2.0","id":"cb-999","result":{"content":"late"}}`)
+	a.send(`{"jsonrpc":"2.0","id":"cb-1000","result":{"content":"late"}}`)
+	// The read loop handles frames in order: once this reply is back, both
+	// stray replies have been seen.
+	if rep := a.call(`{"jsonrpc":"2.0","id":1,"method":"state.keys"}`); rep.Error != nil {
+		t.Fatalf("state.keys: %+v", rep.Error)
+	}
+	e := ts.waitLog(t, msg, 1)
+	if e.fields["id"] != `"cb-999"` || e.fields["conn"] == nil || e.fields["conn"] == "" {
+		t.Fatalf("the warning names no connection or id: %v", e.fields)
+	}
+	if n := ts.logs.count(msg); n != 1 {
+		t.Fatalf("two stray replies within the interval logged %d warnings, want 1", n)
+	}
+	// Another connection has its own allowance.
+	b := ts.raw(t)
+	b.send(`{"jsonrpc":"2.0","id":7,"result":null}`)
+	if e2 := ts.waitLog(t, msg, 2); e2.fields["id"] != "7" || e2.fields["conn"] == e.fields["conn"] {
+		t.Fatalf("second connection's warning: %v (first: %v)", e2.fields, e.fields)
 	}
 }
