@@ -73,7 +73,7 @@ var Methods = []MethodSpec{
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
 	{Name: MethodSessionBudgetSet, Summary: "The connection's cost budget; no limit removes it.", Params: BudgetLimits{}, Result: BudgetReport{}},
 
-	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence or in debate; each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence, in debate or hybrid (parallel, then one debate round); each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
 	{Name: MethodMultiPipeline, Summary: "Agents in stages, each fed the previous answer.", Params: Object{}, Result: Object{}},
 	{Name: MethodMultiSupervisor, Summary: "Workers reviewed by a supervisor agent.", Params: Object{}, Result: Object{}},
 	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: Object{}, Result: Object{}},

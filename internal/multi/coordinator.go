@@ -138,8 +138,9 @@ type SwarmResult struct {
 	Spend       Spend           `json:"spend"`
 }
 
-// Swarm runs agents in parallel, in sequence (each sees the answers so far)
-// or as a debate (later rounds see the others' previous answers).
+// Swarm runs agents in parallel, in sequence (each sees the answers so far),
+// as a debate (later rounds see the others' previous answers) or hybrid (a
+// parallel round, then one debate round).
 func (c *Coordinator) Swarm(ctx context.Context, p SwarmParams) (SwarmResult, error) {
 	if err := needAgents("agents", p.Agents, p.Task); err != nil {
 		return SwarmResult{}, err
@@ -164,29 +165,42 @@ func (c *Coordinator) Swarm(ctx context.Context, p SwarmParams) (SwarmResult, er
 		if rounds < 1 || rounds > 10 {
 			return res, fmt.Errorf("rounds must be 1 to 10, got %d", rounds)
 		}
-		prev := c.runAll(ctx, p.Agents, repeat(p.Task, len(p.Agents)))
-		res.Rounds = append(res.Rounds, prev)
-		for r := 2; r <= rounds; r++ {
-			tasks := make([]string, len(p.Agents))
-			for i := range p.Agents {
-				var others []AgentOutput
-				for j, o := range prev {
-					if j != i {
-						others = append(others, o)
-					}
-				}
-				tasks[i] = fmt.Sprintf("%s\n\nThe other agents answered in round %d:\n%s\n\nGive your answer for round %d.", p.Task, r-1, answers(others), r)
-			}
-			prev = c.runAll(ctx, p.Agents, tasks)
-			res.Rounds = append(res.Rounds, prev)
-		}
-		res.Outputs = prev
+		res.Rounds = c.debate(ctx, p.Agents, p.Task, rounds)
+		res.Outputs = res.Rounds[len(res.Rounds)-1]
+	case "hybrid":
+		// Upstream's hybrid: parallel answers, one debate round over them,
+		// then the synthesizer.
+		res.Rounds = c.debate(ctx, p.Agents, p.Task, 2)
+		res.Outputs = res.Rounds[1]
 	default:
-		return res, fmt.Errorf("mode must be parallel, sequential or debate; got '%s'", p.Mode)
+		return res, fmt.Errorf("mode must be parallel, sequential, debate or hybrid; got '%s'", p.Mode)
 	}
 	res.Synthesizer, res.FinalAnswer, res.FellBack = c.synthesize(ctx, p.Synthesizer, p.Task, res.Outputs)
 	res.Spend = c.Spend()
 	return res, nil
+}
+
+// debate runs rounds rounds: the first on the task alone, each later one on
+// the task and the other agents' answers of the round before. It returns
+// every round's outputs.
+func (c *Coordinator) debate(ctx context.Context, agents []AgentSpec, task string, rounds int) [][]AgentOutput {
+	prev := c.runAll(ctx, agents, repeat(task, len(agents)))
+	all := [][]AgentOutput{prev}
+	for r := 2; r <= rounds; r++ {
+		tasks := make([]string, len(agents))
+		for i := range agents {
+			var others []AgentOutput
+			for j, o := range prev {
+				if j != i {
+					others = append(others, o)
+				}
+			}
+			tasks[i] = fmt.Sprintf("%s\n\nThe other agents answered in round %d:\n%s\n\nGive your answer for round %d.", task, r-1, answers(others), r)
+		}
+		prev = c.runAll(ctx, agents, tasks)
+		all = append(all, prev)
+	}
+	return all
 }
 
 // PipelineParams are the params of multi.pipeline.

@@ -71,7 +71,7 @@ func coordinate[P any, R any](c *conn, ctx context.Context, method string, param
 const agentShape = "AgentSpec {name, system_prompt, tools, max_turns, metadata}"
 
 func (c *conn) multiSwarm(ctx context.Context, params *json.RawMessage) (any, error) {
-	return coordinate(c, ctx, protocol.MethodMultiSwarm, params, "{mode: parallel|sequential|debate, agents: "+agentShape+"[], task, synthesizer?, rounds?, budget?}",
+	return coordinate(c, ctx, protocol.MethodMultiSwarm, params, "{mode: parallel|sequential|debate|hybrid, agents: "+agentShape+"[], task, synthesizer?, rounds?, budget?}",
 		func(p *multi.SwarmParams) *multi.BudgetLimits { return p.Budget }, (*multi.Coordinator).Swarm)
 }
 

@@ -110,9 +110,38 @@ func TestMultiParallelSwarmRunsAgentsAtOnce(t *testing.T) {
 	if len(res.Outputs) != 3 || res.Outputs[1].Answer != "answer-b" || res.FinalAnswer != "synthesized" {
 		t.Fatalf("%+v", res)
 	}
-	code, _ := rpcCode(t, c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "hybrid", "agents": specs("a"), "task": "t"}, nil))
+	code, _ := rpcCode(t, c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "swirl", "agents": specs("a"), "task": "t"}, nil))
 	if code != protocol.CodeInvalidParams {
 		t.Fatal("an unknown mode was accepted")
+	}
+}
+
+func TestMultiHybridSwarmDebatesOnceThenSynthesizes(t *testing.T) {
+	ts := startServer(t, Options{})
+	c, seen := playAgents(t, ts, func(_ context.Context, name, task string) (any, error) {
+		if name == "synth" {
+			return output(name, "synthesized", 0), nil
+		}
+		if strings.Contains(task, "round 2") {
+			return output(name, "second-"+name, 0), nil
+		}
+		return output(name, "first-"+name, 0), nil
+	})
+	var res multi.SwarmResult
+	if err := c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "hybrid", "agents": specs("a", "b"), "task": "t", "synthesizer": spec("synth")}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != "hybrid" || len(res.Rounds) != 2 || res.Rounds[0][1].Answer != "first-b" || len(res.Outputs) != 2 || res.Outputs[0].Answer != "second-a" || res.FinalAnswer != "synthesized" {
+		t.Fatalf("%+v", res)
+	}
+	// Round 2 shows each agent the others' parallel answers, not its own.
+	a := tasksOf(seen, "a")
+	if len(a) != 2 || a[0] != "t" || !strings.Contains(a[1], "first-b") || strings.Contains(a[1], "first-a") {
+		t.Fatalf("agent a's tasks: %q", a)
+	}
+	// The synthesizer sees the debate round's answers.
+	if s := tasksOf(seen, "synth"); len(s) != 1 || !strings.Contains(s[0], "second-a") || !strings.Contains(s[0], "second-b") {
+		t.Fatalf("synthesizer's task: %q", s)
 	}
 }
 
