@@ -5,9 +5,10 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: run build test check bench load fuzz clean openrpc ts-types
 
-## run: start the daemon on the embedded defaults (127.0.0.1:9100, state in ~/.car)
-run:
-	$(GO) run ./cmd/car-server
+## run: build, then replace make with the daemon on the embedded defaults
+## (127.0.0.1:9100, state in ~/.car), so that Ctrl-C stops it cleanly
+run: build
+	exec ./bin/car-server
 
 ## build: a static binary in bin/
 build:
