@@ -58,7 +58,7 @@ func checkFrame(frame []byte) ([]byte, bool) {
 		return invalid(msg)
 	}
 	if !idOK {
-		return invalid("id must be a string, an integer from 0 to 9223372036854775807, or absent")
+		return invalid("id must be a string, an integer from -9223372036854775808 to 9223372036854775807, or absent")
 	}
 	var version string
 	if v, ok := members["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {

@@ -26,7 +26,9 @@ func TestMalformedFramesGetErrorsAndKeepTheConnection(t *testing.T) {
 		{"no method", `{"jsonrpc":"2.0","id":9}`, protocol.CodeInvalidRequest, `"method"`, "9"},
 		{"method not string", `{"jsonrpc":"2.0","id":10,"method":5}`, protocol.CodeInvalidRequest, "non-empty string", "10"},
 		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"state.keys"}`, protocol.CodeInvalidRequest, "id must be", "null"},
-		{"negative id", `{"jsonrpc":"2.0","id":-1,"method":"state.keys"}`, protocol.CodeInvalidRequest, "id must be", "null"},
+		{"negative id past int64", `{"jsonrpc":"2.0","id":-9223372036854775809,"method":"state.keys"}`, protocol.CodeInvalidRequest, "id must be", "null"},
+		{"negative id, error echoes it", `{"jsonrpc":"2.0","id":-21,"method":"state.nope"}`, protocol.CodeMethodNotFound, "'state.nope'", "-21"},
+		{"negative id, frame check echoes it", `{"jsonrpc":"1.0","id":-22,"method":"state.keys"}`, protocol.CodeInvalidRequest, `"2.0"`, "-22"},
 		{"method and result", `{"jsonrpc":"2.0","id":11,"method":"state.keys","result":1}`, protocol.CodeInvalidRequest, "both", "11"},
 		{"unknown method", `{"jsonrpc":"2.0","id":12,"method":"state.nope"}`, protocol.CodeMethodNotFound, "'state.nope'", "12"},
 		{"params missing", `{"jsonrpc":"2.0","id":13,"method":"state.get"}`, protocol.CodeInvalidParams, "{key: string", "13"},
@@ -80,5 +82,19 @@ func TestOversizedFrameClosesOnlyThatConnection(t *testing.T) {
 	}
 	if rep := other.call(`{"jsonrpc":"2.0","id":1,"method":"state.keys"}`); rep.Error != nil {
 		t.Fatalf("the other connection was affected: %+v", rep.Error)
+	}
+}
+
+// Negative integer ids are valid JSON-RPC: the reply carries the same id,
+// as a number, whatever the JSON-RPC library can hold.
+func TestNegativeIDsAreEchoedExactly(t *testing.T) {
+	ts := startServer(t, Options{})
+	r := ts.raw(t)
+	r.call(`{"jsonrpc":"2.0","id":-1,"method":"session.auth","params":{"token":""}}`)
+	for _, id := range []string{"-1", "-42", "-9223372036854775808"} {
+		rep := r.call(`{"jsonrpc":"2.0","id":` + id + `,"method":"state.keys"}`)
+		if rep.Error != nil || string(rep.ID) != id {
+			t.Fatalf("id %s: reply id %s, error %+v", id, rep.ID, rep.Error)
+		}
 	}
 }

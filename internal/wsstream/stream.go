@@ -50,11 +50,12 @@ func (s *Stream) ReadObject(v any) error {
 			_ = s.conn.Close(websocket.StatusInvalidFramePayloadData, "a text frame must be valid UTF-8")
 			return errors.New("the peer sent a text frame that is not valid UTF-8; closed with 1007")
 		}
+		data = liftNegativeID(data)
 		if s.check != nil {
 			reply, ok := s.check(data)
 			if !ok {
 				if reply != nil {
-					if err := s.write(reply); err != nil {
+					if err := s.write(lowerNegativeID(reply)); err != nil {
 						return err
 					}
 				}
@@ -71,7 +72,7 @@ func (s *Stream) WriteObject(v any) error {
 	if err != nil {
 		return err
 	}
-	return s.write(data)
+	return s.write(lowerNegativeID(data))
 }
 
 func (s *Stream) write(data []byte) error {
