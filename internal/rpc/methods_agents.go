@@ -115,20 +115,14 @@ func (c *conn) agentPermissionsReset(ctx context.Context, params *json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		AgentID string `json:"agent_id"`
-	}
-	const shape = "{agent_id: string}"
-	if err := decodeParams(params, &p, shape); err != nil {
-		return nil, err
-	}
-	if err := requireString("agent_id", p.AgentID, shape); err != nil {
+	agentID, err := stringParam(params, "agent_id")
+	if err != nil {
 		return nil, err
 	}
 	if !c.isHost() {
 		return nil, hostOnly(protocol.MethodAgentPermissionsReset)
 	}
-	pol, err := ps.Reset(ctx, p.AgentID)
+	pol, err := ps.Reset(ctx, agentID)
 	if err != nil {
 		return nil, internalError("agent_permissions.reset: %v", err)
 	}

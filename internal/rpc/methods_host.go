@@ -105,17 +105,11 @@ func (c *conn) hostRegisterAgent(_ context.Context, params *json.RawMessage) (an
 }
 
 func (c *conn) hostUnregisterAgent(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		AgentID string `json:"agent_id"`
-	}
-	const shape = "{agent_id: string}"
-	if err := decodeParams(params, &p, shape); err != nil {
+	agentID, err := stringParam(params, "agent_id")
+	if err != nil {
 		return nil, err
 	}
-	if err := requireString("agent_id", p.AgentID, shape); err != nil {
-		return nil, err
-	}
-	if err := c.srv.host.UnregisterAgent(c.id, p.AgentID); err != nil {
+	if err := c.srv.host.UnregisterAgent(c.id, agentID); err != nil {
 		return hostReply(nil, err)
 	}
 	return map[string]any{"ok": true}, nil

@@ -215,25 +215,19 @@ func (c *conn) meterTurns(agent, runID string, turns []runs.Turn) {
 	}
 }
 
-const runIDShape = "{run_id: string}"
 
 func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, error) {
 	st, err := c.runStore()
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		RunID string `json:"run_id"`
-	}
-	if err := decodeParams(params, &p, runIDShape); err != nil {
+	runID, err := stringParam(params, "run_id")
+	if err != nil {
 		return nil, err
 	}
-	if err := requireString("run_id", p.RunID, runIDShape); err != nil {
-		return nil, err
-	}
-	agent, _, ok := st.Info(p.RunID)
+	agent, _, ok := st.Info(runID)
 	if !ok || !c.mayRead(agent) {
-		return nil, errRunNotFound(p.RunID)
+		return nil, errRunNotFound(runID)
 	}
 	c.runs.mu.Lock()
 	if c.closedForRuns() {
@@ -243,15 +237,15 @@ func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, e
 	if c.runs.subs == nil {
 		c.runs.subs = map[string]*fanout.Queue[runs.Event]{}
 	}
-	q := c.runs.subs[p.RunID]
+	q := c.runs.subs[runID]
 	if q == nil {
 		q = fanout.New(c.deliverTrace, fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout})
-		c.runs.subs[p.RunID] = q
+		c.runs.subs[runID] = q
 	}
 	c.runs.mu.Unlock()
-	snap, err := st.Subscribe(p.RunID, c.id, q.Push)
+	snap, err := st.Subscribe(runID, c.id, q.Push)
 	if err != nil {
-		return nil, errRunNotFound(p.RunID)
+		return nil, errRunNotFound(runID)
 	}
 	return snap, nil
 }
@@ -271,27 +265,22 @@ func (c *conn) deliverTrace(ctx context.Context, it fanout.Item[runs.Event]) err
 }
 
 func (c *conn) runsUnsubscribe(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		RunID string `json:"run_id"`
-	}
-	if err := decodeParams(params, &p, runIDShape); err != nil {
-		return nil, err
-	}
-	if err := requireString("run_id", p.RunID, runIDShape); err != nil {
+	runID, err := stringParam(params, "run_id")
+	if err != nil {
 		return nil, err
 	}
 	removed := false
 	if st := c.srv.opts.Runs; st != nil {
-		removed = st.Unsubscribe(p.RunID, c.id)
+		removed = st.Unsubscribe(runID, c.id)
 	}
 	c.runs.mu.Lock()
-	q := c.runs.subs[p.RunID]
-	delete(c.runs.subs, p.RunID)
+	q := c.runs.subs[runID]
+	delete(c.runs.subs, runID)
 	c.runs.mu.Unlock()
 	if q != nil {
 		q.Close()
 	}
-	return map[string]any{"run_id": p.RunID, "removed": removed}, nil
+	return map[string]any{"run_id": runID, "removed": removed}, nil
 }
 
 func (c *conn) runsList(_ context.Context, params *json.RawMessage) (any, error) {
@@ -299,20 +288,14 @@ func (c *conn) runsList(_ context.Context, params *json.RawMessage) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		AgentID string `json:"agent_id"`
-	}
-	const shape = "{agent_id: string}"
-	if err := decodeParams(params, &p, shape); err != nil {
+	agentID, err := stringParam(params, "agent_id")
+	if err != nil {
 		return nil, err
 	}
-	if err := requireString("agent_id", p.AgentID, shape); err != nil {
-		return nil, err
+	if !c.mayRead(agentID) {
+		return nil, invalidParams("runs.list: this connection may not read agent '%s''s runs: bind it to that agent, or authenticate with the host token", agentID)
 	}
-	if !c.mayRead(p.AgentID) {
-		return nil, invalidParams("runs.list: this connection may not read agent '%s''s runs: bind it to that agent, or authenticate with the host token", p.AgentID)
-	}
-	return map[string]any{"agent_id": p.AgentID, "runs": st.List(p.AgentID)}, nil
+	return map[string]any{"agent_id": agentID, "runs": st.List(agentID)}, nil
 }
 
 func (c *conn) runsGetTrace(_ context.Context, params *json.RawMessage) (any, error) {

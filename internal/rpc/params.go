@@ -37,6 +37,23 @@ func optionalParams(raw *json.RawMessage, v any, shape string) error {
 	return decodeParams(raw, v, shape)
 }
 
+// stringParam decodes params {name: string} and requires the member: the
+// params of the methods that name one thing by its id.
+func stringParam(raw *json.RawMessage, name string) (string, error) {
+	shape := "{" + name + ": string}"
+	var m map[string]json.RawMessage
+	if err := decodeParams(raw, &m, shape); err != nil {
+		return "", err
+	}
+	var v string
+	if r, ok := m[name]; ok && string(r) != "null" {
+		if err := json.Unmarshal(r, &v); err != nil {
+			return "", invalidParams("param '%s' must be a string (expected %s)", name, shape)
+		}
+	}
+	return v, requireString(name, v, shape)
+}
+
 // requireString fails when a required string param is empty.
 func requireString(name, value, shape string) error {
 	if value == "" {
