@@ -215,7 +215,6 @@ func (c *conn) meterTurns(agent, runID string, turns []runs.Turn) {
 	}
 }
 
-
 func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, error) {
 	st, err := c.runStore()
 	if err != nil {
