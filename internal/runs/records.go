@@ -3,6 +3,8 @@ package runs
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Run statuses.
@@ -43,11 +45,7 @@ type Turn struct {
 }
 
 // Usage is spend a turn reports, in AgentOutput.tokens' shape.
-type Usage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
+type Usage = protocol.RunUsage
 
 // Record is one line of a run's trace: started, a turn, or ended.
 type Record struct {
@@ -71,15 +69,7 @@ type Record struct {
 }
 
 // Summary is a run as runs.list reports it.
-type Summary struct {
-	RunID     string     `json:"run_id"`
-	AgentID   string     `json:"agent_id"`
-	Intent    string     `json:"intent"`
-	StartedAt time.Time  `json:"started_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-	Status    string     `json:"status"`
-	TurnCount int        `json:"turn_count"`
-}
+type Summary = protocol.RunSummary
 
 // Event is one appended record as a subscriber receives it: Cursor is the
 // run's turn count after it.
