@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Agent statuses (host.set_status validates against these).
@@ -24,44 +24,13 @@ var statuses = []string{StatusIdle, StatusRunning, StatusWaiting, StatusPaused, 
 
 // Agent is one registered agent as every reader sees it. Its maps are the
 // registry's own and are replaced, never modified: do not modify them.
-type Agent struct {
-	ID           string         `json:"id"`
-	Name         string         `json:"name"`
-	Kind         string         `json:"kind"`
-	Capabilities []string       `json:"capabilities"` // never null on the wire
-	Project      string         `json:"project,omitempty"`
-	PID          *int64         `json:"pid,omitempty"`
-	Display      map[string]any `json:"display,omitempty"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
-	Status       string         `json:"status"` // idle at registration
-	CurrentTask  string         `json:"current_task,omitempty"`
-	Message      string         `json:"message,omitempty"`
-	Payload      map[string]any `json:"payload,omitempty"`
-	SessionID    string         `json:"session_id"` // the owning connection
-	RegisteredAt time.Time      `json:"registered_at"`
-	UpdatedAt    time.Time      `json:"updated_at"`
-}
+type Agent = protocol.HostAgent
 
 // AgentRequest is the params of host.register_agent.
-type AgentRequest struct {
-	ID           string         `json:"id,omitempty"`
-	Name         string         `json:"name"`
-	Kind         string         `json:"kind"`
-	Capabilities []string       `json:"capabilities,omitempty"`
-	Project      string         `json:"project,omitempty"`
-	PID          *int64         `json:"pid,omitempty"`
-	Display      map[string]any `json:"display,omitempty"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
-}
+type AgentRequest = protocol.HostAgentParams
 
 // StatusRequest is the params of host.set_status.
-type StatusRequest struct {
-	AgentID     string         `json:"agent_id"`
-	Status      string         `json:"status"`
-	CurrentTask string         `json:"current_task,omitempty"`
-	Message     string         `json:"message,omitempty"`
-	Payload     map[string]any `json:"payload,omitempty"`
-}
+type StatusRequest = protocol.HostStatusParams
 
 // Agents returns every registered agent, sorted by id, for host.agents.
 func (r *Registry) Agents() []Agent {

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Approval statuses.
@@ -18,30 +18,10 @@ const (
 )
 
 // Approval is one request for a person's decision, as every reader sees it.
-type Approval struct {
-	ID                string         `json:"id"`
-	AgentID           string         `json:"agent_id,omitempty"`
-	Title             string         `json:"title"`
-	Description       string         `json:"description,omitempty"`
-	Context           map[string]any `json:"context,omitempty"`
-	RequiredApprovals int            `json:"required_approvals"` // default 1
-	Status            string         `json:"status"`
-	ClientID          string         `json:"client_id,omitempty"` // raising connection; "" = system-level (any approver may resolve)
-	CreatedAt         time.Time      `json:"created_at"`
-	ResolvedAt        *time.Time     `json:"resolved_at,omitempty"`
-	ResolvedBy        string         `json:"resolved_by,omitempty"`
-	Approved          *bool          `json:"approved,omitempty"`
-	Notes             string         `json:"notes,omitempty"`
-}
+type Approval = protocol.HostApproval
 
 // ApprovalRequest is the params of host.request_approval.
-type ApprovalRequest struct {
-	AgentID           string         `json:"agent_id,omitempty"`
-	Title             string         `json:"title"`
-	Description       string         `json:"description,omitempty"`
-	Context           map[string]any `json:"context,omitempty"`
-	RequiredApprovals int            `json:"required_approvals,omitempty"`
-}
+type ApprovalRequest = protocol.HostApprovalParams
 
 // Approvals returns every kept approval, oldest first, for host.approvals.
 func (r *Registry) Approvals() []Approval {

@@ -2,9 +2,9 @@ package host
 
 import (
 	"maps"
-	"time"
 
 	"github.com/google/uuid"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Event kinds.
@@ -28,22 +28,10 @@ var reservedKinds = map[string]bool{
 }
 
 // Event is one host.event notification, as sent and as kept in the ring.
-type Event struct {
-	ID        string         `json:"id"` // "event-<uuid>"
-	Timestamp time.Time      `json:"timestamp"`
-	Kind      string         `json:"kind"`
-	AgentID   string         `json:"agent_id,omitempty"`
-	Message   string         `json:"message,omitempty"`
-	Payload   map[string]any `json:"payload"` // never null on the wire
-}
+type Event = protocol.HostEventEntry
 
 // NotifyRequest is the params of host.notify.
-type NotifyRequest struct {
-	Kind    string         `json:"kind,omitempty"` // default host.notification
-	AgentID string         `json:"agent_id,omitempty"`
-	Message string         `json:"message,omitempty"`
-	Payload map[string]any `json:"payload,omitempty"`
-}
+type NotifyRequest = protocol.HostNotifyParams
 
 // Events returns the newest limit events, oldest first, for host.events;
 // limit <= 0 means 100.
