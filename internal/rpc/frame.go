@@ -9,6 +9,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -20,39 +21,43 @@ var envelopeMembers = []string{"jsonrpc", "method", "id", "params", "meta", "res
 // checkFrame answers frames the JSON-RPC layer must not see: text that is not
 // JSON (-32700), batches and envelopes that are not JSON-RPC 2.0 (-32600).
 // Every frame it passes is one the JSON-RPC layer decodes, so one bad frame
-// never closes the whole connection.
-func checkFrame(frame []byte) ([]byte, bool) {
+// never closes the whole connection. A negative integer id, which that
+// layer cannot hold, is passed on as the stream's marked string id
+// (wsstream.LiftID); the stream restores it in the reply.
+func checkFrame(frame []byte) (pass, reply []byte) {
 	trimmed := bytes.TrimLeft(frame, " \t\r\n")
-	notJSON := func() ([]byte, bool) {
-		return errorFrame(nil, protocol.CodeParseError,
-			"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame"), false
-	}
 	if len(trimmed) == 0 {
-		return notJSON()
-	}
-	if !json.Valid(frame) {
-		if nestingDepth(frame) > maxNesting {
-			return errorFrame(nil, protocol.CodeParseError, fmt.Sprintf(
-				"parse error: the frame is JSON nested deeper than %d levels, which this daemon does not decode; flatten the value", maxNesting)), false
-		}
-		return notJSON()
-	}
-	switch trimmed[0] {
-	case '{':
-	case '[':
-		return errorFrame(nil, protocol.CodeInvalidRequest,
-			"invalid request: batch requests (JSON arrays) are not supported; send each request as its own frame"), false
-	default:
-		return errorFrame(nil, protocol.CodeInvalidRequest,
-			"invalid request: a frame must be a JSON-RPC 2.0 object"), false
+		return nil, notJSON(frame)
 	}
 	var members map[string]json.RawMessage
-	if err := json.Unmarshal(frame, &members); err != nil {
-		return notJSON()
+	switch trimmed[0] {
+	case '{':
+		// Unmarshal validates too: the valid frame is scanned once.
+		if err := json.Unmarshal(frame, &members); err != nil {
+			return nil, notJSON(frame)
+		}
+	case '[':
+		if !json.Valid(frame) {
+			return nil, notJSON(frame)
+		}
+		return nil, errorFrame(nil, protocol.CodeInvalidRequest,
+			"invalid request: batch requests (JSON arrays) are not supported; send each request as its own frame")
+	default:
+		if !json.Valid(frame) {
+			return nil, notJSON(frame)
+		}
+		return nil, errorFrame(nil, protocol.CodeInvalidRequest,
+			"invalid request: a frame must be a JSON-RPC 2.0 object")
+	}
+	lifted := false
+	if raw, ok := members["id"]; ok {
+		if l, ok := wsstream.LiftID(raw); ok {
+			members["id"], lifted = l, true
+		}
 	}
 	id, idOK := validID(members["id"])
-	invalid := func(message string) ([]byte, bool) {
-		return errorFrame(id, protocol.CodeInvalidRequest, "invalid request: "+message), false
+	invalid := func(message string) ([]byte, []byte) {
+		return nil, errorFrame(id, protocol.CodeInvalidRequest, "invalid request: "+message)
 	}
 	if msg := misspelledMember(members); msg != "" {
 		return invalid(msg)
@@ -75,7 +80,7 @@ func checkFrame(frame []byte) ([]byte, bool) {
 		if msg := badResponse(frame, members["result"], hasResult, rawError); msg != "" {
 			return invalid(msg)
 		}
-		return nil, true
+		return passed(frame, members, lifted)
 	}
 	if isResponse {
 		return invalid(`a message cannot carry both "method" and "result"/"error"`)
@@ -84,7 +89,30 @@ func checkFrame(frame []byte) ([]byte, bool) {
 	if err := json.Unmarshal(rawMethod, &method); err != nil || method == "" {
 		return invalid(`"method" must be a non-empty string`)
 	}
-	return nil, true
+	return passed(frame, members, lifted)
+}
+
+// notJSON is the reply to a frame that does not decode: too deep for the
+// decoder, or not JSON at all.
+func notJSON(frame []byte) []byte {
+	if nestingDepth(frame) > maxNesting {
+		return errorFrame(nil, protocol.CodeParseError, fmt.Sprintf(
+			"parse error: the frame is JSON nested deeper than %d levels, which this daemon does not decode; flatten the value", maxNesting))
+	}
+	return errorFrame(nil, protocol.CodeParseError,
+		"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame")
+}
+
+// passed is the frame to decode: as it came, or re-encoded with its lifted id.
+func passed(frame []byte, members map[string]json.RawMessage, lifted bool) ([]byte, []byte) {
+	if !lifted {
+		return frame, nil
+	}
+	out, err := json.Marshal(members)
+	if err != nil {
+		return nil, errorFrame(nil, protocol.CodeInternal, "internal error: the frame could not be re-encoded")
+	}
+	return out, nil
 }
 
 // maxNesting is the deepest JSON value encoding/json decodes.

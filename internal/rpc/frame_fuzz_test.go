@@ -46,8 +46,8 @@ func FuzzCheckFrame(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		reply, ok := checkFrame(frame)
-		if !ok {
+		pass, reply := checkFrame(frame)
+		if pass == nil {
 			var rep struct {
 				JSONRPC string          `json:"jsonrpc"`
 				ID      json.RawMessage `json:"id"`
@@ -58,7 +58,7 @@ func FuzzCheckFrame(f *testing.F) {
 			}
 			return
 		}
-		if err := libraryDecode(frame); err != nil {
+		if err := libraryDecode(pass); err != nil {
 			t.Fatalf("the frame check passed %q but the JSON-RPC library cannot decode it: %v", frame, err)
 		}
 	})

@@ -8,51 +8,36 @@ import (
 
 // JSON-RPC 2.0 allows any integer id, but the JSON-RPC library holds
 // numeric ids as unsigned. A negative id is therefore carried through the
-// library as a marked string and restored on the way out: the peer gets its
-// id back exactly as it sent it. (A peer that sends a string id beginning
-// with the marker itself gets it back as a number; the marker starts with a
-// NUL character, which no ordinary id has.)
+// library as a marked string (LiftID, applied by the daemon's frame check)
+// and restored on the way out: the peer gets its id back exactly as it sent
+// it. (A peer that sends a string id beginning with the marker itself gets
+// it back as a number; the marker starts with a NUL character, which no
+// ordinary id has.)
 const negativeIDMarker = "\x00car-negative-id:"
-
-// negativeIDHint finds frames that may carry a negative id, so that the
-// common frame is never decoded twice.
-var negativeIDHint = regexp.MustCompile(`"id"\s*:\s*-`)
 
 // markedIDOut finds a marked id in an encoded message (json.Marshal writes
 // the NUL as \u0000).
 var markedIDOut = regexp.MustCompile(`"id":"\\u0000car-negative-id:(-[0-9]+)"`)
 
-// liftNegativeID returns frame with a top-level negative integer id turned
-// into a marked string id; any other frame comes back unchanged.
-func liftNegativeID(frame []byte) []byte {
-	if !negativeIDHint.Match(frame) {
-		return frame
-	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(frame, &msg) != nil {
-		return frame // the frame check answers what does not decode
-	}
-	id := bytes.TrimSpace(msg["id"])
+// LiftID returns a negative integer id (within int64) as the marked string
+// id the stream restores on write; ok is false for any other id.
+func LiftID(id json.RawMessage) (json.RawMessage, bool) {
+	id = bytes.TrimSpace(id)
 	if len(id) < 2 || id[0] != '-' {
-		return frame
+		return nil, false
 	}
 	var n json.Number
 	if json.Unmarshal(id, &n) != nil {
-		return frame
+		return nil, false
 	}
 	if _, err := n.Int64(); err != nil {
-		return frame // not an integer in range: the frame check refuses it
+		return nil, false // not an integer in range: the frame check refuses it
 	}
 	marked, err := json.Marshal(negativeIDMarker + string(id))
 	if err != nil {
-		return frame
+		return nil, false
 	}
-	msg["id"] = marked
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return frame
-	}
-	return out
+	return marked, true
 }
 
 // lowerNegativeID restores a marked id in an encoded message to the number

@@ -15,10 +15,10 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Check inspects a frame before it is decoded. It returns ok=true to pass the
-// frame on; otherwise reply (when non-nil) is written back and the frame is
-// dropped.
-type Check func(frame []byte) (reply []byte, ok bool)
+// Check inspects a frame before it is decoded. It returns the frame to
+// decode (the one it was given, or a rewritten one), or nil to drop it, with
+// reply (when non-nil) written back.
+type Check func(frame []byte) (pass, reply []byte)
 
 // Stream is a jsonrpc2.ObjectStream over a WebSocket connection.
 type Stream struct {
@@ -50,10 +50,9 @@ func (s *Stream) ReadObject(v any) error {
 			_ = s.conn.Close(websocket.StatusInvalidFramePayloadData, "a text frame must be valid UTF-8")
 			return errors.New("the peer sent a text frame that is not valid UTF-8; closed with 1007")
 		}
-		data = liftNegativeID(data)
 		if s.check != nil {
-			reply, ok := s.check(data)
-			if !ok {
+			pass, reply := s.check(data)
+			if pass == nil {
 				if reply != nil {
 					if err := s.write(lowerNegativeID(reply)); err != nil {
 						return err
@@ -61,6 +60,7 @@ func (s *Stream) ReadObject(v any) error {
 				}
 				continue
 			}
+			data = pass
 		}
 		return json.Unmarshal(data, v)
 	}
