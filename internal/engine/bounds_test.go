@@ -170,3 +170,27 @@ func walkReaches(g *graph, a, b int) bool {
 	}
 	return false
 }
+
+// A chain of state writes whose keys come from references is judged again
+// by the information-flow check as each key resolves; that must cost each
+// action a constant share, not a rebuild of the whole proposal: doubling
+// the chain may not quadruple what it allocates.
+func TestResolvedKeysCostLinearWork(t *testing.T) {
+	chain := func(n int) *protocol.ActionProposal {
+		var b strings.Builder
+		b.WriteString(`{"actions":[{"id":"a0","type":"state_write","parameters":{"key":"k0","value":"k1"}}`)
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, `,{"id":"a%d","type":"state_write","parameters":{"key":"$a%d.output","value":"k%d"}}`, i, i-1, i+1)
+		}
+		b.WriteString(`]}`)
+		return decode(t, b.String())
+	}
+	_, small := submitMeasured(t, Options{}, chain(500))
+	res, large := submitMeasured(t, Options{}, chain(1000))
+	if res.Cost.ActionsExecuted != 1000 {
+		t.Fatalf("%+v", res.Cost)
+	}
+	if large > 3*small {
+		t.Fatalf("1,000 keyed writes allocated %d bytes, 500 allocated %d: more than linear", large, small)
+	}
+}

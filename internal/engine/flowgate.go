@@ -67,10 +67,10 @@ func (h *flowHistory) snapshot(tenant string) (map[string]flow.Taint, map[string
 	return tainted, ran
 }
 
-// analyzeFlow runs the analysis of actions as submitted by sub.
-func (rt *Runtime) analyzeFlow(sub *Submission, actions []protocol.Action) *flow.Report {
+// flowInput is the analysis's input for actions as submitted by sub.
+func (rt *Runtime) flowInput(sub *Submission, actions []protocol.Action) flow.Input {
 	tainted, ran := sub.Session.flowHist.snapshot(sub.Tenant)
-	return flow.Analyze(flow.Input{Steps: flowSteps(actions), Labels: rt.ToolLabels(), Tainted: tainted, Ran: ran})
+	return flow.Input{Steps: flowSteps(actions), Labels: rt.ToolLabels(), Tainted: tainted, Ran: ran}
 }
 
 // flowSteps is the proposal as the analysis sees it: the scheduler's edges,
@@ -98,8 +98,16 @@ type flowGate struct{ rt *Runtime }
 func (flowGate) Name() string { return "information_flow" }
 
 func (g flowGate) Admit(ctx context.Context, sub *Submission) error {
-	rep := g.rt.analyzeFlow(sub, sub.Proposal.Actions)
+	in := g.rt.flowInput(sub, sub.Proposal.Actions)
+	rep := flow.Analyze(in)
 	sub.flow = rep
+	if in.Labelled() {
+		sub.flowIn = &in
+		sub.flowAt = make(map[string]int, len(sub.Proposal.Actions))
+		for i := range sub.Proposal.Actions {
+			sub.flowAt[sub.Proposal.Actions[i].ID] = i
+		}
+	}
 	if len(rep.Leaks) > 0 {
 		return fmt.Errorf("information-flow gate blocked the proposal: %s", g.rt.leaks(sub, rep))
 	}
@@ -199,9 +207,9 @@ func (c flowCheck) Check(_ context.Context, sub *Submission, a *protocol.Action)
 	if a.Type != protocol.ActionStateRead && a.Type != protocol.ActionStateWrite {
 		return nil
 	}
-	i := slices.IndexFunc(sub.Proposal.Actions, func(x protocol.Action) bool { return x.ID == a.ID })
-	if i < 0 || &sub.Proposal.Actions[i] == a {
-		return nil // as admitted: the gate has judged it
+	i, ok := sub.flowAt[a.ID]
+	if sub.flowIn == nil || !ok || &sub.Proposal.Actions[i] == a {
+		return nil // nothing labelled, or as admitted: the gate has judged it
 	}
 	orig := sub.Proposal.Actions[i]
 	refs := map[string]bool{}
@@ -210,8 +218,8 @@ func (c flowCheck) Check(_ context.Context, sub *Submission, a *protocol.Action)
 	if len(refs) == 0 {
 		return nil // its keys are the ones the gate saw
 	}
-	// The admitted action with only its keys resolved: its references
-	// still name the data it carries.
+	// The admitted step with only its keys resolved: its references still
+	// name the data it carries. The rest of the input is the gate's.
 	params := maps.Clone(orig.Parameters)
 	for _, k := range []string{"key", "keys"} {
 		if v, ok := a.Parameters[k]; ok {
@@ -219,9 +227,10 @@ func (c flowCheck) Check(_ context.Context, sub *Submission, a *protocol.Action)
 		}
 	}
 	orig.Parameters = params
-	actions := slices.Clone(sub.Proposal.Actions)
-	actions[i] = orig
-	if rep := c.rt.analyzeFlow(sub, actions); len(rep.Leaks) > 0 {
+	in := *sub.flowIn
+	in.Steps = slices.Clone(in.Steps)
+	in.Steps[i].Reads, in.Steps[i].Writes = readKeys(&orig), writtenKeys(&orig)
+	if rep := flow.Analyze(in); len(rep.Leaks) > 0 {
 		return fmt.Errorf("with its references resolved, %s", c.rt.leaks(sub, rep))
 	}
 	return nil
@@ -273,7 +282,7 @@ func (rt *Runtime) noteFlow(sub *Submission, res *protocol.ProposalResult) {
 // a forbidden ordering a warning (it would wait for an approval).
 func (rt *Runtime) VerifyFlow(res *VerifyResult, p *protocol.ActionProposal, s *Session) {
 	sub := &Submission{Proposal: p, Session: s}
-	rep := rt.analyzeFlow(sub, p.Actions)
+	rep := flow.Analyze(rt.flowInput(sub, p.Actions))
 	c := CheckRecord{Name: "information_flow", Ran: true, Tier: TierDecision,
 		Verifies:     "no secret-labelled data reaches a sink along references and state keys, and no forbidden ordering runs without approval",
 		CannotVerify: "keys named only by references (judged when resolved), and data a tool moves outside the proposal"}

@@ -48,4 +48,9 @@ type Submission struct {
 	// flow is the information-flow gate's analysis, for what the proposal
 	// leaves behind for the connection's next ones.
 	flow *flow.Report
+	// flowIn is what the gate analysed, kept when something in it carries
+	// a label, so that a state key resolved later is judged against it
+	// without rebuilding it; flowAt finds an action's step.
+	flowIn *flow.Input
+	flowAt map[string]int
 }

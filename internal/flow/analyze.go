@@ -61,6 +61,23 @@ func (r *Report) StepLabels(i int) []string {
 	return sortedLabels(r.labels[i])
 }
 
+// Labelled reports whether anything in the input carries a label, a
+// labelled tool or a tainted key: with nothing labelled, no state key that
+// is resolved later can carry data anywhere that matters.
+func (in Input) Labelled() bool {
+	for _, s := range in.Steps {
+		if len(in.Labels.label(s.Tool).Labels) > 0 {
+			return true
+		}
+	}
+	for _, t := range in.Tainted {
+		if len(t.Labels) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Analyze follows every label from where it enters (a source's output, a
 // tainted state key) along references and state keys, and reports secret
 // data that reaches a sink and the forbidden orderings the proposal holds.
