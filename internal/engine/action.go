@@ -280,10 +280,7 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 	if r.sub.Session.Executor == nil && !t.builtin {
 		return nil, errors.New("this session has no way to run tools")
 	}
-	timeout := r.rt.opts.ToolTimeout
-	if a.TimeoutMs != nil {
-		timeout = protocol.Millis(*a.TimeoutMs)
-	}
+	timeout := r.rt.actionTimeout(a)
 	attempts := 1
 	if a.FailureBehavior == protocol.FailRetry {
 		attempts += int(a.MaxRetries)
@@ -411,6 +408,15 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		return nil, err
 	}
 	return out, nil
+}
+
+// actionTimeout is the budget of one attempt of a (for a detached tool: its
+// start): its timeout_ms, or the daemon's tool timeout.
+func (rt *Runtime) actionTimeout(a *protocol.Action) time.Duration {
+	if a.TimeoutMs != nil {
+		return protocol.Millis(*a.TimeoutMs)
+	}
+	return rt.opts.ToolTimeout
 }
 
 // backoff is the wait before retry n (1-based): base·2^(n-1), capped.

@@ -44,10 +44,7 @@ func (rt *Runtime) actionBudget(sub *Submission, a *protocol.Action) time.Durati
 	if a.Type != protocol.ActionToolCall {
 		return 0
 	}
-	perAttempt := rt.opts.ToolTimeout
-	if a.TimeoutMs != nil {
-		perAttempt = protocol.Millis(*a.TimeoutMs)
-	}
+	perAttempt := rt.actionTimeout(a)
 	if t, ok := sub.Session.Tools.Lookup(a.Tool); ok {
 		perAttempt = addSat(perAttempt, t.tokenEvery)
 	}
@@ -68,10 +65,7 @@ func (rt *Runtime) awaitBudget(a *protocol.Action) time.Duration {
 	if len(a.Await) == 0 {
 		return 0
 	}
-	if a.TimeoutMs != nil {
-		return protocol.Millis(*a.TimeoutMs)
-	}
-	return rt.opts.ToolTimeout
+	return rt.actionTimeout(a)
 }
 
 // addSat is a+b for non-negative durations, saturating.

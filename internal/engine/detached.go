@@ -20,13 +20,13 @@ func (r *run) startDetached(ctx context.Context, i int, params map[string]any) (
 	if t.builtin || !ok {
 		return nil, fmt.Errorf("tool '%s' cannot run %s here: this session's tools run one_shot only", a.Tool, a.InvocationMode)
 	}
+	if err := r.meterCall(); err != nil {
+		return nil, err // a budget counts a started stream as a tool call
+	}
 	if err := r.waitForToken(ctx, a, t); err != nil {
 		return nil, err
 	}
-	timeout := r.rt.opts.ToolTimeout
-	if a.TimeoutMs != nil {
-		timeout = protocol.Millis(*a.TimeoutMs)
-	}
+	timeout := r.rt.actionTimeout(a)
 	call := ToolCall{
 		ProposalID: r.sub.Proposal.ID, ActionID: a.ID, Tool: a.Tool, Parameters: params,
 		Timeout: timeout, Attempt: 1, Mode: a.InvocationMode,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -114,5 +115,22 @@ func TestSessionBudgetSetRefusesBadParams(t *testing.T) {
 		if code, _ := rpcCode(t, err); code != protocol.CodeInvalidParams {
 			t.Fatalf("%v: code %d, want invalid params", params, code)
 		}
+	}
+}
+
+// A started stream is a tool call: max_tool_calls counts it like any other.
+func TestABudgetCountsStartedStreams(t *testing.T) {
+	ts := startServer(t, Options{})
+	tb := newStreamBox(t, ts, map[string]client.StreamFunc{"tail": func(ctx context.Context, _ protocol.ToolExecuteParams, w *client.ChunkWriter) (any, error) {
+		return "done", nil
+	}})
+	mustCall(t, tb, protocol.MethodSessionBudgetSet, map[string]any{"max_tool_calls": 1}, nil)
+	res := tb.submit(t, proposal(streaming("s1", "tail"), streaming("s2", "tail", "dependencies", []string{"s1"})))
+	st := statuses(res)
+	if st["s1"] != protocol.StatusSucceeded || st["s2"] != protocol.StatusSkipped || !strings.Contains(resultOf(t, res, "s2").ErrorText(), "budget exceeded") {
+		t.Fatalf("two streams under max_tool_calls 1: %+v %q", st, resultOf(t, res, "s2").ErrorText())
+	}
+	if b := res.Cost.Budget; b == nil || b.Spent.ToolCalls != 1 {
+		t.Fatalf("cost.budget %+v, want the one started stream counted", b)
 	}
 }
