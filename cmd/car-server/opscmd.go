@@ -215,16 +215,7 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Layer, p.Name, p.Description)
 		}
 	case protocol.MethodApprovalsList:
-		var l struct {
-			Approvals []struct {
-				Fingerprint  string    `json:"fingerprint"`
-				Decision     string    `json:"decision"`
-				RequiredTier string    `json:"required_tier"`
-				Reviewer     string    `json:"reviewer"`
-				Reason       string    `json:"reason"`
-				RecordedAt   time.Time `json:"recorded_at"`
-			} `json:"approvals"`
-		}
+		var l protocol.ApprovalsListResult
 		_ = json.Unmarshal(raw, &l)
 		if len(l.Approvals) == 0 {
 			fmt.Fprintln(tw, "the approval ledger is empty")
@@ -235,11 +226,7 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, a.Reviewer, a.RecordedAt.Format(time.RFC3339), a.Reason)
 		}
 	case protocol.MethodHostResolveApproval:
-		var a struct {
-			ID         string `json:"id"`
-			Status     string `json:"status"`
-			ResolvedBy string `json:"resolved_by"`
-		}
+		var a protocol.HostApproval
 		_ = json.Unmarshal(raw, &a)
 		fmt.Fprintf(tw, "approval %s %s (reviewer %s)\n", a.ID, a.Status, a.ResolvedBy)
 	default:

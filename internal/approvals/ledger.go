@@ -26,15 +26,7 @@ const (
 )
 
 // Record is one decision, as stored and as returned by permission.approve.
-type Record struct {
-	Fingerprint  string    `json:"fingerprint"`
-	Decision     string    `json:"decision"`
-	RequiredTier string    `json:"required_tier"`
-	Reviewer     string    `json:"reviewer"`
-	Reason       string    `json:"reason,omitempty"`
-	Evidence     any       `json:"evidence,omitempty"`
-	RecordedAt   time.Time `json:"recorded_at"`
-}
+type Record = protocol.ApprovalRecord
 
 // line is a Record as a journal line.
 type line struct {

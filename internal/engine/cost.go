@@ -73,8 +73,15 @@ func (l *EventLog) foldSpend(s *MetricsSummary) {
 	s.CumulativeCostUSD = l.cumulativeCost
 }
 
-// CostByAgent is the retained events' spend by agent, sorted by agent.
-func (l *EventLog) CostByAgent() []AgentCost { return l.Summary().CostByAgent }
+// CostByAgent is the retained events' spend by agent, sorted by agent: the
+// spend fold alone, not the whole summary.
+func (l *EventLog) CostByAgent() []AgentCost {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var s MetricsSummary
+	l.foldSpend(&s)
+	return s.CostByAgent
+}
 
 // AlertThresholds are metrics.alerts' params; nil is unchecked.
 type AlertThresholds struct {

@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -149,20 +149,7 @@ func (r *run) meterCost(out any) {
 	if !ok {
 		return
 	}
-	var usd float64
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		if err != nil {
-			return
-		}
-		usd = f
-	case float64:
-		usd = n
-	default:
-		return
-	}
-	if usd > 0 && !math.IsInf(usd, 0) {
+	if usd, ok := jsonvalue.ToFloat(v); ok && usd > 0 && !math.IsInf(usd, 0) {
 		r.sub.Budget.addCost(usd)
 	}
 }

@@ -85,13 +85,6 @@ func (s *State) Restore(tenant, key string, version uint64, prior Prior) bool {
 	return true
 }
 
-// Delete removes key from tenant's namespace.
-func (s *State) Delete(tenant, key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.spaces[tenant], key)
-}
-
 // Keys returns the keys of tenant's namespace, sorted.
 func (s *State) Keys(tenant string) []string {
 	s.mu.RLock()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // Step is one action of a proposal as the analysis sees it. The engine
@@ -58,7 +60,7 @@ func (r *Report) StepLabels(i int) []string {
 	if r == nil || i >= len(r.labels) || len(r.labels[i]) == 0 {
 		return nil
 	}
-	return sortedLabels(r.labels[i])
+	return jsonvalue.SortedKeys(r.labels[i])
 }
 
 // Labelled reports whether anything in the input carries a label, a
@@ -96,7 +98,7 @@ func Analyze(in Input) *Report {
 			entries[l] = true
 		}
 	}
-	for _, label := range sortedLabels(entries) {
+	for _, label := range jsonvalue.SortedKeys(entries) {
 		reached, prev := g.follow(in, label)
 		for i, ok := range reached {
 			if !ok {

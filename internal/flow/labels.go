@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 )
 
 // Secret is the label whose data must never reach a sink.
@@ -144,14 +143,4 @@ func (l *Labels) label(tool string) ToolLabel {
 		return ToolLabel{}
 	}
 	return l.Tools[tool]
-}
-
-// sortedLabels is a set of labels as a sorted list.
-func sortedLabels(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -232,23 +232,7 @@ func (j *Journal) Get(key string) ([]byte, bool) {
 // Append writes a record durably. rec must be a JSON object with "key" and
 // "op"; a tombstone deletes its key. It returns after the record is fsynced.
 func (j *Journal) Append(rec []byte) error {
-	key, tomb, err := parse(rec)
-	if err != nil {
-		return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
-	}
-	if bytes.ContainsAny(rec, "\n") {
-		return fmt.Errorf("journal %s: a record must be one line", j.path)
-	}
-	p := pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
-	j.mu.Lock()
-	if err := j.unusable(); err != nil {
-		j.mu.Unlock()
-		return err
-	}
-	j.queue = append(j.queue, p)
-	j.work.Signal()
-	j.mu.Unlock()
-	return <-p.done
+	return j.AppendBatch([][]byte{rec})
 }
 
 // AppendBatch writes records durably, in order, with one write and one
