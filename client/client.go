@@ -94,19 +94,17 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	}
 	ws.SetReadLimit(limit)
 	c := New(ws)
+	var auth protocol.AuthParams
 	switch {
 	case opts.HostToken != "":
-		if err := c.AuthHost(ctx, opts.HostToken); err != nil {
-			c.Close()
-			return nil, err
-		}
+		auth = protocol.AuthParams{HostToken: opts.HostToken}
 	case opts.AgentID != "":
-		if err := c.authWith(ctx, protocol.AuthParams{Token: opts.Token, AgentID: opts.AgentID}); err != nil {
-			c.Close()
-			return nil, err
-		}
-	case opts.Token != "":
-		if err := c.Auth(ctx, opts.Token); err != nil {
+		auth = protocol.AuthParams{Token: opts.Token, AgentID: opts.AgentID}
+	default:
+		auth = protocol.AuthParams{Token: opts.Token}
+	}
+	if auth != (protocol.AuthParams{}) {
+		if err := c.authWith(ctx, auth); err != nil {
 			c.Close()
 			return nil, err
 		}

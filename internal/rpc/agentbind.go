@@ -135,35 +135,27 @@ func (c *conn) endRuns() {
 	}
 }
 
-const revokeShape = "{agent_id: string}"
-
 // agentsRevoke revokes an agent's token and closes its connection (host
 // role): what car-server agents revoke asks of a running daemon.
 func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, error) {
 	if !c.isHost() {
-		return nil, rpcError(protocol.CodeApprovalDenied, "agents.revoke needs the host role: authenticate with session.auth {host_token}")
+		return nil, hostOnly(protocol.MethodAgentsRevoke)
 	}
-	var p struct {
-		AgentID string `json:"agent_id"`
-	}
-	if err := decodeParams(params, &p, revokeShape); err != nil {
-		return nil, err
-	}
-	if err := requireString("agent_id", p.AgentID, revokeShape); err != nil {
+	agentID, err := stringParam(params, "agent_id")
+	if err != nil {
 		return nil, err
 	}
 	revoked := false
 	if c.srv.opts.AgentTokens != "" {
-		var err error
-		if revoked, err = agents.Revoke(ctx, c.srv.opts.AgentTokens, p.AgentID); err != nil {
+		if revoked, err = agents.Revoke(ctx, c.srv.opts.AgentTokens, agentID); err != nil {
 			return nil, internalError("agents.revoke: %v", err)
 		}
 	}
 	closed := 0
-	if h := c.srv.bound.holder(p.AgentID); h != nil {
-		c.log.Info("closing the connection of a revoked agent", zap.String("agent", p.AgentID), zap.String("agent_conn", h.id))
+	if h := c.srv.bound.holder(agentID); h != nil {
+		c.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID), zap.String("agent_conn", h.id))
 		c.goOwned(func() { _ = h.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
 		closed = 1
 	}
-	return map[string]any{"agent_id": p.AgentID, "revoked": revoked, "connections_closed": closed}, nil
+	return map[string]any{"agent_id": agentID, "revoked": revoked, "connections_closed": closed}, nil
 }

@@ -72,6 +72,7 @@ type conn struct {
 	events     *fanout.Queue[feedEvent]     // events.event feed, once subscribed
 	eventSub   *eventSub                    // the events.subscribe in force, if any
 	toolEvents *fanout.Queue[streams.Event] // tools.stream.event feed, once subscribed
+	feeds      []closer                     // every feed above that was made, for run to close
 
 	ignoredChunks   atomic.Uint64 // tools.stream.chunk notifications ignored, for rate-limited logging
 	unmatched       atomic.Uint64 // replies that matched no callback
@@ -138,21 +139,33 @@ func (c *conn) run(remote string) {
 	c.exempt.Wait()
 	c.srv.rt.CloseSession(c.sess)
 	c.srv.host.DropConnection(c.id) // its agents go, with agent.unregistered
-	if c.intents != nil {           // no handler is left to make it
-		c.intents.Close()
-	}
-	if c.hostEvents != nil {
-		c.hostEvents.Close()
-	}
 	c.endEventSub()
-	if c.events != nil {
-		c.events.Close()
-	}
-	if c.toolEvents != nil { // CloseSession has unsubscribed it
-		c.toolEvents.Close()
+	for _, q := range c.feeds { // no handler is left to make one
+		q.Close()
 	}
 	c.endRuns()
 	c.log.Info("connection closed")
+}
+
+// closer is a feed queue, as run closes it.
+type closer interface{ Close() }
+
+// feed returns the notification queue in *slot, made on first use with the
+// connection's feed bounds; run closes every feed when the connection ends.
+// Every live feed of a connection is made here.
+func feed[T any](c *conn, slot **fanout.Queue[T], send fanout.SendFunc[T]) *fanout.Queue[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *slot == nil {
+		*slot = fanout.New(send, c.feedOptions())
+		c.feeds = append(c.feeds, *slot)
+	}
+	return *slot
+}
+
+// feedOptions bound every feed queue of the connection.
+func (c *conn) feedOptions() fanout.Options {
+	return fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout}
 }
 
 // Handle is called on the read loop for every request. It never blocks on

@@ -10,8 +10,6 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-const checkpointIDShape = "{checkpoint_id: string}"
-
 // checkpointScope refuses a connection whose capabilities restrict state
 // keys: a checkpoint saves and restores whole namespaces.
 func (c *conn) checkpointScope(what string) error {
@@ -49,17 +47,14 @@ func (c *conn) checkpointList(context.Context, *json.RawMessage) (any, error) {
 }
 
 func (c *conn) checkpointRestore(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.CheckpointIDParams
-	if err := decodeParams(params, &p, checkpointIDShape); err != nil {
-		return nil, err
-	}
-	if err := requireString("checkpoint_id", p.CheckpointID, checkpointIDShape); err != nil {
+	id, err := stringParam(params, "checkpoint_id")
+	if err != nil {
 		return nil, err
 	}
 	if err := c.checkpointScope("checkpoint.restore"); err != nil {
 		return nil, err
 	}
-	n, err := c.srv.rt.RestoreCheckpoint(ctx, c.sess, p.CheckpointID)
+	n, err := c.srv.rt.RestoreCheckpoint(ctx, c.sess, id)
 	if err != nil {
 		return nil, checkpointError("checkpoint.restore", err)
 	}
@@ -67,17 +62,14 @@ func (c *conn) checkpointRestore(ctx context.Context, params *json.RawMessage) (
 }
 
 func (c *conn) checkpointDelete(_ context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.CheckpointIDParams
-	if err := decodeParams(params, &p, checkpointIDShape); err != nil {
+	id, err := stringParam(params, "checkpoint_id")
+	if err != nil {
 		return nil, err
 	}
-	if err := requireString("checkpoint_id", p.CheckpointID, checkpointIDShape); err != nil {
-		return nil, err
-	}
-	if err := c.srv.rt.DeleteCheckpoint(c.id, p.CheckpointID); err != nil {
+	if err := c.srv.rt.DeleteCheckpoint(c.id, id); err != nil {
 		return nil, checkpointError("checkpoint.delete", err)
 	}
-	return map[string]any{"deleted": p.CheckpointID}, nil
+	return map[string]any{"deleted": id}, nil
 }
 
 // checkpointError gives each failure its code: a missing approval -32003,

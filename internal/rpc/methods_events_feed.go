@@ -99,12 +99,7 @@ func (s *eventSub) end() {
 // eventFeed is this connection's events.event queue, made on first use; run
 // closes it when the connection ends.
 func (c *conn) eventFeed() *fanout.Queue[feedEvent] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.events == nil {
-		c.events = fanout.New(c.deliverEvent, fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout})
-	}
-	return c.events
+	return feed(c, &c.events, c.deliverEvent)
 }
 
 // deliverEvent writes one queued event, saying how many matching events

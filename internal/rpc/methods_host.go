@@ -64,14 +64,9 @@ type hostEventNotice struct {
 // hostFeed is this connection's host.event queue, made on first use; run
 // closes it when the connection ends.
 func (c *conn) hostFeed() *fanout.Queue[host.Event] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hostEvents == nil {
-		c.hostEvents = fanout.New(func(ctx context.Context, it fanout.Item[host.Event]) error {
-			return c.notify(ctx, protocol.MethodHostEvent, hostEventNotice{Event: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
-		}, fanout.Options{WriteTimeout: c.srv.opts.WriteTimeout})
-	}
-	return c.hostEvents
+	return feed(c, &c.hostEvents, func(ctx context.Context, it fanout.Item[host.Event]) error {
+		return c.notify(ctx, protocol.MethodHostEvent, hostEventNotice{Event: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
+	})
 }
 
 func (c *conn) hostAgents(context.Context, *json.RawMessage) (any, error) {

@@ -229,16 +229,12 @@ func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, e
 		return nil, errRunNotFound(runID)
 	}
 	c.runs.mu.Lock()
-	if c.closedForRuns() {
-		c.runs.mu.Unlock()
-		return nil, internalError("the connection is closing")
-	}
 	if c.runs.subs == nil {
 		c.runs.subs = map[string]*fanout.Queue[runs.Event]{}
 	}
 	q := c.runs.subs[runID]
 	if q == nil {
-		q = fanout.New(c.deliverTrace, fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout})
+		q = fanout.New(c.deliverTrace, c.feedOptions())
 		c.runs.subs[runID] = q
 	}
 	c.runs.mu.Unlock()
@@ -247,14 +243,6 @@ func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, e
 		return nil, errRunNotFound(runID)
 	}
 	return snap, nil
-}
-
-// closedForRuns reports whether the connection has ended (no subscription
-// may start: nothing would close its queue). c.runs.mu is held.
-func (c *conn) closedForRuns() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
 }
 
 // deliverTrace writes one runs.trace.event. Its cursor is the run's turn

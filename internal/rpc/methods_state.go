@@ -75,8 +75,9 @@ func (c *conn) stateSnapshot(_ context.Context, params *json.RawMessage) (any, e
 		return nil, err
 	}
 	snap := c.srv.rt.State.Snapshot(p.TenantID)
+	caps := c.sess.Capabilities()
 	for k := range snap {
-		if c.sess.Capabilities().AllowsKey(k) != nil {
+		if caps.AllowsKey(k) != nil {
 			delete(snap, k)
 		}
 	}

@@ -36,12 +36,7 @@ type intentNotice struct {
 // intentFeed is this connection's supervision.intent queue, made on first
 // use; run closes it when the connection ends.
 func (c *conn) intentFeed() *fanout.Queue[engine.Intent] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.intents == nil {
-		c.intents = fanout.New(c.deliverIntent, fanout.Options{WriteTimeout: c.srv.opts.WriteTimeout})
-	}
-	return c.intents
+	return feed(c, &c.intents, c.deliverIntent)
 }
 
 // deliverIntent writes one queued intent to this supervisor.

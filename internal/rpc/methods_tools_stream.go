@@ -13,12 +13,10 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-const toolHandleShape = "{handle: string}"
-
 // toolsPoll drains a handle this connection may see (its own; every one for
 // a host): null for an unknown or consumed handle.
 func (c *conn) toolsPoll(_ context.Context, params *json.RawMessage) (any, error) {
-	handle, err := c.handleParam(params)
+	handle, err := stringParam(params, "handle")
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +26,7 @@ func (c *conn) toolsPoll(_ context.Context, params *json.RawMessage) (any, error
 // toolsCancel seals a running handle as cancelled; the tool's connection is
 // sent tools.cancel {handle}.
 func (c *conn) toolsCancel(_ context.Context, params *json.RawMessage) (any, error) {
-	handle, err := c.handleParam(params)
+	handle, err := stringParam(params, "handle")
 	if err != nil {
 		return nil, err
 	}
@@ -43,14 +41,6 @@ func (c *conn) toolsCancel(_ context.Context, params *json.RawMessage) (any, err
 // connection's for a host) without draining them.
 func (c *conn) toolsHandles(context.Context, *json.RawMessage) (any, error) {
 	return protocol.ToolHandlesResult{Handles: c.srv.rt.Streams.List(c.id, c.isHost())}, nil
-}
-
-func (c *conn) handleParam(params *json.RawMessage) (string, error) {
-	var p protocol.ToolHandleParams
-	if err := decodeParams(params, &p, toolHandleShape); err != nil {
-		return "", err
-	}
-	return p.Handle, requireString("handle", p.Handle, toolHandleShape)
 }
 
 // toolsStreamSubscribe feeds this connection every chunk of the handles it
@@ -68,12 +58,7 @@ func (c *conn) toolsStreamUnsubscribe(context.Context, *json.RawMessage) (any, e
 // toolEventFeed is this connection's tools.stream.event queue, made on first
 // use; run closes it when the connection ends.
 func (c *conn) toolEventFeed() *fanout.Queue[streams.Event] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.toolEvents == nil {
-		c.toolEvents = fanout.New(c.deliverToolEvent, fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout})
-	}
-	return c.toolEvents
+	return feed(c, &c.toolEvents, c.deliverToolEvent)
 }
 
 // deliverToolEvent writes one chunk, saying how many were dropped before it.

@@ -37,7 +37,7 @@ type Options struct {
 	ToolTimeout        time.Duration    // default budget of one tool callback (300 s)
 	WriteTimeout       time.Duration    // a frame write that takes longer closes the connection (30 s)
 	MaxAbandoned       int              // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue          int              // events.event and tools.stream.event notifications queued per subscriber before the oldest is dropped (256)
+	FeedQueue          int              // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
 	Version            string           // server_version reported by server.handshake
 	Runs               *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens        string           // the agent token file; "": no connection can bind an agent
