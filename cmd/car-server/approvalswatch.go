@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,17 +37,27 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 
-	// Events are printed by one goroutine, in order; the read loop only queues.
-	events := make(chan host.Event, 256)
+	// Requests are printed by one goroutine, in order; the read loop only
+	// queues. A gap — the daemon dropped host events for this watcher, or
+	// this queue was full — is mended by re-reading what waits.
+	type notice struct {
+		Kind    string `json:"kind"`
+		Dropped uint64 `json:"dropped"`
+		Payload struct {
+			Approval *host.Approval `json:"approval"`
+		} `json:"payload"`
+	}
+	notices := make(chan notice, 256)
+	var missed atomic.Bool
 	c.HandleNotification(protocol.MethodHostEvent, func(raw json.RawMessage) {
-		var ev host.Event
-		if json.Unmarshal(raw, &ev) != nil || ev.Kind != host.KindApprovalRequested {
+		var n notice
+		if json.Unmarshal(raw, &n) != nil || (n.Kind != host.KindApprovalRequested && n.Dropped == 0) {
 			return
 		}
 		select {
-		case events <- ev:
+		case notices <- n:
 		default:
-			fmt.Fprintln(stderr, "car-server approvals watch: falling behind; run car-server approvals watch again to list what waits")
+			missed.Store(true)
 		}
 	})
 	var snap struct {
@@ -59,19 +70,31 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	if !asJSON {
 		fmt.Fprintln(stdout, "watching for approval requests (Ctrl-C to stop)")
 	}
-	for _, a := range snap.Approvals {
-		if a.Status == host.ApprovalPending {
+	printed := map[string]bool{}
+	show := func(a host.Approval) {
+		if a.Status == host.ApprovalPending && !printed[a.ID] {
+			printed[a.ID] = true
 			printApproval(stdout, a, asJSON)
 		}
 	}
+	for _, a := range snap.Approvals {
+		show(a)
+	}
 	for {
 		select {
-		case ev := <-events:
-			var a struct {
-				Approval host.Approval `json:"approval"`
+		case n := <-notices:
+			if n.Dropped > 0 || missed.Swap(false) {
+				var list protocol.HostApprovalsResult
+				if err := c.Call(ctx, protocol.MethodHostApprovals, nil, &list); err != nil {
+					fmt.Fprintf(stderr, "car-server approvals watch: re-reading after a gap: %v\n", err)
+					return exitFailed
+				}
+				for _, a := range list.Approvals {
+					show(a)
+				}
 			}
-			if b, err := json.Marshal(ev.Payload); err == nil && json.Unmarshal(b, &a) == nil && a.Approval.ID != "" {
-				printApproval(stdout, a.Approval, asJSON)
+			if n.Kind == host.KindApprovalRequested && n.Payload.Approval != nil {
+				show(*n.Payload.Approval)
 			}
 		case <-c.Done():
 			fmt.Fprintln(stderr, "car-server approvals watch: the daemon closed the connection")

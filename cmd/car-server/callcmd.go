@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,10 @@ func runCallCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		}
 		if !json.Valid(text) {
 			fmt.Fprintf(stderr, "car-server call: PARAMS_JSON is not valid JSON; quote it for the shell, e.g. '{\"key\":\"k\"}'\n")
+			return exitUsage
+		}
+		if t := bytes.TrimSpace(text); t[0] != '{' && t[0] != '[' {
+			fmt.Fprintf(stderr, "car-server call: PARAMS_JSON must be a JSON object or array (JSON-RPC params), got %s\n", t)
 			return exitUsage
 		}
 		params = text

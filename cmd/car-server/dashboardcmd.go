@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/parslee-ai/car-server/config"
@@ -70,18 +68,7 @@ func dashboardToken(cfg *config.Config) (string, error) {
 	if cfg.HostToken != "" {
 		return cfg.HostToken, nil
 	}
-	b, err := os.ReadFile(cfg.HostTokenPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no host token at %s: is the daemon running with this --home? (start it with car-server, or pin a token with CAR_HOST_TOKEN)", cfg.HostTokenPath)
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the host token: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("the host-token file %s is empty: restart the daemon to write a new one", cfg.HostTokenPath)
-	}
-	return t, nil
+	return readTokenFile(cfg.HostTokenPath)
 }
 
 // dashboardURL points at the daemon's TCP listener: loopback when it listens

@@ -185,6 +185,9 @@ func TestCallCommand(t *testing.T) {
 	if _, errOut, code := run("", nil, "state.get", `{key}`); code != exitUsage || !strings.Contains(errOut, "not valid JSON") {
 		t.Fatalf("bad params: %d %s", code, errOut)
 	}
+	if _, errOut, code := run("", nil, "state.get", `5`); code != exitUsage || !strings.Contains(errOut, "must be a JSON object or array") {
+		t.Fatalf("scalar params: %d %q", code, errOut)
+	}
 	if _, errOut, code := run("", nil); code != exitUsage || !strings.Contains(errOut, "usage: car-server call METHOD") {
 		t.Fatalf("no method: %d %s", code, errOut)
 	}

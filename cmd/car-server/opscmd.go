@@ -144,21 +144,22 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 	return c, exitOK
 }
 
-// operatorToken picks the operator commands' credential, first found:
-// $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN, the host-token file, the auth-token
-// file. asHost says it is the host token.
+// operatorToken picks the operator commands' credential, first found: the
+// host_token setting, the auth_token setting (each from its flag, CAR_*
+// variable or config file), the host-token file, the auth-token file.
+// asHost says it is the host token.
 func operatorToken(cfg *config.Config) (token, source string, asHost bool) {
-	if t := strings.TrimSpace(os.Getenv("CAR_HOST_TOKEN")); t != "" {
-		return t, "CAR_HOST_TOKEN", true
+	switch {
+	case cfg.HostToken != "":
+		return cfg.HostToken, "the host_token setting (CAR_HOST_TOKEN)", true
+	case cfg.AuthToken != "":
+		return cfg.AuthToken, "the auth_token setting (CAR_AUTH_TOKEN)", false
 	}
-	if t := strings.TrimSpace(os.Getenv("CAR_AUTH_TOKEN")); t != "" {
-		return t, "CAR_AUTH_TOKEN", false
+	if t, err := readTokenFile(cfg.HostTokenPath); err == nil {
+		return t, cfg.HostTokenPath, true
 	}
-	if b, err := os.ReadFile(cfg.HostTokenPath); err == nil {
-		return strings.TrimSpace(string(b)), cfg.HostTokenPath, true
-	}
-	b, _ := os.ReadFile(cfg.TokenPath)
-	return strings.TrimSpace(string(b)), cfg.TokenPath, false
+	t, _ := readTokenFile(cfg.TokenPath) // none: auth is off, or the daemon says so
+	return t, cfg.TokenPath, false
 }
 
 // isFingerprint tells an approval-ledger fingerprint (32 hex characters)

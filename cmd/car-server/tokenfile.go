@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/parslee-ai/car-server/internal/atomicfile"
 )
@@ -29,4 +31,21 @@ func writeTokenFile(path, token string) error {
 		return fmt.Errorf("token file: %w", err)
 	}
 	return nil
+}
+
+// readTokenFile reads a token the daemon wrote; a missing or empty file is
+// an error that says what to do.
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("no token at %s: is the daemon running with this --home? (start it with car-server)", path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the token at %s: %w", path, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("the token file %s is empty: restart the daemon to write a new one", path)
+	}
+	return t, nil
 }
