@@ -106,12 +106,22 @@ func (s *Store) load(path string, rep *LoadReport) error {
 	var r *run
 	var bad error
 	jr, err := journal.Read(path, func(_ string, raw []byte) {
-		var l line
+		// Only what the index needs: a turn's prompt, parameters and
+		// output are skipped, not built, so start-up does not decode them.
+		var l struct {
+			Record    string     `json:"record"`
+			RunID     string     `json:"run_id"`
+			AgentID   string     `json:"agent_id"`
+			Intent    string     `json:"intent"`
+			StartedAt *time.Time `json:"started_at"`
+			Status    string     `json:"status"`
+			EndedAt   *time.Time `json:"ended_at"`
+		}
 		if err := json.Unmarshal(raw, &l); err != nil {
 			bad = fmt.Errorf("run file %s: %v", path, err)
 			return
 		}
-		switch l.Record.Record {
+		switch l.Record {
 		case KindStarted:
 			if l.StartedAt == nil {
 				bad = fmt.Errorf("run file %s: the started record has no started_at", path)
@@ -158,7 +168,7 @@ func (s *Store) load(path string, rep *LoadReport) error {
 	}
 	r.j = j
 	rep.Incomplete++
-	return s.end(s.ctx, r, StatusIncomplete, nil)
+	return s.end(r, StatusIncomplete, nil)
 }
 
 // Close stops the incomplete markers not yet due (the next Open writes
@@ -365,12 +375,12 @@ func (s *Store) Complete(ctx context.Context, runID string, outcome json.RawMess
 		return err
 	}
 	defer func() { <-r.writer }()
-	return s.end(ctx, r, StatusCompleted, outcome)
+	return s.end(r, StatusCompleted, outcome)
 }
 
 // end writes a run's terminal record and closes its file; the caller holds
 // the run's writer slot (or is loading it).
-func (s *Store) end(_ context.Context, r *run, status string, outcome json.RawMessage) error {
+func (s *Store) end(r *run, status string, outcome json.RawMessage) error {
 	s.mu.Lock()
 	cur, seq, j := r.sum.Status, r.records, r.j
 	s.mu.Unlock()
@@ -435,7 +445,7 @@ func (s *Store) markIncomplete(runID, conn string) {
 	still := r.owner == conn && r.sum.Status == StatusInProgress
 	s.mu.Unlock()
 	if still {
-		_ = s.end(s.ctx, r, StatusIncomplete, nil)
+		_ = s.end(r, StatusIncomplete, nil)
 	}
 }
 

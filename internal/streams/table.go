@@ -135,9 +135,6 @@ func New(opts Options, onEnd func(Ended)) *Table {
 	return t
 }
 
-// Limits returns the options in force.
-func (t *Table) Limits() Options { return t.opts }
-
 // Open registers a running handle, with a fresh id in Info.Handle, before
 // its tool is asked to start, so that chunks sent at once are kept. stop
 // tells the tool to stop; it is called without the table's lock.
