@@ -85,7 +85,7 @@ func (c *conn) hostEventsList(_ context.Context, params *json.RawMessage) (any, 
 		return nil, err
 	}
 	if p.Limit < 0 {
-		return nil, invalidParams("param 'limit' must be 1 or more (default 100)")
+		return nil, invalidParams("param 'limit' must be 0 or more (0 or absent: the newest 100)")
 	}
 	return map[string]any{"events": c.srv.host.Events(p.Limit)}, nil
 }
