@@ -1,0 +1,176 @@
+// Package store is the seam for what several daemons must share: the
+// approval ledger, the idempotency cache with its claims, the messaging
+// dedup ledger, shared state, the durable event log, cross-daemon
+// notifications and the member list.
+//
+// Two implementations stand behind it: store/file (the journals under
+// $CAR_HOME, the default; one daemon) and store/postgres (several daemons on
+// one PostgreSQL). The engine and rpc talk to these interfaces only; neither
+// learns SQL. Every method that can reach a database takes a context and
+// returns an error that wraps ErrUnavailable when the store cannot be
+// reached, so callers can say so instead of guessing.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// ErrUnavailable is wrapped by every error caused by a store that cannot be
+// reached (a database down, a pool exhausted past its timeout). Nothing is
+// acknowledged on such an error: the write did not commit.
+var ErrUnavailable = errors.New("the shared store is unavailable")
+
+// Store bundles one implementation of every part of the seam.
+type Store struct {
+	Kind        string // "file" or "postgres"
+	Node        string // this daemon's member id
+	Approvals   Approvals
+	Idempotency Idempotency
+	Messages    Messages
+	State       State
+	Events      Events // nil: the event log lives in memory only (file store)
+	Bus         Bus
+	Members     Members
+	// Health is nil when the store is reachable, else an error wrapping
+	// ErrUnavailable; /healthz reports it.
+	Health func() error
+	Close  func() error
+}
+
+// Approvals is the approval ledger: one current decision per fingerprint,
+// with its history. Decision and List read a local copy and never wait on
+// I/O; Record commits durably (on every daemon's copy) before it returns.
+type Approvals interface {
+	Record(r protocol.ApprovalRecord) (protocol.ApprovalRecord, error)
+	Decision(fingerprint string) (protocol.ApprovalRecord, bool)
+	// Watch returns a channel that receives the next decision for
+	// fingerprint recorded after the call (on any daemon), and a stop
+	// function. Watch first, then read Decision, so nothing is missed.
+	Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func())
+	List() []protocol.ApprovalRecord
+}
+
+// Idempotency is the cache of idempotent results. Begin is called before a
+// dispatch: a stored result is a hit; otherwise the caller holds a Claim on
+// the key and dispatches under it. A key claimed by another daemon is
+// waited for (its result is then a hit) until the holder's lease expires,
+// when the waiter takes the claim over. The file store's claims are local
+// and do not merge in-flight duplicates.
+type Idempotency interface {
+	Begin(ctx context.Context, key, tool, proposalID string) (out any, hit bool, c Claim, err error)
+	// Invalidate deletes the results of a proposal that rolled back.
+	Invalidate(ctx context.Context, keys []string, proposalID string) error
+	Len() int
+}
+
+// Claim is the right to dispatch one idempotent call. Exactly one of Commit
+// or Release ends it.
+type Claim interface {
+	// Commit stores the result durably; it returns after the commit, so an
+	// ack that follows it is never for a result a crash can lose.
+	Commit(ctx context.Context, output any) error
+	// Release gives the claim up without a result (the call failed).
+	Release()
+}
+
+// Receipt is what a delivered message left behind.
+type Receipt struct {
+	Channel   string  `json:"channel"`
+	MessageID *string `json:"message_id,omitempty"`
+}
+
+// Messages remembers which messaging idempotency keys were delivered.
+type Messages interface {
+	Delivered(ctx context.Context, key string) (Receipt, bool, error)
+	Record(ctx context.Context, key string, r Receipt) error
+}
+
+// Prior is what a key held before a write: enough to put it back.
+type Prior struct {
+	Value   any
+	Existed bool
+	Version uint64 // the version of Value; 0 when the key did not exist
+}
+
+// State is the shared key/value store, one namespace per tenant ("" is
+// the unscoped one). Values are decoded JSON and immutable once stored.
+// Every write stamps the key with a fresh version; Restore puts a prior back
+// only while the key still holds the given version (the last committed
+// write wins, the rollback of an overwritten key keeps the later write).
+type State interface {
+	Get(ctx context.Context, tenant, key string) (any, bool, error)
+	Set(ctx context.Context, tenant, key string, value any) error
+	Write(ctx context.Context, tenant, key string, value any) (version uint64, prior Prior, err error)
+	Restore(ctx context.Context, tenant, key string, version uint64, prior Prior) (bool, error)
+	Keys(ctx context.Context, tenant string) ([]string, error)
+	Snapshot(ctx context.Context, tenant string) (map[string]any, error)
+	// Export copies one tenant's namespace (tenant non-nil) or all.
+	Export(ctx context.Context, tenant *string) (map[string]map[string]any, error)
+	// Replace swaps one namespace (or all) for spaces and returns the
+	// number of keys written.
+	Replace(ctx context.Context, tenant *string, spaces map[string]map[string]any) (int, error)
+}
+
+// EventRecord is one audit event as the durable log keeps it: the daemon
+// that wrote it, its place in that daemon's hash chain, and the event's
+// JSON as the engine encoded it.
+type EventRecord struct {
+	Node       string
+	Seq        uint64
+	At         time.Time
+	Kind       string
+	ProposalID string
+	Hash       string
+	PrevHash   string
+	Body       json.RawMessage
+}
+
+// Events is the cluster's durable event log. Append never blocks on the
+// database: records are written in batches in the background and spooled
+// to disk while the database cannot be reached.
+type Events interface {
+	Append(r EventRecord)
+	// Since returns up to limit records of any daemon with a cluster-wide
+	// position after cursor, and the position of the last one returned.
+	Since(ctx context.Context, cursor int64, limit int) ([]EventRecord, int64, error)
+	// Query returns the records matching q, oldest first.
+	Query(ctx context.Context, q EventFilter) ([]EventRecord, error)
+	Count(ctx context.Context) (int, error)
+}
+
+// EventFilter selects durable events; zero fields do not filter.
+type EventFilter struct {
+	Kinds      []string
+	ProposalID string
+	Node       string
+	Since      time.Time
+	Until      time.Time
+	Limit      int
+}
+
+// Bus carries notifications between daemons (the file store's stays in
+// this process). A subscriber is called in order for one topic, on one
+// goroutine per subscription; it must not block for long.
+type Bus interface {
+	Publish(ctx context.Context, topic string, payload []byte) error
+	Subscribe(topic string, fn func(payload []byte)) (cancel func())
+}
+
+// Member is one daemon of the cluster.
+type Member struct {
+	ID            string    `json:"id"`
+	Version       string    `json:"version"`
+	StartedAt     time.Time `json:"started_at"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	Alive         bool      `json:"alive"`
+}
+
+// Members lists the daemons that share the store.
+type Members interface {
+	List(ctx context.Context) ([]Member, error)
+}
