@@ -1,0 +1,152 @@
+// Package postgres is the shared store on PostgreSQL: several daemons, one
+// source of truth for approvals, idempotency claims, dedup ledgers, shared
+// state, the event log and cross-daemon notifications. The schema lives in
+// embedded migrations applied at start under an advisory lock.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/parslee-ai/car-server/internal/store"
+)
+
+// Config says how to reach the database and how to behave on it.
+type Config struct {
+	URL              string        // a libpq URL; its password never appears in a message
+	MaxConns         int32         // pool size (10)
+	StatementTimeout time.Duration // per statement, set on every connection (5 s)
+	ConnectTimeout   time.Duration // to open a connection (5 s)
+	Node             string        // this daemon's member id
+	Version          string        // this daemon's version, in the nodes table
+	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10
+	}
+	if c.StatementTimeout <= 0 {
+		c.StatementTimeout = 5 * time.Second
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+	if c.ClaimLease <= 0 {
+		c.ClaimLease = 30 * time.Second
+	}
+}
+
+// Redact returns rawURL with any password replaced, for logs and errors.
+// A string that does not parse as a URL is replaced whole.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(an unparsable postgres_url)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// connect opens a bounded pool with the statement timeout set and checks
+// that the database answers.
+func connect(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		// pgx's parse errors can quote the string; say what is wrong without it.
+		return nil, fmt.Errorf("postgres_url %s is not a valid libpq URL: %w", Redact(cfg.URL), redactErr(err, cfg.URL))
+	}
+	pc.MaxConns = cfg.MaxConns
+	pc.MinConns = 0
+	pc.MaxConnIdleTime = time.Minute
+	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
+	pc.ConnConfig.RuntimeParams["application_name"] = "car-server"
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open a pool to %s: %w", Redact(cfg.URL), redactErr(err, cfg.URL))
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%w: cannot reach PostgreSQL at %s: %w; check that it runs and that postgres_url is right", store.ErrUnavailable, Redact(cfg.URL), redactErr(err, cfg.URL))
+	}
+	return pool, nil
+}
+
+// redactErr keeps err's chain but hides the URL's password should the
+// message quote it.
+func redactErr(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return errors.New("(details hidden: they may quote the password)")
+	}
+	pw, has := u.User.Password()
+	if !has || pw == "" {
+		return err
+	}
+	return &redacted{err: err, pw: pw}
+}
+
+type redacted struct {
+	err error
+	pw  string
+}
+
+func (r *redacted) Error() string {
+	return strings.ReplaceAll(r.err.Error(), r.pw, "xxxxx")
+}
+func (r *redacted) Unwrap() error { return r.err }
+
+// MigrateUp applies the embedded migrations to the database at cfg.URL (the
+// operator's `car-server migrate up`) and returns how many it applied.
+func MigrateUp(ctx context.Context, cfg Config) (int, error) {
+	cfg.setDefaults()
+	pool, err := connect(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	m, err := newMigrator(pool)
+	if err != nil {
+		return 0, err
+	}
+	defer m.close()
+	return m.up(ctx)
+}
+
+// MigrateStatus lists the embedded migrations and whether each is applied,
+// and the database's schema version.
+func MigrateStatus(ctx context.Context, cfg Config) ([]MigrationStatus, int64, error) {
+	cfg.setDefaults()
+	pool, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer pool.Close()
+	m, err := newMigrator(pool)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer m.close()
+	st, err := m.status(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	current, _, err := m.versions(ctx)
+	return st, current, err
+}
