@@ -226,6 +226,9 @@ func TestBusCancel(t *testing.T) {
 	for _, p := range []string{"1", "2", "3"} {
 		after.want(t, p) // the other subscription of the topic goes on
 	}
+	if err := a.Close(); err != nil { // waits for every subscription's goroutine
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) != 1 || calls[0] != "1" {
