@@ -267,8 +267,12 @@ func (b *bus) listen() {
 		_ = conn.Close(cctx)
 		cancel()
 		if served {
-			wait = busBackoffMin // it worked for a while: retry at once-ish
+			wait = busBackoffMin // it listened: the next attempt starts the backoff afresh
 		}
+		if !sleepCtx(b.ctx, wait) {
+			return
+		}
+		wait = min(2*wait, busBackoffMax)
 	}
 }
 
