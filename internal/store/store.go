@@ -36,6 +36,7 @@ type Store struct {
 	Events      Events // nil: the event log lives in memory only (file store)
 	Bus         Bus
 	Members     Members
+	Supervisors Supervisors
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error
@@ -155,7 +156,11 @@ type EventFilter struct {
 
 // Bus carries notifications between daemons (the file store's stays in
 // this process). A subscriber is called in order for one topic, on one
-// goroutine per subscription; it must not block for long.
+// goroutine per subscription; it must not block for long. A nil payload
+// asks the subscriber to resync (re-read what it caches): it may have
+// missed notifications, because the bus started or lost its connection, or
+// because the subscriber fell too far behind. Published payloads arrive
+// non-nil (empty at least), so they are never mistaken for it.
 type Bus interface {
 	Publish(ctx context.Context, topic string, payload []byte) error
 	Subscribe(topic string, fn func(payload []byte)) (cancel func())
@@ -173,4 +178,25 @@ type Member struct {
 // Members lists the daemons that share the store.
 type Members interface {
 	List(ctx context.Context) ([]Member, error)
+}
+
+// Supervisor is one supervisor subscription, on some daemon.
+type Supervisor struct {
+	Node    string          `json:"node"`
+	Session string          `json:"session"`
+	Filter  json.RawMessage `json:"filter,omitempty"`
+	Since   time.Time       `json:"since"`
+}
+
+// Supervisors registers the supervisor subscriptions of every daemon, so
+// that a daemon without a supervisor of its own knows that one exists
+// somewhere, and parks rather than runs unsupervised. A daemon's
+// subscriptions go when it closes, and count only while it is alive.
+type Supervisors interface {
+	Register(ctx context.Context, session string, filter any) error
+	Unregister(ctx context.Context, session string) error
+	// Alive lists the subscriptions of live daemons.
+	Alive(ctx context.Context) ([]Supervisor, error)
+	// AnyAlive says whether a live daemon has a subscription.
+	AnyAlive(ctx context.Context) (bool, error)
 }

@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -13,11 +16,21 @@ import (
 type DB struct {
 	cfg  Config
 	pool *pgxpool.Pool
+
+	bus         *bus
+	nodes       *nodes
+	approvals   *ledger
+	state       *state
+	messages    *messages
+	supervisors *supervisors
+
+	closeOnce sync.Once
 }
 
 // Open connects (bounded pool, statement timeout), applies the embedded
 // migrations under the advisory lock, and refuses a database whose schema
-// is newer than this binary.
+// is newer than this binary. Then it starts this daemon's heartbeat, its
+// notification listener and its approval cache.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg.setDefaults()
 	if cfg.Node == "" {
@@ -38,16 +51,67 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &DB{cfg: cfg, pool: pool}, nil
+	db := &DB{cfg: cfg, pool: pool}
+	if err := db.start(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// opTimeout bounds one operation on the database: a connection, then a
+// statement.
+func (db *DB) opTimeout() time.Duration { return db.cfg.ConnectTimeout + db.cfg.StatementTimeout }
+
+// start builds the parts; Close stops whichever were started.
+func (db *DB) start(ctx context.Context) error {
+	t := db.opTimeout()
+	var err error
+	if db.nodes, err = startNodes(ctx, db.pool, db.cfg.Node, db.cfg.Version, db.cfg.Heartbeat, t); err != nil {
+		return err
+	}
+	db.supervisors = &supervisors{pool: db.pool, node: db.cfg.Node, timeout: t, aliveWithin: db.nodes.aliveWithin()}
+	if err := db.supervisors.removeAll(ctx); err != nil { // a previous run's
+		return err
+	}
+	db.state = &state{pool: db.pool, timeout: t}
+	db.messages = &messages{pool: db.pool, timeout: t}
+	db.bus = newBus(db.pool, t)
+	db.approvals, err = openLedger(ctx, db.pool, db.bus, db.cfg.Node, t, db.cfg.ApprovalRecheck)
+	return err
 }
 
 // Store returns the seam's view of db.
 func (db *DB) Store() *store.Store {
-	return &store.Store{Kind: "postgres", Node: db.cfg.Node, Close: db.Close}
+	return &store.Store{
+		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
+		Approvals: db.approvals, State: db.state, Messages: db.messages, Bus: db.bus,
+		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
+	}
 }
 
-// Close releases the pool.
+// Close stops the background work (heartbeat, listener, approval
+// re-check), removes this daemon's supervisor subscriptions and releases
+// the pool. This daemon's member row stays, and ages.
 func (db *DB) Close() error {
-	db.pool.Close()
-	return nil
+	var err error
+	db.closeOnce.Do(func() {
+		if db.approvals != nil {
+			db.approvals.close()
+		}
+		if db.bus != nil {
+			db.bus.close()
+		}
+		if db.nodes != nil {
+			db.nodes.close()
+		}
+		if db.supervisors != nil {
+			err = db.supervisors.removeAll(context.Background())
+		}
+		db.pool.Close()
+	})
+	if errors.Is(err, store.ErrUnavailable) {
+		return nil // the rows of a daemon that is not alive are ignored anyway
+	}
+	return err
 }

@@ -26,6 +26,8 @@ type Config struct {
 	Node             string        // this daemon's member id
 	Version          string        // this daemon's version, in the nodes table
 	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
+	Heartbeat        time.Duration // how often this daemon's car_nodes row is stamped; a member is alive within 3 of them (2 s)
+	ApprovalRecheck  time.Duration // how often the approval cache is checked against the database, in case a notification was lost (2 s)
 }
 
 func (c *Config) setDefaults() {
@@ -40,6 +42,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ClaimLease <= 0 {
 		c.ClaimLease = 30 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 2 * time.Second
+	}
+	if c.ApprovalRecheck <= 0 {
+		c.ApprovalRecheck = 2 * time.Second
 	}
 }
 

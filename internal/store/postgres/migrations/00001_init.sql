@@ -9,12 +9,16 @@ CREATE TABLE car_nodes (
 	last_heartbeat timestamptz NOT NULL
 );
 
--- One current decision per fingerprint, and every decision ever made.
+-- One current decision per fingerprint, and every decision ever made. A
+-- row's seq is taken afresh from car_approval_seq at every write, under the
+-- row's lock, so it grows in commit order: a cache keeps the highest.
+CREATE SEQUENCE car_approval_seq;
 CREATE TABLE car_approvals (
 	fingerprint text PRIMARY KEY,
 	record      json NOT NULL,
 	recorded_at timestamptz NOT NULL,
-	node        text NOT NULL
+	node        text NOT NULL,
+	seq         bigint NOT NULL
 );
 CREATE TABLE car_approval_history (
 	id          bigserial PRIMARY KEY,
@@ -91,4 +95,5 @@ DROP TABLE car_idempotency;
 DROP INDEX car_approval_history_fingerprint;
 DROP TABLE car_approval_history;
 DROP TABLE car_approvals;
+DROP SEQUENCE car_approval_seq;
 DROP TABLE car_nodes;
