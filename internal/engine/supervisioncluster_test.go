@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,74 +14,16 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// fakeRegistry is the supervisor rows of a test's daemons, as the shared
-// store keeps them; each daemon reads and writes it through a registryView.
-type fakeRegistry struct {
-	mu   sync.Mutex
-	rows map[[2]string]json.RawMessage // (node, conn) → filter
-	fail error                         // non-nil: every call fails with it
-}
+// registryView is the test's supervisor registry as one daemon uses it.
+type registryView struct{ *storetest.Member }
 
-func newFakeRegistry() *fakeRegistry {
-	return &fakeRegistry{rows: map[[2]string]json.RawMessage{}}
-}
-
-func (r *fakeRegistry) failWith(err error) {
-	r.mu.Lock()
-	r.fail = err
-	r.mu.Unlock()
-}
-
-// conns lists the connections recorded for node.
-func (r *fakeRegistry) conns(node string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for k := range r.rows {
-		if k[0] == node {
-			out = append(out, k[1])
-		}
+func (v registryView) Alive(ctx context.Context) ([]RemoteSupervisor, error) {
+	rows, err := v.Rows(ctx)
+	out := make([]RemoteSupervisor, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, RemoteSupervisor(r))
 	}
-	slices.Sort(out)
-	return out
-}
-
-type registryView struct {
-	r    *fakeRegistry
-	node string
-}
-
-func (v registryView) Register(_ context.Context, conn string, filter json.RawMessage) error {
-	v.r.mu.Lock()
-	defer v.r.mu.Unlock()
-	if v.r.fail != nil {
-		return v.r.fail
-	}
-	v.r.rows[[2]string{v.node, conn}] = append(json.RawMessage(nil), filter...)
-	return nil
-}
-
-func (v registryView) Unregister(_ context.Context, conn string) error {
-	v.r.mu.Lock()
-	defer v.r.mu.Unlock()
-	if v.r.fail != nil {
-		return v.r.fail
-	}
-	delete(v.r.rows, [2]string{v.node, conn})
-	return nil
-}
-
-func (v registryView) Alive(context.Context) ([]RemoteSupervisor, error) {
-	v.r.mu.Lock()
-	defer v.r.mu.Unlock()
-	if v.r.fail != nil {
-		return nil, v.r.fail
-	}
-	var out []RemoteSupervisor
-	for k, f := range v.r.rows {
-		out = append(out, RemoteSupervisor{Node: k[0], Conn: k[1], Filter: f})
-	}
-	return out, nil
+	return out, err
 }
 
 // daemon is one Runtime joined to the others of a test.
@@ -93,11 +34,11 @@ type daemon struct {
 	exec *countingExecutor
 }
 
-func newDaemon(t *testing.T, node string, bus *storetest.Bus, reg *fakeRegistry, timeout time.Duration) *daemon {
+func newDaemon(t *testing.T, node string, bus *storetest.Bus, reg *storetest.Supervisors, timeout time.Duration) *daemon {
 	t.Helper()
 	exec := &countingExecutor{}
 	rt, s := openRuntime(t, Options{SupervisionTimeout: timeout}, exec, "stage_site", "read")
-	leave, err := rt.Supervisors.JoinCluster(ctxT(t), SupervisionCluster{Node: node, Bus: bus, Registry: registryView{reg, node}})
+	leave, err := rt.Supervisors.JoinCluster(ctxT(t), SupervisionCluster{Node: node, Bus: bus, Registry: registryView{reg.For(node)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +143,7 @@ func pendingIDs(d *daemon) []string {
 }
 
 func TestASupervisorOnOneDaemonAllowsAnIntentRaisedOnAnother(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	intents := a.supervise(t, "sup-a", SupervisionFilter{Tools: []string{"stage_site"}})
@@ -249,7 +190,7 @@ func TestASupervisorOnOneDaemonAllowsAnIntentRaisedOnAnother(t *testing.T) {
 }
 
 func TestASupervisorOnOneDaemonDeniesAnIntentRaisedOnAnother(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	intents := a.supervise(t, "sup-a", SupervisionFilter{})
@@ -279,7 +220,7 @@ func TestASupervisorOnOneDaemonDeniesAnIntentRaisedOnAnother(t *testing.T) {
 }
 
 func TestAnIntentThatTimesOutOnItsDaemonIsDroppedEverywhere(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, 50*time.Millisecond)
 	intents := a.supervise(t, "sup-a", SupervisionFilter{})
@@ -298,7 +239,7 @@ func TestAnIntentThatTimesOutOnItsDaemonIsDroppedEverywhere(t *testing.T) {
 }
 
 func TestDecisionsRacingOnTwoDaemonsLandOnce(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	c := newDaemon(t, "c", bus, reg, testTimeout)
@@ -354,7 +295,7 @@ func TestDecisionsRacingOnTwoDaemonsLandOnce(t *testing.T) {
 }
 
 func TestALocalAndARemoteSupervisorBothReceiveAndTheFirstDecides(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	onA := a.supervise(t, "sup-a", SupervisionFilter{})
@@ -379,7 +320,7 @@ func TestALocalAndARemoteSupervisorBothReceiveAndTheFirstDecides(t *testing.T) {
 }
 
 func TestWithTheOnlySupervisorGoneAProposalRunsUnsupervised(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	if _, err := a.rt.Supervisors.Subscribe(ctxT(t), "sup-a", SupervisionFilter{}, func(Intent) {}); err != nil {
@@ -390,7 +331,7 @@ func TestWithTheOnlySupervisorGoneAProposalRunsUnsupervised(t *testing.T) {
 	if !a.rt.Supervisors.Unsubscribe("sup-a") {
 		t.Fatal("A's supervisor was not subscribed")
 	}
-	if got := reg.conns("a"); len(got) != 0 {
+	if got := reg.Conns("a"); len(got) != 0 {
 		t.Fatalf("A's subscription is still recorded: %v", got)
 	}
 	eventually(t, "B learning that A's supervisor left", func() bool { return b.rt.Supervisors.watching.Load() == 0 })
@@ -403,12 +344,12 @@ func TestWithTheOnlySupervisorGoneAProposalRunsUnsupervised(t *testing.T) {
 }
 
 func TestADaemonMendsItsOwnRowsThatNoConnectionBacks(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	// Left by a crash of A, or by a store that was down when the
 	// connection closed.
-	if err := (registryView{reg, "a"}).Register(ctxT(t), "ghost", json.RawMessage(`{}`)); err != nil {
+	if err := (registryView{reg.For("a")}).Register(ctxT(t), "ghost", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	b.refresh(t)
@@ -416,16 +357,16 @@ func TestADaemonMendsItsOwnRowsThatNoConnectionBacks(t *testing.T) {
 		t.Fatal("B does not see the row")
 	}
 	a.refresh(t)
-	if got := reg.conns("a"); len(got) != 0 {
+	if got := reg.Conns("a"); len(got) != 0 {
 		t.Fatalf("A kept rows no connection backs: %v", got)
 	}
 	// And a subscription whose row went missing gets it back.
 	a.supervise(t, "sup-a", SupervisionFilter{Tools: []string{"read"}})
-	if err := (registryView{reg, "a"}).Unregister(ctxT(t), "sup-a"); err != nil {
+	if err := (registryView{reg.For("a")}).Unregister(ctxT(t), "sup-a"); err != nil {
 		t.Fatal(err)
 	}
 	a.refresh(t)
-	if got := reg.conns("a"); !slices.Equal(got, []string{"sup-a"}) {
+	if got := reg.Conns("a"); !slices.Equal(got, []string{"sup-a"}) {
 		t.Fatalf("A's rows after mending: %v", got)
 	}
 	b.refresh(t)
@@ -436,7 +377,7 @@ func TestADaemonMendsItsOwnRowsThatNoConnectionBacks(t *testing.T) {
 }
 
 func TestAnIntentThatCannotReachItsOnlySupervisorsIsRejected(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	a.supervise(t, "sup-a", SupervisionFilter{})
@@ -453,9 +394,9 @@ func TestAnIntentThatCannotReachItsOnlySupervisorsIsRejected(t *testing.T) {
 }
 
 func TestASubscriptionTheStoreCannotRecordIsRefused(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
-	reg.failWith(errors.New("connection refused"))
+	reg.Fail(errors.New("connection refused"))
 	_, err := a.rt.Supervisors.Subscribe(ctxT(t), "sup-a", SupervisionFilter{}, func(Intent) {})
 	if !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "connection refused") || a.rt.Supervisors.Subscribed("sup-a") {
 		t.Fatalf("%v", err)
@@ -466,7 +407,7 @@ func TestASubscriptionTheStoreCannotRecordIsRefused(t *testing.T) {
 }
 
 func TestAnIntentTooLargeForOneNotificationListsItsFirstActions(t *testing.T) {
-	bus, reg := storetest.NewBus(), newFakeRegistry()
+	bus, reg := storetest.NewBus(), storetest.NewSupervisors()
 	a := newDaemon(t, "a", bus, reg, testTimeout)
 	b := newDaemon(t, "b", bus, reg, testTimeout)
 	// The tool A watches is only in the last action, which does not fit.
