@@ -442,3 +442,35 @@ func TestFitIntentRefusesWhatCannotFit(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// BenchmarkUnsupervisedSubmit compares a proposal's path through the gates
+// on a daemon alone and on one joined to others, with nobody supervising
+// anywhere: the gate reads one counter either way.
+func BenchmarkUnsupervisedSubmit(b *testing.B) {
+	run := func(b *testing.B, join bool) {
+		exec := &countingExecutor{}
+		rt := NewRuntime(Options{})
+		s := rt.OpenSession("s1", exec)
+		defer rt.CloseSession(s)
+		if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "read"}}); err != nil {
+			b.Fatal(err)
+		}
+		if join {
+			leave, err := rt.Supervisors.JoinCluster(context.Background(), SupervisionCluster{Node: "a", Bus: storetest.NewBus(), Registry: registryView{storetest.NewSupervisors().For("a")}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer leave()
+		}
+		ctx := context.Background()
+		b.ResetTimer()
+		for b.Loop() {
+			p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "r", Type: protocol.ActionToolCall, Tool: "read", Parameters: map[string]any{}, FailureBehavior: protocol.FailAbort}}}
+			if _, err := rt.Submit(ctx, &Submission{Proposal: p, Session: s}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("alone", func(b *testing.B) { run(b, false) })
+	b.Run("joined", func(b *testing.B) { run(b, true) })
+}

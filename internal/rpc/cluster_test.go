@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,5 +182,20 @@ func TestAHostOnOneDaemonApprovesAnActionParkedOnAnother(t *testing.T) {
 		if bytes.Contains(f, []byte(secret)) {
 			t.Fatalf("the secret reached the host on A: %s", f)
 		}
+	}
+}
+
+func TestASubscriptionTheSharedStoreCannotRecordIsAnInternalError(t *testing.T) {
+	d := startCluster(t, "a")
+	d.reg.Fail(errors.New("connection refused"))
+	defer d.reg.Fail(nil)
+	sup := newToolbox(t, d.at["a"], nil)
+	err := sup.Call(ctxT(t), protocol.MethodSupervisionSubscribe, nil, nil)
+	code, msg := rpcCode(t, err)
+	if code != protocol.CodeInternal || !strings.Contains(msg, "connection refused") || !strings.Contains(msg, "nothing was subscribed") {
+		t.Fatalf("%d %s", code, msg)
+	}
+	if d.at["a"].rt.Status().Supervisors != 0 {
+		t.Fatal("subscribed although the store did not record it")
 	}
 }
