@@ -158,16 +158,22 @@ func (s *Supervisors) Subscribe(ctx context.Context, connID string, f Supervisio
 func (s *Supervisors) Unsubscribe(connID string) bool {
 	cl := s.cl.Load()
 	if cl != nil {
+		// Taken for the removal alone: a refresh mending this daemon's rows
+		// finishes first, so its writes come before the unregistration
+		// below, which runs unlocked so that connections closing together
+		// do not wait on the store one after another.
 		cl.regMu.Lock()
-		defer cl.regMu.Unlock()
 	}
 	s.mu.Lock()
 	_, was := s.subs[connID]
 	delete(s.subs, connID)
 	s.countLocked()
 	s.mu.Unlock()
-	if cl != nil && was {
-		cl.unregister(connID)
+	if cl != nil {
+		cl.regMu.Unlock()
+		if was {
+			cl.unregister(connID)
+		}
 	}
 	return was
 }

@@ -139,9 +139,9 @@ type supervisionCluster struct {
 	refresh time.Duration
 	confirm time.Duration
 
-	// regMu orders the registry writes of this daemon: a subscription, an
-	// unsubscription and the mending of this daemon's rows by a refresh
-	// never interleave.
+	// regMu orders the registry writes of this daemon: a subscription's and
+	// a refresh's mending of this daemon's rows never interleave, and an
+	// unsubscription's comes after any mending that saw the subscription.
 	regMu sync.Mutex
 
 	kick   chan struct{}   // one pending signal: re-read the registry now
@@ -293,9 +293,8 @@ func (cl *supervisionCluster) register(ctx context.Context, conn string, f Super
 	return nil
 }
 
-// unregister removes conn's row; the caller holds regMu. A failure is
-// mended by the next refresh, which drops this daemon's rows that no
-// connection backs.
+// unregister removes conn's row. A failure is mended by the next refresh,
+// which drops this daemon's rows that no connection backs.
 func (cl *supervisionCluster) unregister(conn string) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
