@@ -210,6 +210,12 @@ type Intent struct {
 	Reversibility Reversibility     `json:"reversibility"`
 	CreatedAt     time.Time         `json:"created_at"`
 	Actions       []IntentAction    `json:"actions"`
+	// Node is the daemon the proposal waits on (several daemons on one
+	// store only).
+	Node string `json:"node,omitempty"`
+	// ActionsOmitted counts the actions left out of an intent that came from
+	// another daemon, so that it fits one cross-daemon notification.
+	ActionsOmitted int `json:"actions_omitted,omitempty"`
 }
 
 // IntentNotice is the params of supervision.intent; dropped > 0 says that
@@ -337,6 +343,7 @@ type HostApproval struct {
 	ResolvedBy        string     `json:"resolved_by,omitempty"`
 	Approved          *bool      `json:"approved,omitempty"`
 	Notes             string     `json:"notes,omitempty"`
+	Node              string     `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
 }
 
 // HostEventEntry is something a host subscriber shows happened.
@@ -347,6 +354,7 @@ type HostEventEntry struct {
 	AgentID   string    `json:"agent_id,omitempty"`
 	Message   string    `json:"message,omitempty"`
 	Payload   Object    `json:"payload"`
+	Node      string    `json:"node,omitempty"` // the daemon it happened on (several daemons on one store only)
 }
 
 // HostEventNotice is the params of host.event; dropped > 0 says that many

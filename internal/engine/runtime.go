@@ -146,7 +146,7 @@ func (rt *Runtime) Status() Status {
 		Sessions:          rt.SessionCount(),
 		ProposalsInFlight: rt.inFlight.Load(),
 		Supervisors:       int(rt.Supervisors.count.Load()),
-		ParkedIntents:     len(rt.Supervisors.Pending()),
+		ParkedIntents:     rt.Supervisors.parkedHere(),
 		OperatorPolicies:  rt.OperatorPolicies().Len(),
 		Events:            rt.Events.Count(),
 	}

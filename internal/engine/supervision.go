@@ -55,6 +55,13 @@ type Intent struct {
 	Reversibility protocol.Reversibility `json:"reversibility"`
 	CreatedAt     time.Time              `json:"created_at"`
 	Actions       []IntentAction         `json:"actions"`
+	// Node is the daemon the proposal waits on; set once this daemon has
+	// joined others (JoinCluster), empty on a daemon alone.
+	Node string `json:"node,omitempty"`
+	// ActionsOmitted counts the actions left out of an intent that came
+	// from another daemon, so that it fit one cross-daemon notification:
+	// Actions lists the first ones only.
+	ActionsOmitted int `json:"actions_omitted,omitempty"`
 }
 
 // SupervisionDecision is a supervisor's verdict.
@@ -69,58 +76,105 @@ type subscriber struct {
 }
 
 type parked struct {
-	intent   Intent
-	decided  chan SupervisionDecision
-	reviewer string
-	matched  map[string]bool // the supervisors whose filter matched: only they decide
+	intent     Intent
+	decided    chan SupervisionDecision
+	reviewer   string
+	decisionID string          // the id of a decision sent from another daemon; "" for one made here
+	matched    map[string]bool // the supervisors whose filter matched: only they decide
 }
 
 // Supervisors is the daemon-wide set of subscribed supervisors and parked
-// intents.
+// intents, and, once the daemon has joined others (JoinCluster), what it
+// knows of theirs.
 type Supervisors struct {
-	timeout time.Duration
-	count   atomic.Int32
+	timeout  time.Duration
+	count    atomic.Int32                       // supervisors subscribed here
+	watching atomic.Int32                       // here and on the other daemons: the gate's fast path
+	cl       atomic.Pointer[supervisionCluster] // nil: one daemon
 
-	mu      sync.Mutex
-	subs    map[string]*subscriber // by connection id
-	pending map[string]*parked     // by intent id
-	order   []string               // intent ids, oldest first
-	idle    chan struct{}          // closed while nothing is parked
+	mu        sync.Mutex
+	subs      map[string]*subscriber // by connection id
+	pending   map[string]*parked     // by intent id
+	order     []string               // intent ids, oldest first
+	idle      chan struct{}          // closed while nothing is parked
+	remote    []remoteSupervisor     // the other daemons' supervisors, as last read
+	away      map[string]*awayIntent // intents parked on other daemons, by id
+	awayOrder []string               // their ids, in arrival order
 }
 
 func newSupervisors(timeout time.Duration) *Supervisors {
 	idle := make(chan struct{})
 	close(idle)
-	return &Supervisors{timeout: timeout, subs: make(map[string]*subscriber), pending: make(map[string]*parked), idle: idle}
+	return &Supervisors{timeout: timeout, subs: make(map[string]*subscriber), pending: make(map[string]*parked), idle: idle, away: make(map[string]*awayIntent)}
 }
 
 // Timeout is how long an intent waits for a decision.
 func (s *Supervisors) Timeout() time.Duration { return s.timeout }
 
+// countLocked publishes the counts the gate and the status read.
+func (s *Supervisors) countLocked() {
+	s.count.Store(int32(len(s.subs)))
+	s.watching.Store(int32(len(s.subs) + len(s.remote)))
+}
+
+func (f *SupervisionFilter) validate() error {
+	if f.MinReversibility != "" && f.MinReversibility.Rank() > protocol.Irreversible.Rank() {
+		return fmt.Errorf("min_reversibility must be reversible, compensable or irreversible; got '%s'", f.MinReversibility)
+	}
+	return nil
+}
+
 // Subscribe installs (or replaces) conn's filter; notify hands an intent to
 // its delivery. notify runs on the submitter's path, so it must not block
 // (queue the intent, never write it). It returns how many supervisors are
-// subscribed.
-func (s *Supervisors) Subscribe(connID string, f SupervisionFilter, notify func(Intent)) (int, error) {
-	if f.MinReversibility != "" {
-		if f.MinReversibility.Rank() > protocol.Irreversible.Rank() {
-			return 0, fmt.Errorf("min_reversibility must be reversible, compensable or irreversible; got '%s'", f.MinReversibility)
+// subscribed, on every daemon once this one has joined others. On a daemon
+// that has joined others the subscription is recorded in the shared store
+// first, so that they park for it; an error wrapping ErrCluster says that
+// could not be done, and nothing was subscribed.
+func (s *Supervisors) Subscribe(ctx context.Context, connID string, f SupervisionFilter, notify func(Intent)) (int, error) {
+	if err := f.validate(); err != nil {
+		return 0, err
+	}
+	cl := s.cl.Load()
+	if cl != nil {
+		cl.regMu.Lock()
+		defer cl.regMu.Unlock()
+		if err := cl.register(ctx, connID, f); err != nil {
+			return 0, err
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.subs[connID] = &subscriber{filter: f, notify: notify}
-	s.count.Store(int32(len(s.subs)))
-	return len(s.subs), nil
+	s.countLocked()
+	n := len(s.subs) + len(s.remote)
+	s.mu.Unlock()
+	if cl != nil {
+		cl.tellPeers(ctx)
+	}
+	return n, nil
 }
 
 // Unsubscribe removes conn's subscription. Its parked intents stay parked.
 func (s *Supervisors) Unsubscribe(connID string) bool {
+	cl := s.cl.Load()
+	if cl != nil {
+		// Taken for the removal alone: a refresh mending this daemon's rows
+		// finishes first, so its writes come before the unregistration
+		// below, which runs unlocked so that connections closing together
+		// do not wait on the store one after another.
+		cl.regMu.Lock()
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	_, was := s.subs[connID]
 	delete(s.subs, connID)
-	s.count.Store(int32(len(s.subs)))
+	s.countLocked()
+	s.mu.Unlock()
+	if cl != nil {
+		cl.regMu.Unlock()
+		if was {
+			cl.unregister(connID)
+		}
+	}
 	return was
 }
 
@@ -132,7 +186,8 @@ func (s *Supervisors) Subscribed(connID string) bool {
 	return ok
 }
 
-// Pending returns the parked intents, oldest first.
+// Pending returns the parked intents, oldest first: this daemon's, and
+// those parked on the other daemons that this one has heard of.
 func (s *Supervisors) Pending() []Intent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,21 +195,47 @@ func (s *Supervisors) Pending() []Intent {
 	for _, id := range s.order {
 		out = append(out, s.pending[id].intent)
 	}
+	if len(s.away) == 0 {
+		return out
+	}
+	s.pruneAwayLocked(time.Now())
+	for _, id := range s.awayOrder {
+		out = append(out, s.away[id].intent)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
 }
 
-// Idle returns a channel that is closed once no intent is parked, so that
-// a draining supervisor connection can stay open exactly as long as it may
-// still release a proposal.
+// parkedHere is how many intents wait on this daemon.
+func (s *Supervisors) parkedHere() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// Idle returns a channel that is closed once no intent is parked on this
+// daemon, so that a draining supervisor connection can stay open exactly as
+// long as it may still release a proposal here. (Intents parked on other
+// daemons do not hold it open: their own supervisors, or the decision
+// timeout, settle them.)
 func (s *Supervisors) Idle() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.idle
 }
 
+// notPending is the refusal of a decision that cannot land.
+func notPending(intentID string) error {
+	return fmt.Errorf("intent '%s' is not pending for you: it was already decided, timed out, never existed, or was sent to other supervisors; your decision did not land", intentID)
+}
+
 // Decide answers a parked intent. Only a subscribed supervisor may decide;
-// an unknown, decided or timed-out intent is an error.
-func (s *Supervisors) Decide(connID, intentID string, d SupervisionDecision) error {
+// an unknown, decided or timed-out intent is an error. An intent parked on
+// another daemon is decided there: Decide sends the decision and returns
+// once that daemon says whether it landed (the first decision does, on
+// whichever daemon it was made); an error wrapping ErrCluster says the
+// daemon could not be reached or did not answer.
+func (s *Supervisors) Decide(ctx context.Context, connID, intentID string, d SupervisionDecision) error {
 	switch d.Kind {
 	case "allow":
 	case "deny", "escalate":
@@ -165,18 +246,28 @@ func (s *Supervisors) Decide(connID, intentID string, d SupervisionDecision) err
 		return fmt.Errorf("decision kind must be allow, deny or escalate; got '%s'", d.Kind)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.subs[connID]; !ok {
+		s.mu.Unlock()
 		return errors.New("only a subscribed supervisor can decide: call supervision.subscribe first")
 	}
-	p, ok := s.pending[intentID]
-	if !ok || !p.matched[connID] {
-		return fmt.Errorf("intent '%s' is not pending for you: it was already decided, timed out, never existed, or was sent to other supervisors; your decision did not land", intentID)
+	if p, ok := s.pending[intentID]; ok && p.matched[connID] {
+		p.reviewer = "conn:" + connID
+		s.removeLocked(intentID)
+		p.decided <- d
+		s.mu.Unlock()
+		return nil
 	}
-	p.reviewer = "conn:" + connID
-	s.removeLocked(intentID)
-	p.decided <- d
-	return nil
+	cl := s.cl.Load()
+	var a *awayIntent
+	if cl != nil {
+		s.pruneAwayLocked(time.Now())
+		a = s.away[intentID]
+	}
+	s.mu.Unlock()
+	if a == nil || !a.matched[connID] {
+		return notPending(intentID)
+	}
+	return s.decideAway(ctx, cl, a, connID, d)
 }
 
 func (s *Supervisors) removeLocked(id string) {
@@ -205,7 +296,10 @@ func (f *SupervisionFilter) matches(in *Intent, connID string) bool {
 				}
 			}
 		}
-		if !hit {
+		// An intent from another daemon may list only its first actions:
+		// one of those left out may be the tool, so it goes to the
+		// supervisor, who sees actions_omitted.
+		if !hit && in.ActionsOmitted == 0 {
 			return false
 		}
 	}
@@ -257,10 +351,14 @@ func (supervisionGate) Name() string { return "supervision" }
 
 func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	s := g.rt.Supervisors
-	if s.count.Load() == 0 {
+	if s.watching.Load() == 0 {
 		return nil
 	}
+	cl := s.cl.Load()
 	in := buildIntent(sub)
+	if cl != nil {
+		in.Node = cl.node
+	}
 	s.mu.Lock()
 	var notify []func(Intent)
 	matched := map[string]bool{}
@@ -270,7 +368,14 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 			matched[id] = true
 		}
 	}
-	if len(notify) == 0 {
+	elsewhere := false
+	for i := range s.remote {
+		if s.remote[i].filter.matches(&in, sub.Session.ID) {
+			elsewhere = true
+			break
+		}
+	}
+	if len(notify) == 0 && !elsewhere {
 		s.mu.Unlock()
 		return nil
 	}
@@ -285,6 +390,28 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	// supervisor whose socket has stopped draining delays nobody.
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
+	outcome, winner := "cancelled", "" // what the other daemons are told
+	if cl != nil {
+		// Every daemon hears of it (their dashboards list it), and theirs
+		// whose filter matches may decide it.
+		if err := cl.announce(ctx, in, sub.Session.ID, s.timeout); err != nil {
+			if len(notify) == 0 {
+				s.mu.Lock()
+				_, still := s.pending[in.ID]
+				s.removeLocked(in.ID)
+				s.mu.Unlock()
+				if still {
+					g.emit(sub, in, "unreachable", "")
+					return fmt.Errorf("the supervisors of this proposal are on other daemons, and intent %s could not be sent to them: %w; the proposal is rejected (fail-closed)", in.ID, err)
+				}
+			}
+			// Else the supervisors here decide it alone.
+		} else {
+			// However the wait ends, the other daemons drop the intent,
+			// and a supervisor there who decided learns whether it landed.
+			defer func() { cl.settled(in.ID, outcome, winner) }()
+		}
+	}
 	for _, n := range notify {
 		n(in)
 	}
@@ -297,6 +424,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		s.removeLocked(in.ID)
 		s.mu.Unlock()
 		if still {
+			outcome = "timeout"
 			g.emit(sub, in, "timeout", "")
 			return fmt.Errorf("no supervisor decided on intent %s within %s; the proposal is rejected (fail-closed)", in.ID, s.timeout)
 		}
@@ -311,6 +439,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		}
 		d = <-p.decided // decided in the same instant: honour it
 	}
+	outcome, winner = d.Kind, p.decisionID
 	g.emit(sub, in, d.Kind, p.reviewer)
 	switch d.Kind {
 	case "allow":

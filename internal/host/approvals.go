@@ -96,6 +96,9 @@ func (r *Registry) raise(conn string, req ApprovalRequest) (Approval, error) {
 		ClientID:          conn,
 		CreatedAt:         now(),
 	}
+	if r.cl != nil {
+		ap.Node = r.cl.node
+	}
 	r.approvals = append(r.approvals, ap)
 	r.byID[ap.ID] = ap
 	r.emitLocked(KindApprovalRequested, ap.AgentID, ap.Title, map[string]any{"approval": *ap})
@@ -124,6 +127,11 @@ func (r *Registry) makeRoomLocked(conn string) error {
 	}
 	i := slices.IndexFunc(r.approvals, func(ap *Approval) bool { return ap.Status != ApprovalPending })
 	if i < 0 {
+		// Another daemon's approval is only a view here: its own daemon
+		// keeps it.
+		i = slices.IndexFunc(r.approvals, r.mirrorLocked)
+	}
+	if i < 0 {
 		return fmt.Errorf("%w: all %d kept approvals are pending; resolve or let some expire before raising another", ErrLimit, len(r.approvals))
 	}
 	delete(r.byID, r.approvals[i].ID)
@@ -134,7 +142,9 @@ func (r *Registry) makeRoomLocked(conn string) error {
 // Resolve marks a pending approval approved or denied by reviewer (the rpc
 // layer passes "conn:<id>"). A client-raised approval may be resolved only by
 // the connection that raised it; a system-level one by anyone (the caller
-// checks the approver role). Emits approval.resolved.
+// checks the approver role). Emits approval.resolved, except for an approval
+// raised on another daemon: its mirror here is marked, and its own daemon
+// emits approval.resolved once the decision reaches it (see Join).
 func (r *Registry) Resolve(conn, id string, approved bool, notes, reviewer string) (Approval, error) {
 	r.mu.Lock()
 	defer r.unlock()
@@ -151,7 +161,9 @@ func (r *Registry) Resolve(conn, id string, approved bool, notes, reviewer strin
 		ap.Status = ApprovalApproved
 	}
 	ap.ResolvedAt, ap.ResolvedBy, ap.Approved, ap.Notes = &t, reviewer, &approved, notes
-	r.emitLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
+	if !r.mirrorLocked(ap) {
+		r.emitLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
+	}
 	return *ap, nil
 }
 
@@ -172,6 +184,14 @@ func (r *Registry) expireLocked(ap *Approval, reason string) {
 	t := now()
 	ap.Status, ap.ResolvedAt, ap.Notes = ApprovalExpired, &t, reason
 	r.emitLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
+}
+
+// expireHereLocked expires the mirror of another daemon's approval, telling
+// this daemon's subscribers only.
+func (r *Registry) expireHereLocked(ap *Approval, reason string) {
+	t := now()
+	ap.Status, ap.ResolvedAt, ap.Notes = ApprovalExpired, &t, reason
+	r.emitHereLocked(KindApprovalResolved, ap.AgentID, ap.Title+": "+ap.Status, map[string]any{"approval": *ap})
 }
 
 // pendingLocked finds approval id and checks it still awaits a decision.

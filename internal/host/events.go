@@ -67,8 +67,18 @@ func (r *Registry) Notify(conn string, req NotifyRequest) Event {
 }
 
 // emitLocked stamps an event, keeps it in the ring and queues it for the
-// subscribers; unlock sends it.
+// subscribers, here (unlock sends it) and on the other daemons (Join).
 func (r *Registry) emitLocked(kind, agentID, message string, payload map[string]any) Event {
+	ev := r.emitHereLocked(kind, agentID, message, payload)
+	if r.cl != nil {
+		r.cl.queue(hostMsg{Type: msgEvent, Node: r.cl.node, Event: &ev})
+	}
+	return ev
+}
+
+// emitHereLocked is emitLocked for this daemon's subscribers alone: what it
+// says concerns this daemon's view (a mirrored approval it expired).
+func (r *Registry) emitHereLocked(kind, agentID, message string, payload map[string]any) Event {
 	if payload == nil {
 		payload = map[string]any{}
 	}
@@ -79,6 +89,9 @@ func (r *Registry) emitLocked(kind, agentID, message string, payload map[string]
 		AgentID:   agentID,
 		Message:   message,
 		Payload:   payload,
+	}
+	if r.cl != nil {
+		ev.Node = r.cl.node
 	}
 	r.ring.push(ev)
 	r.outbox = append(r.outbox, ev)

@@ -70,6 +70,9 @@ type Registry struct {
 	ring      ring
 	subs      map[string]subscriber
 	outbox    []Event // recorded under mu, sent by unlock
+
+	cl    *hostCluster    // nil: one daemon (Join)
+	peers map[string]peer // the other daemons heard from, by member id
 }
 
 // New returns an empty registry bounded by opts.
@@ -118,6 +121,7 @@ func (r *Registry) unlock() {
 func (r *Registry) Subscribe(conn string, approver bool, send func(Event)) Snapshot {
 	r.mu.Lock()
 	defer r.unlock()
+	defer r.approversChangeLocked()()
 	r.subs[conn] = subscriber{approver: approver, send: send}
 	return Snapshot{
 		Agents:    r.agentsLocked(),
@@ -131,22 +135,42 @@ func (r *Registry) Subscribe(conn string, approver bool, send func(Event)) Snaps
 func (r *Registry) Unsubscribe(conn string) bool {
 	r.mu.Lock()
 	defer r.unlock()
+	defer r.approversChangeLocked()()
 	_, ok := r.subs[conn]
 	delete(r.subs, conn)
 	return ok
 }
 
-// HasApprovers reports whether some subscriber may approve, so a gate knows
-// whether parking an action for a person can ever end in a decision.
+// HasApprovers reports whether some subscriber may approve, here or on
+// another daemon heard from recently (Join), so a gate knows whether
+// parking an action for a person can ever end in a decision.
 func (r *Registry) HasApprovers() bool {
 	r.mu.Lock()
 	defer r.unlock()
+	return r.approversLocked() > 0 || r.remoteApproversLocked()
+}
+
+// approversLocked is how many subscribers here may approve.
+func (r *Registry) approversLocked() int {
+	n := 0
 	for _, s := range r.subs {
 		if s.approver {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// approversChangeLocked notes the approvers here before a change; the
+// function it returns, called after it under the same lock, has them
+// announced to the other daemons when their number changed.
+func (r *Registry) approversChangeLocked() func() {
+	before := r.approversLocked()
+	return func() {
+		if r.cl != nil && r.approversLocked() != before {
+			r.cl.kickAnnounce()
+		}
+	}
 }
 
 // DropConnection removes conn's subscription and every agent it registered,
@@ -156,6 +180,7 @@ func (r *Registry) HasApprovers() bool {
 func (r *Registry) DropConnection(conn string) {
 	r.mu.Lock()
 	defer r.unlock()
+	defer r.approversChangeLocked()()
 	delete(r.subs, conn)
 	for _, a := range r.agentsLocked() {
 		if a.SessionID == conn {

@@ -3,20 +3,24 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-func (c *conn) supervisionSubscribe(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) supervisionSubscribe(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p struct {
 		Filter engine.SupervisionFilter `json:"filter"`
 	}
 	if err := optionalParams(params, &p, "{filter?: {tools?: string[], sessions?: string[], min_reversibility?: string}}"); err != nil {
 		return nil, err
 	}
-	n, err := c.srv.rt.Supervisors.Subscribe(c.id, p.Filter, c.intentFeed().Push)
+	n, err := c.srv.rt.Supervisors.Subscribe(ctx, c.id, p.Filter, c.intentFeed().Push)
+	if errors.Is(err, engine.ErrCluster) {
+		return nil, internalError("%v", err)
+	}
 	if err != nil {
 		return nil, invalidParams("filter: %v", err)
 	}
@@ -53,7 +57,7 @@ func (c *conn) supervisionPending(context.Context, *json.RawMessage) (any, error
 	return map[string]any{"intents": c.srv.rt.Supervisors.Pending()}, nil
 }
 
-func (c *conn) supervisionDecide(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) supervisionDecide(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p struct {
 		IntentID string                      `json:"intent_id"`
 		Decision *engine.SupervisionDecision `json:"decision"`
@@ -68,7 +72,10 @@ func (c *conn) supervisionDecide(_ context.Context, params *json.RawMessage) (an
 	if p.Decision == nil {
 		return nil, invalidParams("param 'decision' is required: expected %s", shape)
 	}
-	if err := c.srv.rt.Supervisors.Decide(c.id, p.IntentID, *p.Decision); err != nil {
+	if err := c.srv.rt.Supervisors.Decide(ctx, c.id, p.IntentID, *p.Decision); err != nil {
+		if errors.Is(err, engine.ErrCluster) {
+			return nil, internalError("%v", err)
+		}
 		return nil, invalidParams("%v", err)
 	}
 	return map[string]any{"decided": true}, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/ui"
 )
 
@@ -43,6 +44,12 @@ type Options struct {
 	AgentTokens        string           // the agent token file; "": no connection can bind an agent
 	Postures           *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
 	Logger             *zap.Logger
+	// Node and Bus join this daemon's host surface to the other daemons
+	// sharing its store: host events and approvals fan out, and approvers
+	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
+	// joins through the Runtime (engine.Supervisors.JoinCluster).
+	Node string
+	Bus  store.Bus
 }
 
 // Approver roles (Options.ApproverRole).
@@ -110,6 +117,8 @@ type Server struct {
 	connWG   sync.WaitGroup
 
 	bound agentBindings // agent id → the one connection bound to it
+
+	leaveHost func() // stops the host surface's cross-daemon notifications; nil on one daemon
 }
 
 // NewServer returns a server for rt.
@@ -117,6 +126,9 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now()}
 	s.host = host.New(host.Options{})
+	if opts.Bus != nil {
+		s.leaveHost = s.host.Join(host.Cluster{Node: opts.Node, Bus: opts.Bus})
+	}
 	// Actions that need an approval wait for a person at this registry.
 	rt.SetApprovalDesk(s.host)
 	s.mux = http.NewServeMux()
@@ -245,5 +257,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.connWG.Wait()
+	if s.leaveHost != nil {
+		// After the connections: what closing them changed still goes out.
+		s.leaveHost()
+	}
 	return ctx.Err()
 }
