@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // The event log of a cluster. Every daemon appends its events to one
@@ -357,42 +358,24 @@ func (l *EventLog) AlertsAll(ctx context.Context, th AlertThresholds) (MetricsSu
 	return s, judge(&s, th), nil
 }
 
-// NodeChain is one daemon's chain as VerifyAll found it.
-type NodeChain struct {
-	Node     string `json:"node"`
-	Verified int    `json:"verified"` // records that verify, up to the first that does not
-	// Tampered is the Seq of the node's first record that does not verify:
-	// its body does not hash to its hash, its columns disagree with its
-	// body, or it does not link to the record before it. Nil: the chain
-	// holds.
-	Tampered *uint64 `json:"tampered"`
-}
-
-// ChainReport is events.chain.verify. Alone, Verified or TamperedAt as
-// VerifyChain says, and no Nodes. In a cluster, Verified is the sum over
-// the nodes, TamperedAt (when some chain breaks) the index, in the log's
-// order, of the first record that does not verify, and Nodes every daemon's
-// chain, sorted by node.
-type ChainReport struct {
-	Verified   *int        `json:"verified,omitempty"`
-	TamperedAt *int        `json:"tampered_at,omitempty"`
-	Nodes      []NodeChain `json:"nodes,omitempty"`
-}
-
-// VerifyAll verifies every daemon's chain in the durable log, reading it
-// in pages (memory grows with the number of daemons, not of records), by
-// recomputing each record's hash from its stored JSON; alone, VerifyChain.
-func (l *EventLog) VerifyAll(ctx context.Context) (ChainReport, error) {
+// VerifyAll is events.chain.verify. In a cluster it verifies every daemon's
+// chain in the durable log, reading it in pages (memory grows with the
+// number of daemons, not of records), by recomputing each record's hash from
+// its stored JSON: a daemon's chain breaks at its first record whose body
+// does not hash to its hash, whose columns disagree with its body, or that
+// does not link to the record before it. Alone, VerifyChain: Verified or
+// TamperedAt, and no Nodes.
+func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, error) {
 	cl := l.clusterLog()
 	if cl == nil {
 		verified, tampered := l.VerifyChain()
 		if tampered >= 0 {
-			return ChainReport{TamperedAt: &tampered}, nil
+			return protocol.ChainVerifyResult{TamperedAt: &tampered}, nil
 		}
-		return ChainReport{Verified: &verified}, nil
+		return protocol.ChainVerifyResult{Verified: &verified}, nil
 	}
 	type state struct {
-		NodeChain
+		protocol.NodeChain
 		prev string
 	}
 	nodes := map[string]*state{}
@@ -403,13 +386,13 @@ func (l *EventLog) VerifyAll(ctx context.Context) (ChainReport, error) {
 	for {
 		recs, next, err := cl.Since(ctx, cursor, verifyPage)
 		if err != nil {
-			return ChainReport{}, fmt.Errorf("read the cluster's events to verify their chains: %w", err)
+			return protocol.ChainVerifyResult{}, fmt.Errorf("read the cluster's events to verify their chains: %w", err)
 		}
 		for i := range recs {
 			r := &recs[i]
 			st := nodes[r.Node]
 			if st == nil {
-				st = &state{NodeChain: NodeChain{Node: r.Node}}
+				st = &state{NodeChain: protocol.NodeChain{Node: r.Node}}
 				nodes[r.Node] = st
 			}
 			if st.Tampered == nil {
@@ -433,7 +416,7 @@ func (l *EventLog) VerifyAll(ctx context.Context) (ChainReport, error) {
 		}
 		cursor = next
 	}
-	rep := ChainReport{Verified: &total, TamperedAt: tamperedAt, Nodes: make([]NodeChain, 0, len(nodes))}
+	rep := protocol.ChainVerifyResult{Verified: &total, TamperedAt: tamperedAt, Nodes: make([]protocol.NodeChain, 0, len(nodes))}
 	for _, st := range nodes {
 		rep.Nodes = append(rep.Nodes, st.NodeChain)
 	}
