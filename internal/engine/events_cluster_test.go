@@ -412,3 +412,32 @@ func TestFollowReportsAnOutageAndCatchesUp(t *testing.T) {
 		t.Fatalf("after the outage: %+v", got)
 	}
 }
+
+// discardLog is a ClusterLog whose Append does nothing, so a benchmark
+// measures the engine's side of an append alone.
+type discardLog struct{ *storetest.Events }
+
+func (discardLog) Append(store.EventRecord) {}
+
+// BenchmarkAppend compares an append alone (chained, in memory) with one of
+// a daemon of a cluster, which also shapes the data as JSON and encodes the
+// event for the durable log; compare the two in one run.
+func BenchmarkAppend(b *testing.B) {
+	data := map[string]any{"type": "tool_call", "tool": "echo", "duration_ms": 1.25, "cache_hit": true, "agent": "planner"}
+	for _, mode := range []string{"alone", "cluster"} {
+		b.Run(mode, func(b *testing.B) {
+			l := NewEventLog(1024)
+			if mode == "cluster" {
+				if err := l.JoinCluster(context.Background(), "a", discardLog{storetest.NewEvents(nil)}); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				l.EnableChain()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Append(Event{Kind: EventActionSucceeded, ProposalID: "p", ActionID: "a", Connection: "c", Data: data})
+			}
+		})
+	}
+}
