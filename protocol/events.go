@@ -36,9 +36,14 @@ type EventNotice struct {
 // seq between AfterCursor and the notice's cursor were dropped. The
 // subscriber gets them back with events.query {after_cursor, kinds?,
 // proposal_id?}, as long as the event log still retains them.
+//
+// In a cluster, where each daemon numbers its own events, Cursors says for
+// each daemon whose events the feed has carried where its backfill starts:
+// events.query {node, after_cursor: Cursors[node], kinds?, proposal_id?}.
 type EventsMissed struct {
-	Count       uint64 `json:"count"`
-	AfterCursor uint64 `json:"after_cursor"`
+	Count       uint64            `json:"count"`
+	AfterCursor uint64            `json:"after_cursor"`
+	Cursors     map[string]uint64 `json:"cursors,omitempty"`
 }
 
 // ProposalCancelParams are the params of proposal.cancel.

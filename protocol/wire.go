@@ -258,11 +258,14 @@ type EventsQueryParams struct {
 	DataMatches map[string]string `json:"data_matches,omitempty"`
 	Limit       int               `json:"limit,omitempty"`
 	AfterCursor uint64            `json:"after_cursor,omitempty"`
+	Node        string            `json:"node,omitempty"` // in a cluster: one daemon's events
 }
 
-// Event is one entry of the event log.
+// Event is one entry of the event log. Node, in a cluster, is the daemon
+// that recorded it; Seq is its place in that daemon's chain.
 type Event struct {
 	Seq        uint64    `json:"seq"`
+	Node       string    `json:"node,omitempty"`
 	Kind       string    `json:"kind"`
 	Timestamp  time.Time `json:"timestamp"`
 	ProposalID string    `json:"proposal_id,omitempty"`
@@ -273,17 +276,30 @@ type Event struct {
 	Hash       string    `json:"hash,omitempty"`
 }
 
-// EventsQueryResult is the reply to events.query, newest first.
+// EventsQueryResult is the reply to events.query, newest first. Truncated,
+// in a cluster, says that older events were not looked at.
 type EventsQueryResult struct {
-	Count  int     `json:"count"`
-	Events []Event `json:"events"`
+	Count     int     `json:"count"`
+	Events    []Event `json:"events"`
+	Truncated bool    `json:"truncated,omitempty"`
 }
 
 // ChainVerifyResult is the reply to events.chain.verify: verified, or the
-// seq where the chain breaks.
+// index where the chain breaks. In a cluster, Verified is the sum over
+// Nodes, every daemon's chain, and TamperedAt (when one breaks) the index of
+// the first bad event in the shared log's order.
 type ChainVerifyResult struct {
-	Verified   *int `json:"verified,omitempty"` // events checked
-	TamperedAt *int `json:"tampered_at,omitempty"`
+	Verified   *int        `json:"verified,omitempty"` // events checked
+	TamperedAt *int        `json:"tampered_at,omitempty"`
+	Nodes      []NodeChain `json:"nodes,omitempty"`
+}
+
+// NodeChain is one daemon's chain in a cluster: how many of its events
+// verify, and the seq of the first that does not (absent: the chain holds).
+type NodeChain struct {
+	Node     string  `json:"node"`
+	Verified int     `json:"verified"`
+	Tampered *uint64 `json:"tampered,omitempty"`
 }
 
 // RetentionPolicy bounds the event log.

@@ -43,12 +43,12 @@ func spendOf(e *Event) (agent string, in, out int64, cost float64, ok bool) {
 	return agent, int64(fin), int64(fout), cost, true
 }
 
-// foldSpend adds the retained events' spend to s, and its split by agent.
-// The caller holds l.mu.
-func (l *EventLog) foldSpend(s *MetricsSummary) {
+// foldSpend adds events' spend to s, and its split by agent; the cumulative
+// cost is the caller's.
+func foldSpend(events []Event, s *MetricsSummary) {
 	by := map[string]*AgentCost{}
-	for i := range l.events {
-		agent, in, out, cost, ok := spendOf(&l.events[i])
+	for i := range events {
+		agent, in, out, cost, ok := spendOf(&events[i])
 		if !ok {
 			continue
 		}
@@ -70,7 +70,6 @@ func (l *EventLog) foldSpend(s *MetricsSummary) {
 		s.CostByAgent = append(s.CostByAgent, *a)
 	}
 	sort.Slice(s.CostByAgent, func(i, j int) bool { return s.CostByAgent[i].Agent < s.CostByAgent[j].Agent })
-	s.CumulativeCostUSD = l.cumulativeCost
 }
 
 // CostByAgent is the retained events' spend by agent, sorted by agent: the
@@ -79,7 +78,7 @@ func (l *EventLog) CostByAgent() []AgentCost {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var s MetricsSummary
-	l.foldSpend(&s)
+	foldSpend(l.events, &s)
 	return s.CostByAgent
 }
 
@@ -104,6 +103,11 @@ type Alert struct {
 // the cumulative cost, which retention never rolls back.
 func (l *EventLog) Alerts(th AlertThresholds) (MetricsSummary, []Alert) {
 	s := l.Summary()
+	return s, judge(&s, th)
+}
+
+// judge lists the thresholds of th that s crosses.
+func judge(s *MetricsSummary, th AlertThresholds) []Alert {
 	alerts := []Alert{}
 	if th.MaxCostUSD != nil && s.CumulativeCostUSD > *th.MaxCostUSD {
 		alerts = append(alerts, Alert{Kind: "cost_overage", Observed: s.CumulativeCostUSD, Threshold: *th.MaxCostUSD,
@@ -125,5 +129,5 @@ func (l *EventLog) Alerts(th AlertThresholds) (MetricsSummary, []Alert) {
 		alerts = append(alerts, Alert{Kind: "goal_ungrounded", Observed: float64(s.GoalsUngrounded), Threshold: float64(*th.MaxGoalsUngrounded),
 			Message: fmt.Sprintf("%d goals were met on ungrounded evidence (at most %d allowed)", s.GoalsUngrounded, *th.MaxGoalsUngrounded)})
 	}
-	return s, alerts
+	return alerts
 }

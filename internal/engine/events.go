@@ -46,6 +46,7 @@ const (
 // parameter values.
 type Event struct {
 	Seq        uint64         `json:"seq"`
+	Node       string         `json:"node,omitempty"` // the daemon that recorded it, in a cluster (its chain)
 	Kind       EventKind      `json:"kind"`
 	Timestamp  time.Time      `json:"timestamp"`
 	ProposalID string         `json:"proposal_id,omitempty"`
@@ -72,8 +73,11 @@ type EventQuery struct {
 	DataMatches map[string]string `json:"data_matches,omitempty"`
 	Limit       int               `json:"limit,omitempty"`
 	// AfterCursor keeps only events with a larger Seq: how a subscriber
-	// backfills a gap in its events.event feed.
+	// backfills a gap in its events.event feed (in a cluster, with Node:
+	// Seq is the place in that daemon's chain).
 	AfterCursor uint64 `json:"after_cursor,omitempty"`
+	// Node keeps only the events one daemon of a cluster recorded.
+	Node string `json:"node,omitempty"`
 }
 
 // MetricsSummary is the operational rollup of the retained events.
@@ -102,10 +106,16 @@ type MetricsSummary struct {
 	CostByAgent         []AgentCost `json:"cost_by_agent"`
 	CallbackP50Ms       float64     `json:"callback_p50_ms"` // median duration of tool calls that made a callback
 	CallbackP99Ms       float64     `json:"callback_p99_ms"`
+	// SummarizedEvents is set in a cluster only: the counts, rates and
+	// spend fold the newest SummarizedEvents events of the shared log,
+	// while TotalEvents counts all of them.
+	SummarizedEvents *int `json:"summarized_events,omitempty"`
 }
 
 // EventLog is the daemon's bounded, in-memory audit trail, optionally
-// hash-chained. It is safe for concurrent use.
+// hash-chained. In a cluster (JoinCluster) every event is also handed to the
+// cluster's durable log, and the reads that cover the whole cluster (the
+// methods taking a context) read that. It is safe for concurrent use.
 type EventLog struct {
 	mu       sync.Mutex
 	events   []Event
@@ -115,6 +125,11 @@ type EventLog struct {
 	lastHash string
 	policy   RetentionPolicy
 	now      func() time.Time
+
+	// Set once by JoinCluster, before anything is appended.
+	node       string     // this daemon's id; "" alone
+	cluster    ClusterLog // nil: the log lives in memory only
+	followFrom int64      // the cluster position Follow starts after
 	// cumulativeCost is every appended event's cost, counted at append:
 	// retention never lowers it.
 	cumulativeCost float64
@@ -215,22 +230,32 @@ func (l *EventLog) unsubscribe(s *eventSubscriber) {
 	}
 }
 
-// record stamps e, keeps it within the bounds and returns it as kept. The
-// caller holds mu.
+// record stamps e, keeps it within the bounds (and, in a cluster, hands it
+// to the durable log) and returns it as kept. The caller holds mu, so the
+// durable log receives each daemon's events in Seq order.
 func (l *EventLog) record(e Event) Event {
+	observe(&e)
 	l.seq++
 	e.Seq = l.seq
+	e.Node = l.node
 	e.Timestamp = l.now().UTC()
+	if l.cluster != nil {
+		e.Data = jsonShaped(e.Data)
+	}
 	if l.chained {
 		e.PrevHash = l.lastHash
 		e.Hash = eventHash(&e)
+	}
+	if l.cluster != nil {
+		l.cluster.Append(durableRecord(&e))
+	}
+	if l.chained {
 		l.lastHash = e.Hash
 	}
 	l.events = append(l.events, e)
 	if _, _, _, cost, ok := spendOf(&e); ok {
 		l.cumulativeCost += cost
 	}
-	observe(&e)
 	limit := l.capacity
 	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
 		limit = int(*l.policy.MaxEvents)
@@ -279,6 +304,9 @@ func (l *EventLog) Query(q EventQuery) []Event {
 }
 
 func (q *EventQuery) matches(e *Event) bool {
+	if q.Node != "" && q.Node != e.Node {
+		return false
+	}
 	if len(q.Kinds) > 0 {
 		found := false
 		for _, k := range q.Kinds {
@@ -389,12 +417,19 @@ func (l *EventLog) Retention() RetentionPolicy {
 func (l *EventLog) Summary() MetricsSummary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := MetricsSummary{TotalEvents: len(l.events)}
+	s := summarize(l.events)
+	s.CumulativeCostUSD = l.cumulativeCost
+	return s
+}
+
+// summarize folds events into a MetricsSummary, all but the cumulative cost.
+func summarize(events []Event) MetricsSummary {
+	s := MetricsSummary{TotalEvents: len(events)}
 	var latency float64
 	var timed int
 	var callbacks []float64
-	for i := range l.events {
-		e := &l.events[i]
+	for i := range events {
+		e := &events[i]
 		switch e.Kind {
 		case EventProposalReceived:
 			s.ProposalsReceived++
@@ -434,7 +469,7 @@ func (l *EventLog) Summary() MetricsSummary {
 	if timed > 0 {
 		s.AvgLatencyMs = latency / float64(timed)
 	}
-	l.foldSpend(&s)
+	foldSpend(events, &s)
 	s.CallbackP50Ms = percentile(callbacks, 50)
 	s.CallbackP99Ms = percentile(callbacks, 99)
 	return s
@@ -479,7 +514,12 @@ func observe(e *Event) {
 	}
 }
 
-// eventHash is SHA-256 over the event's content and its link.
+// eventHash is SHA-256 over the event's content and its link (and, in a
+// cluster, its daemon's id, so an event moved to another daemon's chain does
+// not verify). It is the one definition: the cluster's verification
+// recomputes it from the stored JSON, so Data holds JSON-shaped values only
+// (strings, numbers, booleans, maps and slices of them), which encode the
+// same once decoded.
 func eventHash(e *Event) string {
 	b, _ := json.Marshal(struct {
 		Seq        uint64         `json:"seq"`
@@ -490,7 +530,8 @@ func eventHash(e *Event) string {
 		Connection string         `json:"connection"`
 		Data       map[string]any `json:"data"`
 		PrevHash   string         `json:"prev_hash"`
-	}{e.Seq, e.Kind, e.Timestamp.Format(time.RFC3339Nano), e.ProposalID, e.ActionID, e.Connection, e.Data, e.PrevHash})
+		Node       string         `json:"node,omitempty"`
+	}{e.Seq, e.Kind, e.Timestamp.Format(time.RFC3339Nano), e.ProposalID, e.ActionID, e.Connection, e.Data, e.PrevHash, e.Node})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

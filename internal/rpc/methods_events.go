@@ -7,13 +7,25 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 )
 
-func (c *conn) eventsCount(context.Context, *json.RawMessage) (any, error) {
-	return c.srv.rt.Events.Count(), nil
+// In a cluster, events.count, events.query, events.chain.verify and
+// metrics.summary cover every daemon's events (engine.EventLog's *All
+// methods); alone, this daemon's.
+
+func (c *conn) eventsCount(ctx context.Context, _ *json.RawMessage) (any, error) {
+	return c.srv.rt.Events.CountAll(ctx)
 }
 
-const eventQueryShape = "{kinds?: string[], action_id?: string, proposal_id?: string, since?: RFC3339, until?: RFC3339, data_matches?: {key: string}, limit?: number, after_cursor?: number}"
+const eventQueryShape = "{kinds?: string[], action_id?: string, proposal_id?: string, node?: string, since?: RFC3339, until?: RFC3339, data_matches?: {key: string}, limit?: number, after_cursor?: number}"
 
-func (c *conn) eventsQuery(_ context.Context, params *json.RawMessage) (any, error) {
+// eventsQueryResult is the reply to events.query; Truncated is said in a
+// cluster only, when older events were not looked at.
+type eventsQueryResult struct {
+	Count     int            `json:"count"`
+	Events    []engine.Event `json:"events"`
+	Truncated bool           `json:"truncated,omitempty"`
+}
+
+func (c *conn) eventsQuery(ctx context.Context, params *json.RawMessage) (any, error) {
 	var q engine.EventQuery
 	if err := optionalParams(params, &q, eventQueryShape); err != nil {
 		return nil, err
@@ -21,8 +33,11 @@ func (c *conn) eventsQuery(_ context.Context, params *json.RawMessage) (any, err
 	if q.Limit < 0 {
 		return nil, invalidParams("param 'limit' must be 0 (no limit) or more")
 	}
-	events := c.srv.rt.Events.Query(q)
-	return map[string]any{"count": len(events), "events": events}, nil
+	events, truncated, err := c.srv.rt.Events.QueryAll(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return eventsQueryResult{Count: len(events), Events: events, Truncated: truncated}, nil
 }
 
 func (c *conn) eventsChainEnable(context.Context, *json.RawMessage) (any, error) {
@@ -30,12 +45,8 @@ func (c *conn) eventsChainEnable(context.Context, *json.RawMessage) (any, error)
 	return map[string]any{"ok": true}, nil
 }
 
-func (c *conn) eventsChainVerify(context.Context, *json.RawMessage) (any, error) {
-	verified, tampered := c.srv.rt.Events.VerifyChain()
-	if tampered >= 0 {
-		return map[string]any{"tampered_at": tampered}, nil
-	}
-	return map[string]any{"verified": verified}, nil
+func (c *conn) eventsChainVerify(ctx context.Context, _ *json.RawMessage) (any, error) {
+	return c.srv.rt.Events.VerifyAll(ctx)
 }
 
 func (c *conn) eventsRetention(_ context.Context, params *json.RawMessage) (any, error) {
@@ -55,6 +66,6 @@ func (c *conn) eventsRetention(_ context.Context, params *json.RawMessage) (any,
 	return map[string]any{"policy": *p.Policy, "removed": removed}, nil
 }
 
-func (c *conn) metricsSummary(context.Context, *json.RawMessage) (any, error) {
-	return c.srv.rt.Events.Summary(), nil
+func (c *conn) metricsSummary(ctx context.Context, _ *json.RawMessage) (any, error) {
+	return c.srv.rt.Events.SummaryAll(ctx)
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sync"
 
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -10,16 +11,21 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// eventSub is one events.subscribe of a connection. pushed belongs to the
-// event log's delivery, which calls in Seq order one at a time; the rest is
-// guarded by mu.
+// eventSub is one events.subscribe of a connection. pushed and nodes
+// belong to the event log's delivery, which calls in order one at a time;
+// the rest is guarded by mu.
 type eventSub struct {
-	pushed uint64 // matching events handed to the feed so far
+	pushed uint64          // matching events handed to the feed so far
+	nodes  map[string]bool // in a cluster, the daemons whose events were handed to the feed
 
 	mu      sync.Mutex
 	cancel  func() // ends the log subscription
 	sentN   uint64 // ordinal (1, 2, 3…) of the last event delivered
 	sentSeq uint64 // its Seq; the subscribe cursor until one is delivered
+	// cursors is, in a cluster, per daemon, the Seq of its last event
+	// delivered, or the Seq before its first event handed to the feed: where
+	// a backfill of that daemon's chain starts after a gap.
+	cursors map[string]uint64
 }
 
 // feedEvent is one queued events.event: the event, the subscription it was
@@ -62,6 +68,9 @@ func (c *conn) eventsSubscribe(_ context.Context, params *json.RawMessage) (any,
 	c.mu.Unlock()
 	cursor, cancel := c.srv.rt.Events.Subscribe(filter, func(e engine.Event) {
 		sub.pushed++
+		if e.Node != "" && !sub.nodes[e.Node] {
+			sub.firstOf(e)
+		}
 		feed.Push(feedEvent{sub: sub, n: sub.pushed, event: e})
 	})
 	sub.cancel, sub.sentSeq = cancel, cursor
@@ -83,6 +92,23 @@ func (c *conn) endEventSub() (was bool) {
 	c.mu.Unlock()
 	old.end()
 	return old != nil
+}
+
+// firstOf notes the first event of a daemon of the cluster handed to s's
+// feed: a gap before it is backfilled after the Seq before it.
+func (s *eventSub) firstOf(e engine.Event) {
+	if s.nodes == nil {
+		s.nodes = map[string]bool{}
+	}
+	s.nodes[e.Node] = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cursors == nil {
+		s.cursors = map[string]uint64{}
+	}
+	if _, ok := s.cursors[e.Node]; !ok {
+		s.cursors[e.Node] = e.Seq - 1
+	}
 }
 
 // end stops the log from feeding s; a nil s has nothing to end.
@@ -116,7 +142,7 @@ func (c *conn) deliverEvent(ctx context.Context, it fanout.Item[feedEvent]) erro
 	n := eventNotice{Cursor: fe.event.Seq, Event: fe.event}
 	fe.sub.mu.Lock()
 	if gap := fe.n - fe.sub.sentN - 1; gap > 0 {
-		n.Missed = &protocol.EventsMissed{Count: gap, AfterCursor: fe.sub.sentSeq}
+		n.Missed = &protocol.EventsMissed{Count: gap, AfterCursor: fe.sub.sentSeq, Cursors: maps.Clone(fe.sub.cursors)}
 	}
 	fe.sub.mu.Unlock()
 	if err := c.notify(ctx, protocol.MethodEventsEvent, n); err != nil {
@@ -124,6 +150,9 @@ func (c *conn) deliverEvent(ctx context.Context, it fanout.Item[feedEvent]) erro
 	}
 	fe.sub.mu.Lock()
 	fe.sub.sentN, fe.sub.sentSeq = fe.n, fe.event.Seq
+	if fe.event.Node != "" {
+		fe.sub.cursors[fe.event.Node] = fe.event.Seq
+	}
 	fe.sub.mu.Unlock()
 	return nil
 }

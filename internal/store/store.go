@@ -144,7 +144,9 @@ type Events interface {
 	Count(ctx context.Context) (int, error)
 }
 
-// EventFilter selects durable events; zero fields do not filter.
+// EventFilter selects durable events; zero fields do not filter. Since is
+// inclusive, Until exclusive. Limit keeps the NEWEST Limit matching records
+// (by cluster-wide position), still returned oldest first.
 type EventFilter struct {
 	Kinds      []string
 	ProposalID string
@@ -153,6 +155,12 @@ type EventFilter struct {
 	Until      time.Time
 	Limit      int
 }
+
+// TopicEvents is the Bus topic on which the durable event log announces
+// each committed batch, with the writing daemon's node id as the payload:
+// the other daemons then read the new records with Since instead of
+// waiting for their next poll.
+const TopicEvents = "events"
 
 // Bus carries notifications between daemons (the file store's stays in
 // this process). A subscriber is called in order for one topic, on one
