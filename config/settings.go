@@ -83,6 +83,7 @@ Commands:
   approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
   policy check [DIR]            validate a policy directory offline
   journal verify|compact FILE   check or compact a state journal
+  migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
 

@@ -26,6 +26,9 @@ type Config struct {
 	Node             string        // this daemon's member id
 	Version          string        // this daemon's version, in the nodes table
 	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
+
+	EventsSpool         string // where events wait while the database is unreachable ($CAR_HOME/events-spool.jsonl)
+	EventsSpoolMaxBytes int64  // the bound of the spool (events_spool_max_bytes)
 }
 
 func (c *Config) setDefaults() {
