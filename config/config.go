@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -50,6 +51,13 @@ type Config struct {
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
 
+	Store                    string        // StoreFile or StorePostgres
+	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
+	PostgresMaxConns         int           // pool size
+	PostgresStatementTimeout time.Duration // deadline of one statement
+	ClaimLease               time.Duration // an idempotency claim's lease
+	EventsSpoolMaxBytes      int64         // bound of the events spool
+
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
 	HostTokenPath   string // where the host token is written: beside the auth token
@@ -63,8 +71,16 @@ type Config struct {
 	PosturesPath    string // per-agent postures (agent_permissions.*)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
+	NodeIDPath      string // this state root's member id, generated once
+	EventsSpoolPath string // events waiting for the database (store postgres)
 	ShowVersion     bool   // --version was given
 }
+
+// Stores (Config.Store).
+const (
+	StoreFile     = "file"
+	StorePostgres = "postgres"
+)
 
 // ErrHelp is returned by Load when --help was asked for; the usage has been
 // written.
@@ -141,6 +157,8 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
+	cfg.NodeIDPath = filepath.Join(home, "node-id")
+	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
 	return cfg, nil
 }
 
@@ -240,6 +258,24 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
+	c.Store = strings.TrimSpace(r.str("store"))
+	c.PostgresURL = r.secret("postgres_url")
+	c.PostgresMaxConns = r.integer("postgres_max_conns")
+	c.PostgresStatementTimeout = r.duration("postgres_statement_timeout")
+	c.ClaimLease = r.duration("claim_lease")
+	c.EventsSpoolMaxBytes = int64(r.integer("events_spool_max_bytes"))
+	switch c.Store {
+	case StoreFile:
+	case StorePostgres:
+		if c.PostgresURL == "" && !r.bad["postgres_url"] {
+			r.fail("store", "store is postgres but postgres_url is empty: set CAR_POSTGRES_URL (or --postgres-url) to a libpq URL such as postgres://car@db.example:5432/car, or use store file")
+		}
+	default:
+		r.fail("store", "store must be file or postgres, got %q", c.Store)
+	}
+	if c.PostgresMaxConns > math.MaxInt32 {
+		r.fail("postgres_max_conns", "postgres_max_conns must be at most %d, got %d", math.MaxInt32, c.PostgresMaxConns)
+	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		r.fail("log_format", "log_format must be json or console, got %q", c.LogFormat)
 	}
@@ -249,7 +285,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

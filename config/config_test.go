@@ -135,39 +135,46 @@ func TestEveryNameIsBound(t *testing.T) {
 	cases := map[string]struct {
 		in, want string
 		get      func(*Config) any
+		env      map[string]string // what the setting needs besides
 	}{
-		"home":                        {"/seven", "/seven", func(c *Config) any { return c.Home }},
-		"bind":                        {"127.0.0.7", "127.0.0.7", func(c *Config) any { return c.Bind }},
-		"port":                        {"7", "7", func(c *Config) any { return c.Port }},
-		"socket":                      {"/seven.sock", "/seven.sock", func(c *Config) any { return c.Socket }},
-		"no_auth":                     {"true", "true", func(c *Config) any { return c.NoAuth }},
-		"auth_token":                  {"seven", "seven", func(c *Config) any { return c.AuthToken }},
-		"host_token":                  {"eight", "eight", func(c *Config) any { return c.HostToken }},
-		"approver_role":               {"host", "host", func(c *Config) any { return c.ApproverRole }},
-		"approval_timeout":            {"7", "7s", func(c *Config) any { return c.ApprovalTimeout }},
-		"allowed_origins":             {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }},
-		"max_frame_bytes":             {"7", "7", func(c *Config) any { return c.MaxFrameBytes }},
-		"max_connections":             {"7", "7", func(c *Config) any { return c.MaxConnections }},
-		"max_in_flight":               {"7", "7", func(c *Config) any { return c.MaxInFlight }},
-		"auth_timeout":                {"7", "7s", func(c *Config) any { return c.AuthTimeout }},
-		"max_unauthenticated":         {"7", "7", func(c *Config) any { return c.MaxUnauthenticated }},
-		"handler_timeout":             {"7", "7s", func(c *Config) any { return c.HandlerTimeout }},
-		"tool_timeout":                {"7", "7s", func(c *Config) any { return c.ToolTimeout }},
-		"shutdown_grace":              {"7", "7s", func(c *Config) any { return c.ShutdownGrace }},
-		"max_actions":                 {"7", "7", func(c *Config) any { return c.MaxActions }},
-		"max_tools":                   {"9", "9", func(c *Config) any { return c.MaxTools }},
-		"supervision_timeout":         {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }},
-		"max_concurrency":             {"7", "7", func(c *Config) any { return c.MaxConcurrency }},
-		"max_resolved_action_bytes":   {"7", "7", func(c *Config) any { return c.MaxResolvedAction }},
-		"max_resolved_proposal_bytes": {"7", "7", func(c *Config) any { return c.MaxResolvedTotal }},
-		"log_format":                  {"console", "console", func(c *Config) any { return c.LogFormat }},
-		"log_level":                   {"debug", "debug", func(c *Config) any { return c.LogLevel }},
-		"stream_idle_timeout":         {"7", "7s", func(c *Config) any { return c.StreamIdleTimeout }},
-		"max_stream_handles":          {"7", "7", func(c *Config) any { return c.MaxStreamHandles }},
-		"max_stream_chunk_bytes":      {"7", "7", func(c *Config) any { return c.MaxStreamChunk }},
-		"run_incomplete_grace":        {"7", "7s", func(c *Config) any { return c.RunIncompleteGrace }},
-		"max_checkpoints":             {"7", "7", func(c *Config) any { return c.MaxCheckpoints }},
-		"max_checkpoint_bytes":        {"7", "7", func(c *Config) any { return c.MaxCheckpointBytes }},
+		"home":                        {"/seven", "/seven", func(c *Config) any { return c.Home }, nil},
+		"bind":                        {"127.0.0.7", "127.0.0.7", func(c *Config) any { return c.Bind }, nil},
+		"port":                        {"7", "7", func(c *Config) any { return c.Port }, nil},
+		"socket":                      {"/seven.sock", "/seven.sock", func(c *Config) any { return c.Socket }, nil},
+		"no_auth":                     {"true", "true", func(c *Config) any { return c.NoAuth }, nil},
+		"auth_token":                  {"seven", "seven", func(c *Config) any { return c.AuthToken }, nil},
+		"host_token":                  {"eight", "eight", func(c *Config) any { return c.HostToken }, nil},
+		"approver_role":               {"host", "host", func(c *Config) any { return c.ApproverRole }, nil},
+		"approval_timeout":            {"7", "7s", func(c *Config) any { return c.ApprovalTimeout }, nil},
+		"allowed_origins":             {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }, nil},
+		"max_frame_bytes":             {"7", "7", func(c *Config) any { return c.MaxFrameBytes }, nil},
+		"max_connections":             {"7", "7", func(c *Config) any { return c.MaxConnections }, nil},
+		"max_in_flight":               {"7", "7", func(c *Config) any { return c.MaxInFlight }, nil},
+		"auth_timeout":                {"7", "7s", func(c *Config) any { return c.AuthTimeout }, nil},
+		"max_unauthenticated":         {"7", "7", func(c *Config) any { return c.MaxUnauthenticated }, nil},
+		"handler_timeout":             {"7", "7s", func(c *Config) any { return c.HandlerTimeout }, nil},
+		"tool_timeout":                {"7", "7s", func(c *Config) any { return c.ToolTimeout }, nil},
+		"shutdown_grace":              {"7", "7s", func(c *Config) any { return c.ShutdownGrace }, nil},
+		"max_actions":                 {"7", "7", func(c *Config) any { return c.MaxActions }, nil},
+		"max_tools":                   {"9", "9", func(c *Config) any { return c.MaxTools }, nil},
+		"supervision_timeout":         {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }, nil},
+		"max_concurrency":             {"7", "7", func(c *Config) any { return c.MaxConcurrency }, nil},
+		"max_resolved_action_bytes":   {"7", "7", func(c *Config) any { return c.MaxResolvedAction }, nil},
+		"max_resolved_proposal_bytes": {"7", "7", func(c *Config) any { return c.MaxResolvedTotal }, nil},
+		"log_format":                  {"console", "console", func(c *Config) any { return c.LogFormat }, nil},
+		"log_level":                   {"debug", "debug", func(c *Config) any { return c.LogLevel }, nil},
+		"stream_idle_timeout":         {"7", "7s", func(c *Config) any { return c.StreamIdleTimeout }, nil},
+		"max_stream_handles":          {"7", "7", func(c *Config) any { return c.MaxStreamHandles }, nil},
+		"max_stream_chunk_bytes":      {"7", "7", func(c *Config) any { return c.MaxStreamChunk }, nil},
+		"run_incomplete_grace":        {"7", "7s", func(c *Config) any { return c.RunIncompleteGrace }, nil},
+		"max_checkpoints":             {"7", "7", func(c *Config) any { return c.MaxCheckpoints }, nil},
+		"max_checkpoint_bytes":        {"7", "7", func(c *Config) any { return c.MaxCheckpointBytes }, nil},
+		"store":                       {"postgres", "postgres", func(c *Config) any { return c.Store }, map[string]string{"CAR_POSTGRES_URL": "postgres://car@db.example/car"}},
+		"postgres_url":                {"postgres://car@db.example/car", "postgres://car@db.example/car", func(c *Config) any { return c.PostgresURL }, nil},
+		"postgres_max_conns":          {"7", "7", func(c *Config) any { return c.PostgresMaxConns }, nil},
+		"postgres_statement_timeout":  {"7", "7s", func(c *Config) any { return c.PostgresStatementTimeout }, nil},
+		"claim_lease":                 {"7", "7s", func(c *Config) any { return c.ClaimLease }, nil},
+		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))
@@ -182,7 +189,7 @@ func TestEveryNameIsBound(t *testing.T) {
 				continue // the state root cannot come from the file; TestBadSettings
 			}
 			t.Run(s.key+" by "+layer, func(t *testing.T) {
-				isolate(t, nil)
+				isolate(t, tc.env)
 				var args []string
 				switch layer {
 				case "env":
@@ -241,6 +248,10 @@ func TestBadSettings(t *testing.T) {
 		{"broken config file", nil, nil, "port: [\n", "read config file "},
 		{"unknown key", nil, nil, "prot: 7000\nlimits:\n  frames: 1\n", `unknown key limits.frames, prot;`},
 		{"home in file", nil, nil, "home: /elsewhere\n", "sets home"},
+		{"postgres without a url", nil, map[string]string{"CAR_STORE": "postgres"}, "", "store is postgres but postgres_url is empty: set CAR_POSTGRES_URL (or --postgres-url) to a libpq URL such as postgres://car@db.example:5432/car, or use store file (from CAR_STORE)"},
+		{"unknown store", []string{"--store", "mysql"}, nil, "", `store must be file or postgres, got "mysql" (from --store)`},
+		{"url not shown", nil, nil, "postgres_url: [\"postgres://car:s3cret@db/car\"]\n", "postgres_url must be a single value (not shown: it may hold a password)"},
+		{"zero pool", nil, map[string]string{"CAR_POSTGRES_MAX_CONNS": "0"}, "", "postgres_max_conns must be at least 1 (from CAR_POSTGRES_MAX_CONNS)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,5 +414,18 @@ func TestParseDurationSaturatesOrRefuses(t *testing.T) {
 	}
 	if d, err := ParseDuration("1.5"); err != nil || d != 1500*time.Millisecond {
 		t.Fatalf("1.5: %s %v", d, err)
+	}
+}
+
+// TestPostgresURLNeverInAMessage: a postgres_url the daemon cannot use is
+// refused without quoting it, since it may hold a password.
+func TestPostgresURLNeverInAMessage(t *testing.T) {
+	home := t.TempDir()
+	isolate(t, map[string]string{"CAR_HOME": home, "CAR_STORE": "postgres"})
+	writeConfig(t, home, "postgres_url:\n  host: db\n  password: s3cret\n")
+	_, err := Load(nil, "/home/u", io.Discard)
+	var ue *UsageError
+	if !errors.As(err, &ue) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "postgres_url must be a single value") {
+		t.Fatalf("want a usage error that does not quote the value, got %v", err)
 	}
 }

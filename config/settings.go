@@ -48,6 +48,12 @@ var settings = []setting{
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", 65536},
 	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
+	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts and state live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", "file"},
+	{"postgres_url", "CAR_POSTGRES_URL", "libpq URL of the database when store is postgres; its password never appears in a log", ""},
+	{"postgres_max_conns", "CAR_POSTGRES_MAX_CONNS", "connections in the pool to the database", 10},
+	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", "5s"},
+	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", "30s"},
+	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", 64 << 20},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 }
@@ -77,6 +83,7 @@ Commands:
   approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
   policy check [DIR]            validate a policy directory offline
   journal verify|compact FILE   check or compact a state journal
+  migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
 

@@ -91,6 +91,16 @@ func text(x any) (string, bool) {
 	}
 }
 
+// secret is str for a value that may hold a password: a fault names the
+// key, never the value.
+func (r *reader) secret(key string) string {
+	s, ok := text(r.v.Get(key))
+	if !ok {
+		r.fail(key, "%s must be a single value (not shown: it may hold a password)", key)
+	}
+	return strings.TrimSpace(s)
+}
+
 func (r *reader) integer(key string) int {
 	s, ok := r.scalar(key)
 	if !ok {

@@ -5,7 +5,7 @@ const (
 	MethodSessionAuth        = "session.auth"
 	MethodServerHandshake    = "server.handshake"
 	MethodSessionInit        = "session.init"
-	MethodServerStatus       = "server.status"      // operator: version, uptime, connections, in-flight proposals
+	MethodServerStatus       = "server.status"      // operator: version, uptime, connections, in-flight proposals, store members
 	MethodApprovalsList      = "approvals.list"     // operator: every decision on the approval ledger
 	MethodServerConnections  = "server.connections" // the open connections, their role and standing tier
 	MethodSessionPolicyOpen  = "session.policy.open"

@@ -32,7 +32,7 @@ var Methods = []MethodSpec{
 	{Name: MethodServerHandshake, Summary: "Agree on the protocol version.", Params: HandshakeParams{}, Result: HandshakeResult{}, Errors: []int{CodeVersionMismatch}},
 	{Name: MethodRPCDiscover, Summary: "This OpenRPC document.", Result: Object{}},
 	{Name: MethodSessionInit, Summary: "Register tools and policies in one call.", Params: SessionInitParams{}, Result: SessionInitResult{}},
-	{Name: MethodServerStatus, Summary: "Version, connections and runtime figures (operator).", Result: ServerStatusResult{}},
+	{Name: MethodServerStatus, Summary: "Version, connections, runtime figures, and the store with its members (operator).", Result: ServerStatusResult{}},
 	{Name: MethodApprovalsList, Summary: "Every decision on the approval ledger (operator).", Result: ApprovalsListResult{}},
 	{Name: MethodServerConnections, Summary: "The open connections, their role and standing tier.", Result: ServerConnectionsResult{}},
 	{Name: MethodSessionPolicyOpen, Summary: "Open a policy sub-session inside the connection.", Result: SessionPolicyOpenResult{}},

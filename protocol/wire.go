@@ -26,6 +26,24 @@ type ServerStatusResult struct {
 	Version     string `json:"version"`
 	Connections int    `json:"connections"`
 	Runtime     Object `json:"runtime"`
+	// Store is the kind of store the daemon keeps its shared parts in:
+	// file (the journals under $CAR_HOME) or postgres.
+	Store string `json:"store,omitempty"`
+	// Members are the daemons sharing the store, this one included; a
+	// member whose heartbeat stopped is listed with alive false.
+	Members []Member `json:"members"`
+	// MembersError says why the member list could not be read (the store is
+	// unavailable); Members is then empty.
+	MembersError string `json:"members_error,omitempty"`
+}
+
+// Member is one daemon sharing the store.
+type Member struct {
+	ID            string    `json:"id"`
+	Version       string    `json:"version"`
+	StartedAt     time.Time `json:"started_at"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	Alive         bool      `json:"alive"`
 }
 
 // ApprovalRecord is one decision on the durable approval ledger.

@@ -15,13 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/config"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/flow"
-	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/journal"
-	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/streams"
@@ -63,37 +60,19 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	compactionLog := journal.WithErrorLog(func(err error) {
 		log.Error("journal compaction failed; the journal keeps working but grows", zap.Error(err))
 	})
-	idem, rep, err := idempotency.Open(cfg.IdempotencyPath, compactionLog)
+	node, err := nodeID(cfg.NodeIDPath)
 	if err != nil {
 		return err
 	}
-	defer idem.Close()
-	if rep.TruncatedBytes > 0 {
-		log.Warn("idempotency journal ended in a torn line (crash residue); cut it off",
-			zap.String("path", cfg.IdempotencyPath), zap.Int("bytes", rep.TruncatedBytes))
-	}
-	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Lines), zap.Int("live", rep.Live))
-
-	ledger, lrep, err := approvals.Open(cfg.ApprovalsPath, compactionLog)
+	shared, err := openStore(ctx, cfg, node, log, compactionLog)
 	if err != nil {
 		return err
 	}
-	defer ledger.Close()
-	if lrep.TruncatedBytes > 0 {
-		log.Warn("approval ledger ended in a torn line (crash residue); cut it off",
-			zap.String("path", cfg.ApprovalsPath), zap.Int("bytes", lrep.TruncatedBytes))
-	}
-	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", lrep.Lines), zap.Int("fingerprints", lrep.Live))
-
-	messages, mrep, err := messaging.OpenLedger(cfg.MessagesPath, compactionLog)
-	if err != nil {
-		return err
-	}
-	defer messages.Close()
-	if mrep.TruncatedBytes > 0 {
-		log.Warn("message ledger ended in a torn line (crash residue); cut it off",
-			zap.String("path", cfg.MessagesPath), zap.Int("bytes", mrep.TruncatedBytes))
-	}
+	defer func() {
+		if err := shared.Close(); err != nil {
+			log.Warn("closing the store failed", zap.String("store", shared.Kind), zap.Error(err))
+		}
+	}()
 
 	runStore, postures, err := openRuns(cfg, log)
 	if err != nil {
@@ -117,9 +96,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,
 		ToolTimeout:              cfg.ToolTimeout,
-		Idempotency:              idem,
-		Approvals:                ledger,
-		Messages:                 messages,
+		Idempotency:              shared.Idempotency,
+		Approvals:                shared.Approvals,
+		Messages:                 shared.Messages,
+		State:                    shared.State,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
@@ -158,6 +138,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Runs:               runStore,
 		AgentTokens:        cfg.AgentTokensPath,
 		Postures:           postures,
+		Store:              shared,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
@@ -223,6 +204,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		zap.String("approver_role", cfg.ApproverRole),
 		zap.String("home", cfg.Home),
 		zap.String("config_file", cfg.ConfigFile),
+		zap.String("store", shared.Kind),
+		zap.String("node", node),
 	)
 
 	stopNotify := notifyReady(log)

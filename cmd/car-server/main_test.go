@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
 )
 
 // These tests run the real binary as a separate process.
@@ -48,6 +49,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	pgtest.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

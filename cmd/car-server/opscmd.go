@@ -27,7 +27,7 @@ const (
 )
 
 const opsUsage = `usage:
-  car-server status [--json]                            version, uptime, connections, proposals in flight
+  car-server status [--json]                            version, uptime, connections, proposals in flight, store members
   car-server policies [--json]                          the operator policies in force
   car-server approvals list [--json]                    every decision on the approval ledger
   car-server approvals watch [--json]                   print each approval request as it arrives, until Ctrl-C
@@ -176,6 +176,29 @@ func isFingerprint(s string) bool {
 	return true
 }
 
+// printMembers renders server.status's members: one row each, a dead one
+// marked so.
+func printMembers(w io.Writer, members []protocol.Member, listErr string) {
+	if listErr != "" {
+		fmt.Fprintf(w, "\nmembers: %s\n", listErr)
+		return
+	}
+	if len(members) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "MEMBER\tVERSION\tSTARTED\tLAST HEARTBEAT\tSTATE")
+	for _, m := range members {
+		state := "alive"
+		if !m.Alive {
+			state = "DEAD"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Version, m.StartedAt.Format(time.RFC3339), m.LastHeartbeat.Format(time.RFC3339), state)
+	}
+}
+
 // printHuman renders a reply for people.
 func printHuman(w io.Writer, method string, raw json.RawMessage) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -183,9 +206,12 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 	switch method {
 	case protocol.MethodServerStatus:
 		var s struct {
-			Version     string `json:"version"`
-			Connections int    `json:"connections"`
-			Runtime     struct {
+			Version      string            `json:"version"`
+			Connections  int               `json:"connections"`
+			Store        string            `json:"store"`
+			Members      []protocol.Member `json:"members"`
+			MembersError string            `json:"members_error"`
+			Runtime      struct {
 				UptimeSecs        float64 `json:"uptime_secs"`
 				ProposalsInFlight int     `json:"proposals_in_flight"`
 				Supervisors       int     `json:"supervisors"`
@@ -202,6 +228,11 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		fmt.Fprintf(tw, "supervisors\t%d (%d intents parked)\n", s.Runtime.Supervisors, s.Runtime.ParkedIntents)
 		fmt.Fprintf(tw, "operator policies\t%d\n", s.Runtime.OperatorPolicies)
 		fmt.Fprintf(tw, "events retained\t%d\n", s.Runtime.Events)
+		if s.Store != "" {
+			fmt.Fprintf(tw, "store\t%s\n", s.Store)
+		}
+		tw.Flush()
+		printMembers(w, s.Members, s.MembersError)
 	case protocol.MethodPolicyList:
 		var l struct {
 			Policies []protocol.PolicyInfo `json:"policies"`

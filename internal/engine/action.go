@@ -8,6 +8,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -62,7 +63,9 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 		return failure(ctx, a, out)
 	}
 	for _, k := range jsonvalue.SortedKeys(effects) {
-		r.write(k, effects[k])
+		if err := r.write(ctx, k, effects[k]); err != nil {
+			return failure(ctx, a, outcome{err: fmt.Errorf("the action ran, but its expected effects were not all written: %w", err)})
+		}
 		out.changes[k] = effects[k]
 	}
 	for _, k := range jsonvalue.SortedKeys(out.changes) {
@@ -145,7 +148,10 @@ func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *ou
 		}
 	}
 	for _, pc := range a.Preconditions {
-		v, ok := r.rt.State.Get(r.sub.Tenant, pc.Key)
+		v, ok, err := r.rt.State.Get(ctx, r.sub.Tenant, pc.Key)
+		if err != nil {
+			return rejectedBy("precondition", store.Wrap(fmt.Sprintf("precondition on '%s' could not be checked", pc.Key), err))
+		}
 		if err := checkPrecondition(pc, v, ok); err != nil {
 			return rejectedBy("precondition", err)
 		}
@@ -154,7 +160,11 @@ func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *ou
 	// that is still absent is one nothing provides, and the action would
 	// read nothing. simulate reports the same.
 	for _, k := range a.StateDependencies {
-		if _, ok := r.rt.State.Get(r.sub.Tenant, k); !ok {
+		_, ok, err := r.rt.State.Get(ctx, r.sub.Tenant, k)
+		if err != nil {
+			return rejectedBy("state_dependency", store.Wrap(fmt.Sprintf("state dependency '%s' could not be read", k), err))
+		}
+		if !ok {
 			return rejectedBy("state_dependency", fmt.Errorf("state dependency '%s' is not available: no earlier action of this proposal wrote it and state does not hold it", k))
 		}
 	}
@@ -176,12 +186,14 @@ func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 			break
 		}
 		out.output = params["value"]
-		r.write(key, out.output)
+		if out.err = r.write(ctx, key, out.output); out.err != nil {
+			break
+		}
 		out.changes[key] = out.output
 	case protocol.ActionStateRead:
-		out.output = r.readState(params)
+		out.output, out.err = r.readState(ctx, params)
 	case protocol.ActionAssertion:
-		out.output, out.err = r.assert(params)
+		out.output, out.err = r.assert(ctx, params)
 	default:
 		out.err = fmt.Errorf("action type '%s' is not one this daemon runs", a.Type)
 	}
@@ -190,7 +202,7 @@ func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 
 // assert evaluates an assertion action against state: true, or the reason
 // it does not hold.
-func (r *run) assert(params map[string]any) (any, error) {
+func (r *run) assert(ctx context.Context, params map[string]any) (any, error) {
 	key, ok := params["key"].(string)
 	if !ok {
 		return nil, errors.New("assertion needs parameters {key: string, operator?: string, value?: any}")
@@ -202,7 +214,10 @@ func (r *run) assert(params map[string]any) (any, error) {
 	if d, ok := params["description"].(string); ok {
 		pc.Description = d
 	}
-	v, present := r.rt.State.Get(r.sub.Tenant, pc.Key)
+	v, present, err := r.rt.State.Get(ctx, r.sub.Tenant, pc.Key)
+	if err != nil {
+		return nil, store.Wrap(fmt.Sprintf("assertion on '%s' could not read state", key), err)
+	}
 	if err := checkPrecondition(pc, v, present); err != nil {
 		return nil, fmt.Errorf("assertion failed: %w", err)
 	}
@@ -211,26 +226,32 @@ func (r *run) assert(params map[string]any) (any, error) {
 
 // readState is the output of a state_read: the value at key, or an object of
 // the values at keys (null where unset).
-func (r *run) readState(params map[string]any) any {
+func (r *run) readState(ctx context.Context, params map[string]any) (any, error) {
 	if k, ok := params["key"].(string); ok {
-		v, _ := r.rt.State.Get(r.sub.Tenant, k)
-		return v
+		v, _, err := r.rt.State.Get(ctx, r.sub.Tenant, k)
+		if err != nil {
+			return nil, store.Wrap(fmt.Sprintf("state_read of '%s'", k), err)
+		}
+		return v, nil
 	}
 	out := map[string]any{}
 	keys, _ := params["keys"].([]any)
 	for _, k := range keys {
 		if s, ok := k.(string); ok {
-			v, _ := r.rt.State.Get(r.sub.Tenant, s)
+			v, _, err := r.rt.State.Get(ctx, r.sub.Tenant, s)
+			if err != nil {
+				return nil, store.Wrap(fmt.Sprintf("state_read of '%s'", s), err)
+			}
 			out[s] = v
 		}
 	}
-	return out
+	return out, nil
 }
 
 // callTool dispatches a tool_call, retrying as its failure_behavior says. An
-// idempotent call is answered from the idempotency cache when it can be, and
-// its result is journaled before callTool returns. hit names the cache that
-// answered, if one did.
+// idempotent call is answered from the idempotency cache when it can be;
+// otherwise it runs under a claim on its key, and its result is committed
+// before callTool returns. hit names the cache that answered, if one did.
 func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out any, hit string, err error) {
 	nd := &r.nodes[i]
 	a, t := nd.action, nd.tool
@@ -242,12 +263,25 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		return out, "", err
 	}
 	var idemKey string
+	var claim store.Claim
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
 		idemKey = idempotency.Key(r.sub.Tenant, a.Tool, params, explicit)
-		if out, ok := idem.Lookup(idemKey); ok {
+		out, found, c, err := idem.Begin(ctx, idemKey, a.Tool, r.sub.Proposal.ID)
+		if err != nil {
+			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: its idempotency key could not be claimed", a.Tool), err)
+		}
+		if found {
 			return out, "idempotency", nil
 		}
+		claim = c
+		// Every way out that does not commit gives the claim up, a panic
+		// of the call included.
+		defer func() {
+			if claim != nil {
+				claim.Release()
+			}
+		}()
 	}
 	var cacheKey string
 	if t.cache != nil {
@@ -260,9 +294,13 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	if err != nil {
 		return nil, "", err
 	}
-	if idemKey != "" {
-		if err := r.rt.opts.Idempotency.Record(idemKey, a.Tool, r.sub.Proposal.ID, out); err != nil {
-			return nil, "", fmt.Errorf("tool '%s' ran, but its result could not be journaled, so a re-submission may run it again: %w", a.Tool, err)
+	if claim != nil {
+		// The result is committed even when the proposal is being
+		// cancelled: the call ran, and a re-submission must find it.
+		c := claim
+		claim = nil // a Commit ends the claim, whatever it returns
+		if err := c.Commit(context.WithoutCancel(ctx), out); err != nil {
+			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' ran, but its result could not be committed, so a re-submission may run it again", a.Tool), err)
 		}
 		r.mu.Lock()
 		r.idemKeys = append(r.idemKeys, idemKey)

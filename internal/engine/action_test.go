@@ -157,7 +157,7 @@ func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
 	if c := resultByID(t, res, "c"); c.Status != protocol.StatusSucceeded || calls != 2 || res.Cost.Retries != 1 {
 		t.Fatalf("a retry after a bad output: %s %q, %d calls", c.Status, c.ErrorText(), calls)
 	}
-	if _, ok := rt.State.Get("", "counted"); !ok {
+	if !stateHas(t, rt, "", "counted") {
 		t.Fatal("the good output's effects were not applied")
 	}
 
@@ -175,7 +175,7 @@ func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
 	if st := resultByID(t, res, "uses").Status; st != protocol.StatusSkipped {
 		t.Fatalf("the dependent of a bad output: %s", st)
 	}
-	if _, ok := rt.State.Get("", "counted"); ok {
+	if stateHas(t, rt, "", "counted") {
 		t.Fatal("a bad output's effects reached state")
 	}
 }

@@ -76,7 +76,7 @@ func TestCancelStopsOnlyTheCallersRunsOfARepeatedID(t *testing.T) {
 		if r := resultByID(t, d.res, "after"); r.Status != protocol.StatusSkipped || !strings.Contains(r.ErrorText(), want) {
 			t.Fatalf("action not started: %s %q, want skipped with %q", r.Status, r.ErrorText(), want)
 		}
-		if _, ok := rt.State.Get("", d.key); ok {
+		if stateHas(t, rt, "", d.key) {
 			t.Fatalf("the cancelled run's write of %s was not rolled back", d.key)
 		}
 	}
@@ -139,7 +139,7 @@ func TestCancellingTheLastRunningActionRollsBack(t *testing.T) {
 	if r := resultByID(t, <-done, "t"); r.Status != protocol.StatusFailed {
 		t.Fatalf("t: %s %q", r.Status, r.ErrorText())
 	}
-	if _, ok := rt.State.Get("", "k"); ok {
+	if stateHas(t, rt, "", "k") {
 		t.Fatal("a proposal whose last action failed on cancel kept its write")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -42,13 +43,17 @@ func (rt *Runtime) Checkpoints() *checkpoint.Store { return rt.opts.Checkpoints 
 
 // SaveCheckpoint writes the state of one tenant (tenant non-nil) or of all
 // namespaces to a new checkpoint.
-func (rt *Runtime) SaveCheckpoint(connID, name string, tenant *string) (checkpoint.Meta, error) {
-	store := rt.opts.Checkpoints
-	if store == nil {
+func (rt *Runtime) SaveCheckpoint(ctx context.Context, connID, name string, tenant *string) (checkpoint.Meta, error) {
+	cps := rt.opts.Checkpoints
+	if cps == nil {
 		return checkpoint.Meta{}, ErrCheckpointsOff
 	}
-	cp := &checkpoint.Checkpoint{ID: shortID(), Name: name, Tenant: tenant, CreatedAt: time.Now().UTC().Format(createdAtLayout), State: rt.State.Export(tenant)}
-	meta, err := store.Save(cp)
+	state, err := rt.State.Export(ctx, tenant)
+	if err != nil {
+		return checkpoint.Meta{}, store.Wrap("checkpoint.save could not read state; nothing was saved", err)
+	}
+	cp := &checkpoint.Checkpoint{ID: shortID(), Name: name, Tenant: tenant, CreatedAt: time.Now().UTC().Format(createdAtLayout), State: state}
+	meta, err := cps.Save(cp)
 	if err != nil {
 		return meta, err
 	}
@@ -74,11 +79,11 @@ func (rt *Runtime) DeleteCheckpoint(connID, id string) error {
 // approved restoring it, and only while no proposal runs. It returns the
 // number of keys restored.
 func (rt *Runtime) RestoreCheckpoint(ctx context.Context, s *Session, id string) (int, error) {
-	store := rt.opts.Checkpoints
-	if store == nil {
+	cps := rt.opts.Checkpoints
+	if cps == nil {
 		return 0, ErrCheckpointsOff
 	}
-	cp, err := store.Load(id)
+	cp, err := cps.Load(id)
 	if err != nil {
 		return 0, err
 	}
@@ -89,8 +94,11 @@ func (rt *Runtime) RestoreCheckpoint(ctx context.Context, s *Session, id string)
 		return 0, fmt.Errorf("checkpoint.restore refused: %w (%d now); a restore replaces state only while none runs, so it cannot half-undo one: let them finish (or proposal.cancel them) and restore again",
 			ErrRestoreBusy, rt.inFlight.Load())
 	}
-	n := rt.State.Replace(cp.Tenant, cp.State)
+	n, err := rt.State.Replace(ctx, cp.Tenant, cp.State)
 	rt.restoring.Unlock()
+	if err != nil {
+		return 0, store.Wrap("checkpoint.restore could not replace state", err)
+	}
 	rt.Events.Append(Event{Kind: EventCheckpointRestored, Connection: s.ID, Data: map[string]any{
 		"checkpoint_id": id, "name": cp.Name, "keys": n, "tenant": tenantField(cp.Tenant),
 	}})

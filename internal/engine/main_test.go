@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -26,4 +27,24 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// stateHas reports whether rt's state holds key in tenant's namespace.
+func stateHas(t testing.TB, rt *Runtime, tenant, key string) bool {
+	t.Helper()
+	_, ok, err := rt.State.Get(context.Background(), tenant, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// stateKeys lists the keys of tenant's namespace in rt's state.
+func stateKeys(t testing.TB, rt *Runtime, tenant string) []string {
+	t.Helper()
+	keys, err := rt.State.Keys(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/parslee-ai/car-server/internal/messaging"
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // sendMessage runs the built-in messaging.send: parse, dedup by
@@ -25,10 +26,13 @@ func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCa
 			return nil, errors.New("messaging.send: idempotency_key needs the daemon's message ledger, which is not configured")
 		}
 		key = messaging.Key(sub.Tenant, msg.IdempotencyKey)
-		if prev, ok := rt.opts.Messages.Delivered(key); ok {
-			prev.Deduplicated = true
-			prev.Reason = "already delivered under this idempotency_key; not sent again"
-			return receiptValue(prev), nil
+		prev, ok, err := rt.opts.Messages.Delivered(ctx, key)
+		if err != nil {
+			return nil, store.Wrap("messaging.send: the message was not sent: its idempotency_key could not be checked", err)
+		}
+		if ok {
+			receipt := messaging.Receipt{Channel: prev.Channel, MessageID: prev.MessageID, Deduplicated: true, Reason: "already delivered under this idempotency_key; not sent again"}
+			return receiptValue(receipt), nil
 		}
 	}
 	if sub.Session.Executor == nil {
@@ -50,8 +54,8 @@ func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCa
 		}
 	}
 	if key != "" {
-		if err := rt.opts.Messages.Record(key, receipt); err != nil {
-			return nil, fmt.Errorf("messaging.send: the message was delivered, but its idempotency_key could not be recorded, so a repeat may send it again: %v", err)
+		if err := rt.opts.Messages.Record(context.WithoutCancel(ctx), key, store.Receipt{Channel: receipt.Channel, MessageID: receipt.MessageID}); err != nil {
+			return nil, store.Wrap("messaging.send: the message was delivered, but its idempotency_key could not be recorded, so a repeat may send it again", err)
 		}
 	}
 	return receiptValue(receipt), nil

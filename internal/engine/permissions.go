@@ -8,6 +8,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -38,7 +39,7 @@ func (s *Session) Tier() policy.Tier { return policy.Tier(s.tier.Load()) }
 func (s *Session) SetTier(t policy.Tier) { s.tier.Store(int32(t)) }
 
 // Approvals is the daemon's approval ledger, or nil when it has none.
-func (rt *Runtime) Approvals() *approvals.Ledger { return rt.opts.Approvals }
+func (rt *Runtime) Approvals() store.Approvals { return rt.opts.Approvals }
 
 // EvaluatePermissions decides every action of p against the granted tier and
 // the approval ledger: a rejected fingerprint denies; a full_access action,

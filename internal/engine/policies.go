@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -89,8 +90,8 @@ type policyCheck struct{ rt *Runtime }
 
 func (policyCheck) Name() string { return "policy" }
 
-func (c policyCheck) Check(_ context.Context, sub *Submission, a *protocol.Action) error {
-	state := func(key string) (any, bool) { return c.rt.State.Get(sub.Tenant, key) }
+func (c policyCheck) Check(ctx context.Context, sub *Submission, a *protocol.Action) error {
+	state := &policyState{ctx: ctx, st: c.rt.State, tenant: sub.Tenant}
 	type layer struct {
 		name string
 		e    *policy.Engine
@@ -103,7 +104,13 @@ func (c policyCheck) Check(_ context.Context, sub *Submission, a *protocol.Actio
 	}
 	var reasons []string
 	for _, l := range layers {
-		for _, v := range l.e.Evaluate(a, state) {
+		violations := l.e.Evaluate(a, state)
+		if state.err != nil {
+			// A rule read state it could not reach: its verdict is not one,
+			// and no violation is recorded for it.
+			return state.err
+		}
+		for _, v := range violations {
 			c.rt.Events.Append(Event{
 				Kind: EventPolicyViolation, ProposalID: sub.Proposal.ID, ActionID: a.ID, Connection: sub.Session.ID,
 				Data: map[string]any{"policy_name": v.PolicyName, "reason": v.Reason, "layer": l.name, "tool": a.Tool},
@@ -115,4 +122,25 @@ func (c policyCheck) Check(_ context.Context, sub *Submission, a *protocol.Actio
 		return nil
 	}
 	return fmt.Errorf("%s", strings.Join(reasons, "; "))
+}
+
+// policyState is the state the rules of one check read. The first read the
+// store fails is kept, and fails the check: a rule must not decide on a
+// value it could not read.
+type policyState struct {
+	ctx    context.Context
+	st     store.State
+	tenant string
+	err    error
+}
+
+func (p *policyState) State(key string) (any, bool) {
+	v, ok, err := p.st.Get(p.ctx, p.tenant, key)
+	if err != nil {
+		if p.err == nil {
+			p.err = store.Wrap(fmt.Sprintf("policies could not read state key '%s'", key), err)
+		}
+		return nil, false
+	}
+	return v, ok
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -134,7 +135,7 @@ type run struct {
 type undoEntry struct {
 	key     string
 	version uint64
-	prior   Prior
+	prior   store.Prior
 }
 
 func newRun(rt *Runtime, sub *Submission) *run {
@@ -256,7 +257,9 @@ func (r *run) execute(parent context.Context) {
 			r.finish(i, outcome{status: protocol.StatusSkipped, err: fmt.Errorf("not started: %w", stop.cause)})
 		}
 	}
-	r.rollback(stop.cause)
+	// The rollback runs even though the proposal's context may have ended:
+	// it is what puts state back.
+	r.rollback(context.WithoutCancel(parent), stop.cause)
 }
 
 // stopReason is why a run stopped before every action ran.
@@ -441,20 +444,25 @@ func (r *run) output(id string, result bool) (any, bool) {
 // write sets a state key, remembering how to undo exactly this write. The
 // write and its undo entry are one step under r.mu, so undo entries are in
 // the order the writes happened even when actions of this proposal write one
-// key concurrently.
-func (r *run) write(key string, value any) {
+// key concurrently. A write the store did not commit leaves no undo entry.
+func (r *run) write(ctx context.Context, key string, value any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	version, prior := r.rt.State.Write(r.sub.Tenant, key, value)
+	version, prior, err := r.rt.State.Write(ctx, r.sub.Tenant, key, value)
+	if err != nil {
+		return store.Wrap(fmt.Sprintf("state key '%s' was not written", key), err)
+	}
 	r.undo = append(r.undo, undoEntry{key: key, version: version, prior: prior})
+	return nil
 }
 
 // rollback undoes this proposal's state writes, newest first, and
 // invalidates the idempotent results it recorded (tombstones), so that a
 // re-submission runs them again rather than resuming a half-undone plan. A
 // key that another writer has changed since this proposal wrote it keeps
-// that writer's value: rollback restores only its own writes.
-func (r *run) rollback(cause error) {
+// that writer's value: rollback restores only its own writes. A key the
+// store could not restore is listed as failed, with the error.
+func (r *run) rollback(ctx context.Context, cause error) {
 	r.mu.Lock()
 	undo := r.undo
 	r.undo = nil
@@ -462,7 +470,7 @@ func (r *run) rollback(cause error) {
 	r.idemKeys = nil
 	r.mu.Unlock()
 	if len(keys) > 0 {
-		err := r.rt.opts.Idempotency.Invalidate(keys, r.sub.Proposal.ID)
+		err := r.rt.opts.Idempotency.Invalidate(ctx, keys, r.sub.Proposal.ID)
 		data := map[string]any{"count": len(keys), "reason": cause.Error()}
 		if err != nil {
 			data["error"] = err.Error()
@@ -474,15 +482,29 @@ func (r *run) rollback(cause error) {
 	}
 	restored := make([]string, 0, len(undo))
 	kept := []string{}
+	var failed []string
+	var failure error
 	for i := len(undo) - 1; i >= 0; i-- {
 		u := undo[i]
-		if r.rt.State.Restore(r.sub.Tenant, u.key, u.version, u.prior) {
+		ok, err := r.rt.State.Restore(ctx, r.sub.Tenant, u.key, u.version, u.prior)
+		switch {
+		case err != nil:
+			failed = append(failed, u.key)
+			if failure == nil {
+				failure = store.Wrap(fmt.Sprintf("state key '%s' was not restored", u.key), err)
+			}
+		case ok:
 			restored = append(restored, u.key)
-		} else {
+		default:
 			kept = append(kept, u.key)
 		}
 	}
-	r.emit(EventStateRolledBack, "", map[string]any{"keys": restored, "kept": kept, "reason": cause.Error(), "tenant": r.sub.Tenant})
+	data := map[string]any{"keys": restored, "kept": kept, "reason": cause.Error(), "tenant": r.sub.Tenant}
+	if failure != nil {
+		data["failed"] = failed
+		data["error"] = failure.Error()
+	}
+	r.emit(EventStateRolledBack, "", data)
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {

@@ -94,8 +94,8 @@ func TestAdmissionGateBlocksTheWholeProposal(t *testing.T) {
 			t.Fatalf("%s: %s %v", r.ActionID, r.Status, r.Error)
 		}
 	}
-	if exec.calls != 0 || len(rt.State.Keys("")) != 0 || res.Cost.ActionsRejected != 2 {
-		t.Fatalf("a blocked proposal dispatched %d calls or wrote state %v", exec.calls, rt.State.Keys(""))
+	if exec.calls != 0 || len(stateKeys(t, rt, "")) != 0 || res.Cost.ActionsRejected != 2 {
+		t.Fatalf("a blocked proposal dispatched %d calls or wrote state %v", exec.calls, stateKeys(t, rt, ""))
 	}
 	if rt.Events.Summary().GateRejections != 1 {
 		t.Fatal("gate rejection not recorded")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -145,7 +146,7 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 			stopped = "the client gave up: replan.propose answered null"
 			break
 		}
-		if problems := rt.invalidReplan(next, sub, cfg); len(problems) > 0 {
+		if problems := rt.invalidReplan(ctx, next, sub, cfg); len(problems) > 0 {
 			// An invalid replacement counts as an attempt; it did not run.
 			replans = append(replans, protocol.Replan{Attempt: n, ProposalID: next.ID, Outcome: protocol.ReplanInvalid, Error: joinProblems(problems)})
 			feedback = protocol.ReplanProposeParams{Failed: problems, Succeeded: []string{}, StateKeysWritten: []string{}}
@@ -173,7 +174,7 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 // invalidReplan is what makes a replacement unfit to run before any gate
 // sees it: over max_actions, or, with verify_before_execute, the errors
 // verify finds against state now.
-func (rt *Runtime) invalidReplan(next *protocol.ActionProposal, sub *Submission, cfg protocol.ReplanConfig) []protocol.ReplanFailure {
+func (rt *Runtime) invalidReplan(ctx context.Context, next *protocol.ActionProposal, sub *Submission, cfg protocol.ReplanConfig) []protocol.ReplanFailure {
 	if err := rt.CheckActions(next); err != nil {
 		return []protocol.ReplanFailure{{Status: protocol.StatusRejected, Error: err.Error()}}
 	}
@@ -181,7 +182,11 @@ func (rt *Runtime) invalidReplan(next *protocol.ActionProposal, sub *Submission,
 	if !cfg.VerifyBeforeExecute {
 		return nil
 	}
-	v := Verify(next, rt.State.Snapshot(sub.Tenant), sub.Session.Tools, rt.opts.MaxActions)
+	snap, err := rt.State.Snapshot(ctx, sub.Tenant)
+	if err != nil {
+		return []protocol.ReplanFailure{{Status: protocol.StatusRejected, Error: store.Wrap("verify_before_execute could not read state", err).Error()}}
+	}
+	v := Verify(next, snap, sub.Session.Tools, rt.opts.MaxActions)
 	tools := toolsByAction(next)
 	var out []protocol.ReplanFailure
 	for _, is := range v.Issues {

@@ -6,34 +6,34 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/flow"
-	"github.com/parslee-ai/car-server/internal/idempotency"
-	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
-	MaxActions         int                // actions per proposal (10,000)
-	MaxTools           int                // tools a connection may register, built-ins not counted (1,000)
-	MaxConcurrency     int                // actions of one proposal running at once (16)
-	ToolTimeout        time.Duration      // budget of a tool call without timeout_ms (300 s)
-	RetryBase          time.Duration      // first retry backoff, doubled per retry (100 ms)
-	RetryCap           time.Duration      // longest retry backoff (5 s)
-	EventCapacity      int                // events kept in memory (100,000)
-	Idempotency        *idempotency.Cache // durable idempotency cache; nil turns it off
-	Approvals          *approvals.Ledger  // durable approval ledger; nil: nothing can be approved
-	Messages           *messaging.Ledger  // delivered messaging.send idempotency keys; nil: keys are refused
-	Checkpoints        *checkpoint.Store  // saved copies of state; nil: checkpoints are off
-	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
-	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
-	Desk               ApprovalDesk       // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
-	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
-	Postures           PostureSource      // per-agent postures for bound agents' proposals; nil: none apply
+	MaxActions         int               // actions per proposal (10,000)
+	MaxTools           int               // tools a connection may register, built-ins not counted (1,000)
+	MaxConcurrency     int               // actions of one proposal running at once (16)
+	ToolTimeout        time.Duration     // budget of a tool call without timeout_ms (300 s)
+	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
+	RetryCap           time.Duration     // longest retry backoff (5 s)
+	EventCapacity      int               // events kept in memory (100,000)
+	Idempotency        store.Idempotency // durable idempotency cache; nil turns it off
+	Approvals          store.Approvals   // durable approval ledger; nil: nothing can be approved
+	Messages           store.Messages    // delivered messaging.send idempotency keys; nil: keys are refused
+	State              store.State       // shared state; nil: a new in-memory one (file.NewState)
+	Checkpoints        *checkpoint.Store // saved copies of state; nil: checkpoints are off
+	SupervisionTimeout time.Duration     // how long a parked proposal waits for a supervisor (30 s)
+	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
+	Desk               ApprovalDesk      // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
+	ApprovalTimeout    time.Duration     // how long a parked action waits for a person (5 min)
+	Postures           PostureSource     // per-agent postures for bound agents' proposals; nil: none apply
 	Gates              []AdmissionGate
 	Checks             []ActionCheck
 
@@ -77,6 +77,9 @@ func (o *Options) setDefaults() {
 	if o.MaxResolvedProposalBytes <= 0 {
 		o.MaxResolvedProposalBytes = 64 << 20
 	}
+	if o.State == nil {
+		o.State = file.NewState()
+	}
 }
 
 // CheckActions refuses a proposal over max_actions before anything is done
@@ -92,7 +95,7 @@ func (rt *Runtime) CheckActions(p *protocol.ActionProposal) error {
 // shared by every connection; tools belong to the session that registered
 // them.
 type Runtime struct {
-	State       *State
+	State       store.State // shared state, through the store (Options.State)
 	Events      *EventLog
 	Supervisors *Supervisors
 	Streams     *streams.Table // handles of detached tool invocations
@@ -114,7 +117,7 @@ type Runtime struct {
 func NewRuntime(opts Options) *Runtime {
 	opts.setDefaults()
 	rt := &Runtime{
-		State:    NewState(),
+		State:    opts.State,
 		Events:   NewEventLog(opts.EventCapacity),
 		opts:     opts,
 		sessions: make(map[string]*Session),

@@ -10,6 +10,7 @@
 package idempotency
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -33,10 +35,14 @@ type record struct {
 	At         time.Time       `json:"at"`
 }
 
-// Cache is the idempotency cache over its journal.
+// Cache is the idempotency cache over its journal. It is the file store's
+// store.Idempotency: its claims are local, so two identical calls in flight
+// at once both dispatch (the cache does not merge in-flight duplicates).
 type Cache struct {
 	j *journal.Journal
 }
+
+var _ store.Idempotency = (*Cache)(nil)
 
 // Open replays the journal at path. The report says how many results are
 // live and whether a torn last line was cut off.
@@ -78,6 +84,27 @@ func (c *Cache) Lookup(key string) (any, bool) {
 	return out, true
 }
 
+// Begin looks key up: a stored result is a hit; otherwise the caller gets a
+// local claim whose Commit is Record. It never fails.
+func (c *Cache) Begin(_ context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
+	if out, ok := c.Lookup(key); ok {
+		return out, true, nil, nil
+	}
+	return nil, false, &claim{c: c, key: key, tool: tool, proposalID: proposalID}, nil
+}
+
+// claim is a local claim: nothing is held, so Release has nothing to give up.
+type claim struct {
+	c                     *Cache
+	key, tool, proposalID string
+}
+
+func (cl *claim) Commit(_ context.Context, output any) error {
+	return cl.c.Record(cl.key, cl.tool, cl.proposalID, output)
+}
+
+func (*claim) Release() {}
+
 // Record stores a result durably; it returns after the record is fsynced.
 func (c *Cache) Record(key, tool, proposalID string, output any) error {
 	out, err := json.Marshal(output)
@@ -93,7 +120,7 @@ func (c *Cache) Record(key, tool, proposalID string, output any) error {
 
 // Invalidate tombstones keys (a proposal that recorded them rolled back).
 // The tombstones are appended concurrently and share fsyncs.
-func (c *Cache) Invalidate(keys []string, proposalID string) error {
+func (c *Cache) Invalidate(_ context.Context, keys []string, proposalID string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(keys))
 	for i, k := range keys {

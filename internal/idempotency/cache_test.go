@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -43,7 +44,7 @@ func TestRecordLookupInvalidate(t *testing.T) {
 	if _, ok := c.Lookup("k2"); !ok {
 		t.Fatal("a recorded result is not served")
 	}
-	if err := c.Invalidate([]string{"k2"}, "p1"); err != nil {
+	if err := c.Invalidate(context.Background(), []string{"k2"}, "p1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
@@ -64,5 +65,49 @@ func TestRecordLookupInvalidate(t *testing.T) {
 	}
 	if _, ok := c.Lookup("k2"); ok || c.Len() != 1 {
 		t.Fatal("a tombstoned result is still served")
+	}
+}
+
+// TestBeginClaimsLocallyAndCommitsThroughRecord: a miss hands out a local
+// claim whose Commit is Record (durable: it survives a reopen); a stored
+// result is a hit without a claim; a released claim stores nothing, and a
+// second Begin of a key in flight is not merged with the first.
+func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
+	c, _, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, hit, claim, err := c.Begin(ctx, "k1", "charge", "p1")
+	if err != nil || hit || out != nil || claim == nil {
+		t.Fatalf("a miss: out %v hit %v claim %v err %v", out, hit, claim, err)
+	}
+	_, hit2, claim2, err := c.Begin(ctx, "k1", "charge", "p2")
+	if err != nil || hit2 || claim2 == nil {
+		t.Fatalf("a second Begin of a key in flight: hit %v claim %v err %v; the file store's claims are local and do not wait", hit2, claim2, err)
+	}
+	claim2.Release()
+	if _, ok := c.Lookup("k1"); ok {
+		t.Fatal("a released claim stored a result")
+	}
+	if err := claim.Commit(ctx, map[string]any{"id": "ch_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	out, hit, claim, err = c.Begin(ctx, "k1", "charge", "p3")
+	if err != nil || !hit || claim != nil || out.(map[string]any)["id"] != "ch_1" {
+		t.Fatalf("a committed result after a reopen: out %v hit %v claim %v err %v", out, hit, claim, err)
 	}
 }

@@ -1,6 +1,7 @@
 package messaging
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,11 +9,15 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Ledger remembers which idempotency keys were delivered, durably, so a
-// repeat — in this run or after a restart — is not sent again.
+// repeat — in this run or after a restart — is not sent again. It is the
+// file store's store.Messages; its methods fail only when the journal does.
 type Ledger struct{ j *journal.Journal }
+
+var _ store.Messages = (*Ledger)(nil)
 
 type sent struct {
 	Op        string    `json:"op"`
@@ -38,20 +43,20 @@ func Key(tenant, idempotencyKey string) string {
 }
 
 // Delivered returns the receipt of an earlier delivery under key.
-func (l *Ledger) Delivered(key string) (Receipt, bool) {
+func (l *Ledger) Delivered(_ context.Context, key string) (store.Receipt, bool, error) {
 	b, ok := l.j.Get(key)
 	if !ok {
-		return Receipt{}, false
+		return store.Receipt{}, false, nil
 	}
 	var s sent
 	if err := json.Unmarshal(b, &s); err != nil {
-		return Receipt{}, false
+		return store.Receipt{}, false, nil
 	}
-	return Receipt{Channel: s.Channel, MessageID: s.MessageID}, true
+	return store.Receipt{Channel: s.Channel, MessageID: s.MessageID}, true, nil
 }
 
 // Record stores a delivery durably; it returns after the fsync.
-func (l *Ledger) Record(key string, r Receipt) error {
+func (l *Ledger) Record(_ context.Context, key string, r store.Receipt) error {
 	b, err := json.Marshal(sent{Op: "sent", Key: key, Channel: r.Channel, MessageID: r.MessageID, At: time.Now().UTC()})
 	if err != nil {
 		return err

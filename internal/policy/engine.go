@@ -15,7 +15,16 @@ type Violation struct {
 }
 
 // StateReader gives rules read access to the state the action runs against.
-type StateReader func(key string) (any, bool)
+type StateReader interface {
+	// State returns the value at key and whether it is set.
+	State(key string) (any, bool)
+}
+
+// StateFunc is a function as a StateReader.
+type StateFunc func(key string) (any, bool)
+
+// State implements StateReader.
+func (f StateFunc) State(key string) (any, bool) { return f(key) }
 
 // Rule decides on one action. It returns a reason when it denies it.
 type Rule interface {

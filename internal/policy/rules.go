@@ -76,7 +76,7 @@ type RequireState struct {
 
 // Evaluate implements Rule.
 func (r RequireState) Evaluate(_ *protocol.Action, state StateReader, _ time.Time) (string, bool) {
-	v, ok := state(r.Key)
+	v, ok := state.State(r.Key)
 	if ok && jsonvalue.Equal(v, r.Value) {
 		return "", false
 	}

@@ -16,7 +16,7 @@ func call(tool string, params map[string]any) *protocol.Action {
 	return &protocol.Action{ID: "a1", Type: protocol.ActionToolCall, Tool: tool, Parameters: params}
 }
 
-func noState(string) (any, bool) { return nil, false }
+var noState = StateFunc(func(string) (any, bool) { return nil, false })
 
 func TestRules(t *testing.T) {
 	const secret = "sk-ABCDEFGHIJKLMNOPQRSTUVWX"
@@ -36,8 +36,8 @@ func TestRules(t *testing.T) {
 		{"deny_tool_param equals", DenyToolParam{Tool: "shell", Param: "command", Equals: "shutdown", HasEquals: true}, call("shell", map[string]any{"command": "shutdown"}), noState, true, "denied value"},
 		{"deny_tool_param equals miss", DenyToolParam{Tool: "shell", Param: "command", Equals: "shutdown", HasEquals: true}, call("shell", map[string]any{"command": "shutdown now"}), noState, false, ""},
 		{"deny_tool_param presence", DenyToolParam{Tool: "http", Param: "proxy"}, call("http", map[string]any{"proxy": nil}), noState, true, "may not be called with parameter 'proxy'"},
-		{"require_state holds", RequireState{Key: "tests_passed", Value: true}, call("deploy", nil), func(string) (any, bool) { return true, true }, false, ""},
-		{"require_state differs", RequireState{Key: "tests_passed", Value: true}, call("deploy", nil), func(string) (any, bool) { return "true", true }, true, "state 'tests_passed' must be true"},
+		{"require_state holds", RequireState{Key: "tests_passed", Value: true}, call("deploy", nil), StateFunc(func(string) (any, bool) { return true, true }), false, ""},
+		{"require_state differs", RequireState{Key: "tests_passed", Value: true}, call("deploy", nil), StateFunc(func(string) (any, bool) { return "true", true }), true, "state 'tests_passed' must be true"},
 		{"require_state missing", RequireState{Key: "tests_passed", Value: true}, call("deploy", nil), noState, true, ""},
 		{"deny_keyword nested", DenyKeyword{Keyword: "DROP TABLE"}, call("sql", map[string]any{"q": []any{map[string]any{"s": "x; DROP TABLE users"}}}), noState, true, "parameter 'q' carries a denied keyword"},
 		{"deny_keyword clean", DenyKeyword{Keyword: "DROP TABLE"}, call("sql", map[string]any{"q": "select 1"}), noState, false, ""},

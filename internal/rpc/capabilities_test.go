@@ -90,7 +90,7 @@ func TestAReferenceCannotSmuggleAToolNameOrAKey(t *testing.T) {
 	if st := resultOf(t, res, "w"); st.Status != protocol.StatusRejected || !strings.Contains(st.ErrorText(), "state key 'config/admin' is outside") {
 		t.Fatalf("a key carried by a reference: %+v %s", st, st.ErrorText())
 	}
-	if _, ok := ts.rt.State.Get("", "config/admin"); ok {
+	if _, ok := ts.stateValue(t, "", "config/admin"); ok {
 		t.Fatal("the smuggled key was written")
 	}
 	res = tb.submit(t, proposal(

@@ -72,13 +72,13 @@ func TestARestoreIsRefusedWhileAProposalWrites(t *testing.T) {
 	if st := statuses(awaitResult(t, ch, 2)); st["h"] != protocol.StatusSucceeded {
 		t.Fatalf("the proposal: %v", st)
 	}
-	if v, _ := ts.rt.State.Get("", "k"); v != "written" {
+	if v, _ := ts.stateValue(t, "", "k"); v != "written" {
 		t.Fatalf("the refused restore changed state: %v", v)
 	}
 
 	var restored protocol.CheckpointRestoreResult
 	mustCall(t, tb, protocol.MethodCheckpointRestore, map[string]any{"checkpoint_id": saved.CheckpointID}, &restored)
-	if v, _ := ts.rt.State.Get("", "k"); restored.RestoredKeys != 1 || v != "saved" {
+	if v, _ := ts.stateValue(t, "", "k"); restored.RestoredKeys != 1 || v != "saved" {
 		t.Fatalf("after the restore: %+v, k = %v", restored, v)
 	}
 	ev := eventOf(t, tb.Client, map[string]any{"kinds": []string{string(engine.EventCheckpointRestored)}})
@@ -101,8 +101,8 @@ func TestCheckpointListDeleteAndTenants(t *testing.T) {
 	mustCall(t, tb, protocol.MethodStateSet, map[string]any{"key": "b", "value": 9}, nil)
 	approveRestore(t, tb, one.CheckpointID)
 	mustCall(t, tb, protocol.MethodCheckpointRestore, map[string]any{"checkpoint_id": one.CheckpointID}, nil)
-	a, _ := ts.rt.State.Get("t1", "a")
-	b, _ := ts.rt.State.Get("", "b")
+	a, _ := ts.stateValue(t, "t1", "a")
+	b, _ := ts.stateValue(t, "", "b")
 	if a != json.Number("1") || b != json.Number("9") {
 		t.Fatalf("a tenant restore must touch only its tenant: a=%v b=%v", a, b)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -36,4 +37,12 @@ func echoName(name string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s…(%d bytes)", name[:cut], len(name))
+}
+
+// storeError is the reply to a method the shared store failed: a runtime
+// error that says the store is unavailable, what did not happen, and what to
+// do about it.
+func storeError(method, outcome string, err error) *jsonrpc2.Error {
+	return internalError("%v; %s: retry once the store is reachable again (GET /healthz answers 200 then)",
+		store.Wrap(method+" failed", err), outcome)
 }

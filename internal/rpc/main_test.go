@@ -305,3 +305,14 @@ func holdNotifications(t *testing.T, held chan struct{}, release <-chan struct{}
 	}
 	t.Cleanup(func() { notifyHook = nil })
 }
+
+// stateValue reads key of tenant's namespace straight from the runtime's
+// state.
+func (ts *testServer) stateValue(t testing.TB, tenant, key string) (any, bool) {
+	t.Helper()
+	v, ok, err := ts.rt.State.Get(context.Background(), tenant, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, ok
+}

@@ -19,7 +19,7 @@ func (c *conn) checkpointScope(what string) error {
 	return nil
 }
 
-func (c *conn) checkpointSave(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) checkpointSave(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.CheckpointSaveParams
 	if err := optionalParams(params, &p, "{name?: string, tenant_id?: string}"); err != nil {
 		return nil, err
@@ -27,7 +27,7 @@ func (c *conn) checkpointSave(_ context.Context, params *json.RawMessage) (any, 
 	if err := c.checkpointScope("checkpoint.save"); err != nil {
 		return nil, err
 	}
-	meta, err := c.srv.rt.SaveCheckpoint(c.id, p.Name, p.TenantID)
+	meta, err := c.srv.rt.SaveCheckpoint(ctx, c.id, p.Name, p.TenantID)
 	if err != nil {
 		return nil, checkpointError("checkpoint.save", err)
 	}

@@ -8,17 +8,39 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/openrpc"
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // server.status and approvals.list serve the operator CLI (car-server status,
 // car-server approvals list); any authenticated client may call them.
 
-func (c *conn) serverStatus(context.Context, *json.RawMessage) (any, error) {
-	return map[string]any{
+func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error) {
+	out := map[string]any{
 		"version":     c.srv.opts.Version,
 		"connections": c.srv.ConnectionCount(),
 		"runtime":     c.srv.rt.Status(),
-	}, nil
+		"members":     []protocol.Member{},
+	}
+	st := c.srv.opts.Store
+	if st == nil {
+		return out, nil
+	}
+	out["store"] = st.Kind
+	if st.Members == nil {
+		return out, nil
+	}
+	// The status is for operators, who need it most while the store is
+	// down: a member list that cannot be read is said, not fatal.
+	members, err := st.Members.List(ctx)
+	if err != nil {
+		out["members_error"] = store.Wrap("the member list could not be read", err).Error()
+		return out, nil
+	}
+	if members != nil {
+		out["members"] = members
+	}
+	return out, nil
 }
 
 func (c *conn) approvalsList(context.Context, *json.RawMessage) (any, error) {

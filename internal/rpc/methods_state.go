@@ -24,25 +24,31 @@ func (c *conn) stateKey(params *json.RawMessage) (protocol.StateKeyParams, error
 	return p, c.stateKeyAllowed(p.Key)
 }
 
-func (c *conn) stateGet(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) stateGet(ctx context.Context, params *json.RawMessage) (any, error) {
 	p, err := c.stateKey(params)
 	if err != nil {
 		return nil, err
 	}
-	v, _ := c.srv.rt.State.Get(p.TenantID, p.Key)
+	v, _, err := c.srv.rt.State.Get(ctx, p.TenantID, p.Key)
+	if err != nil {
+		return nil, storeError("state.get", "nothing was read", err)
+	}
 	return v, nil
 }
 
-func (c *conn) stateExists(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) stateExists(ctx context.Context, params *json.RawMessage) (any, error) {
 	p, err := c.stateKey(params)
 	if err != nil {
 		return nil, err
 	}
-	_, ok := c.srv.rt.State.Get(p.TenantID, p.Key)
+	_, ok, err := c.srv.rt.State.Get(ctx, p.TenantID, p.Key)
+	if err != nil {
+		return nil, storeError("state.exists", "nothing was read", err)
+	}
 	return ok, nil
 }
 
-func (c *conn) stateSet(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) stateSet(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.StateSetParams
 	if err := decodeParams(params, &p, stateSetShape); err != nil {
 		return nil, err
@@ -57,24 +63,33 @@ func (c *conn) stateSet(_ context.Context, params *json.RawMessage) (any, error)
 	if err != nil {
 		return nil, invalidParams("param 'value' is not valid JSON: %v", err)
 	}
-	c.srv.rt.State.Set(p.TenantID, p.Key, v)
+	if err := c.srv.rt.State.Set(ctx, p.TenantID, p.Key, v); err != nil {
+		return nil, storeError("state.set", "the value was not written", err)
+	}
 	return "ok", nil
 }
 
-func (c *conn) stateKeys(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) stateKeys(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.TenantParams
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
 		return nil, err
 	}
-	return c.visibleKeys(c.srv.rt.State.Keys(p.TenantID)), nil
+	keys, err := c.srv.rt.State.Keys(ctx, p.TenantID)
+	if err != nil {
+		return nil, storeError("state.keys", "nothing was read", err)
+	}
+	return c.visibleKeys(keys), nil
 }
 
-func (c *conn) stateSnapshot(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) stateSnapshot(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.TenantParams
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
 		return nil, err
 	}
-	snap := c.srv.rt.State.Snapshot(p.TenantID)
+	snap, err := c.srv.rt.State.Snapshot(ctx, p.TenantID)
+	if err != nil {
+		return nil, storeError("state.snapshot", "nothing was read", err)
+	}
 	caps := c.sess.Capabilities()
 	for k := range snap {
 		if caps.AllowsKey(k) != nil {

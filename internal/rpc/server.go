@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -43,6 +44,7 @@ type Options struct {
 	Runs               *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens        string           // the agent token file; "": no connection can bind an agent
 	Postures           *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
+	Store              *store.Store     // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
 	Logger             *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
@@ -165,8 +167,17 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
+// serveHealth answers 200 "ok", or 503 naming the store while the store
+// cannot be reached (the daemon keeps serving what needs no store).
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if st := s.opts.Store; st != nil && st.Health != nil {
+		if err := st.Health(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "unavailable: the %s store: %v\n", st.Kind, err)
+			return
+		}
+	}
 	_, _ = w.Write([]byte("ok\n"))
 }
 

@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/parslee-ai/car-server/protocol"
@@ -24,6 +25,19 @@ import (
 // reached (a database down, a pool exhausted past its timeout). Nothing is
 // acknowledged on such an error: the write did not commit.
 var ErrUnavailable = errors.New("the shared store is unavailable")
+
+// Wrap is how a caller reports an error of the store met while doing what:
+// the result wraps ErrUnavailable and err, and its message says once that
+// the store is unavailable. A nil err stays nil.
+func Wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+}
 
 // Store bundles one implementation of every part of the seam.
 type Store struct {
@@ -73,7 +87,8 @@ type Idempotency interface {
 // or Release ends it.
 type Claim interface {
 	// Commit stores the result durably; it returns after the commit, so an
-	// ack that follows it is never for a result a crash can lose.
+	// ack that follows it is never for a result a crash can lose. A Commit
+	// that fails ends the claim too: the caller does not Release it.
 	Commit(ctx context.Context, output any) error
 	// Release gives the claim up without a result (the call failed).
 	Release()
@@ -174,14 +189,8 @@ type Bus interface {
 	Subscribe(topic string, fn func(payload []byte)) (cancel func())
 }
 
-// Member is one daemon of the cluster.
-type Member struct {
-	ID            string    `json:"id"`
-	Version       string    `json:"version"`
-	StartedAt     time.Time `json:"started_at"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
-	Alive         bool      `json:"alive"`
-}
+// Member is one daemon of the cluster, as server.status reports it.
+type Member = protocol.Member
 
 // Members lists the daemons that share the store.
 type Members interface {

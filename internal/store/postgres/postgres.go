@@ -28,6 +28,9 @@ type Config struct {
 	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
 	Heartbeat        time.Duration // how often this daemon's car_nodes row is stamped; a member is alive within 3 of them (2 s)
 	ApprovalRecheck  time.Duration // how often the approval cache is checked against the database, in case a notification was lost (2 s)
+
+	EventsSpool         string // where events wait while the database is unreachable ($CAR_HOME/events-spool.jsonl)
+	EventsSpoolMaxBytes int64  // the bound of the spool (events_spool_max_bytes)
 }
 
 func (c *Config) setDefaults() {

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestWrapSaysUnavailableOnce: Wrap's error wraps ErrUnavailable and the
+// cause, and says "unavailable" once whether or not the cause already did.
+func TestWrapSaysUnavailableOnce(t *testing.T) {
+	cause := errors.New("connection refused")
+	for name, err := range map[string]error{
+		"a plain cause":        cause,
+		"an unavailable cause": errors.Join(ErrUnavailable, cause),
+	} {
+		w := Wrap("state.set failed", err)
+		if !errors.Is(w, ErrUnavailable) || !errors.Is(w, cause) {
+			t.Fatalf("%s: %v does not wrap both", name, w)
+		}
+		if msg := w.Error(); !strings.HasPrefix(msg, "state.set failed: ") || strings.Count(msg, ErrUnavailable.Error()) != 1 || !strings.Contains(msg, "connection refused") {
+			t.Fatalf("%s: %q", name, msg)
+		}
+	}
+	if Wrap("x", nil) != nil {
+		t.Fatal("Wrap of nil is not nil")
+	}
+}
