@@ -21,6 +21,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/streams"
 )
 
@@ -110,6 +111,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
+	leaveCluster, err := joinCluster(ctx, rt, shared, log)
+	if err != nil {
+		return err
+	}
+	defer leaveCluster()
 	rt.SetOperatorPolicies(operator)
 	rt.SetToolLabels(labels)
 	logToolLabels(log, "tool labels loaded", cfg.ToolLabelsPath, labels)
@@ -139,6 +145,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AgentTokens:        cfg.AgentTokensPath,
 		Postures:           postures,
 		Store:              shared,
+		Node:               shared.Node,
+		Bus:                clusterBus(shared),
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
@@ -339,4 +347,13 @@ func tokenFileField(token, path string) string {
 		return ""
 	}
 	return path
+}
+
+// clusterBus is the bus that joins this daemon's host surface to the other
+// daemons', or nil for a daemon alone (the file store).
+func clusterBus(shared *store.Store) store.Bus {
+	if shared.Kind == "file" {
+		return nil
+	}
+	return shared.Bus
 }
