@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -24,8 +27,9 @@ const agentsUsage = `usage:
   car-server agents list [--json]            the agents with a token (never the tokens)
 
 The daemon keeps only a hash of each token, in $CAR_HOME/agent-tokens.json (0600),
-and reads it on every agent auth: no restart is needed. An agent presents its token
-with session.auth {token, agent_id}.`
+or, with store: postgres, in the shared database (postgres_url), where every daemon
+reads it. It reads the hashes on every agent auth: no restart is needed. An agent
+presents its token with session.auth {token, agent_id}.`
 
 // agentsLockWait bounds how long a command waits for another holder of the
 // agent token file's lock.
@@ -57,27 +61,31 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "car-server:", err)
 		return exitUsage
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), agentsLockWait)
+	defer cancel()
+	if rest[0] == "revoke" {
+		return revokeAgent(ctx, cfg, rest[1], stdout, stderr)
+	}
+	tokens, closeTokens, err := openAgentTokens(ctx, cfg)
+	if err != nil {
+		return agentsFailed(stderr, rest[0], err)
+	}
+	defer closeTokens()
 	switch rest[0] {
 	case "issue-token":
-		ctx, cancel := context.WithTimeout(context.Background(), agentsLockWait)
-		defer cancel()
 		token, err := rpc.NewToken()
 		if err == nil {
-			err = agents.Issue(ctx, cfg.AgentTokensPath, rest[1], token)
+			err = tokens.Issue(ctx, rest[1], token)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "car-server agents issue-token: %v\n", err)
-			return exitFailed
+			return agentsFailed(stderr, rest[0], err)
 		}
 		fmt.Fprintln(stdout, token)
 		return exitOK
-	case "revoke":
-		return revokeAgent(cfg, rest[1], stdout, stderr)
 	case "list":
-		list, err := agents.List(cfg.AgentTokensPath)
+		list, err := tokens.List(ctx)
 		if err != nil {
-			fmt.Fprintf(stderr, "car-server agents list: %v\n", err)
-			return exitFailed
+			return agentsFailed(stderr, rest[0], err)
 		}
 		if *asJSON {
 			b, _ := json.Marshal(map[string]any{"agents": list})
@@ -96,21 +104,44 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// openAgentTokens opens where the agents' token hashes are kept: the token
+// file, or the shared database when the store is postgres.
+func openAgentTokens(ctx context.Context, cfg *config.Config) (store.AgentTokens, func(), error) {
+	if cfg.Store != config.StorePostgres {
+		return agents.TokenFile(cfg.AgentTokensPath), func() {}, nil
+	}
+	return postgres.OpenTokens(ctx, postgresConfig(cfg, ""))
+}
+
+// agentsFailed reports err: exit 3 when the shared store cannot be
+// reached, 1 otherwise.
+func agentsFailed(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "car-server agents %s: %v\n", cmd, err)
+	if errors.Is(err, store.ErrUnavailable) {
+		return exitUnreachable
+	}
+	return exitFailed
+}
+
 // revokeAgent revokes through the running daemon when one answers, so that
-// it closes the agent's live connection too, and in the file otherwise.
-func revokeAgent(cfg *config.Config, agentID string, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+// it closes the agent's live connection too, and in the token store
+// otherwise (the shared store's revoke closes the agent's connection on
+// every daemon sharing it).
+func revokeAgent(ctx context.Context, cfg *config.Config, agentID string, stdout, stderr io.Writer) int {
 	c, code := dialDaemon(ctx, cfg, io.Discard)
 	if c == nil && code != exitUnreachable {
 		fmt.Fprintln(stderr, "car-server agents revoke: the running daemon refused the operator's credential; it needs the host role (the host-token file or $CAR_HOST_TOKEN)")
 		return code
 	}
 	if c == nil {
-		revoked, err := agents.Revoke(ctx, cfg.AgentTokensPath, agentID)
+		tokens, closeTokens, err := openAgentTokens(ctx, cfg)
 		if err != nil {
-			fmt.Fprintf(stderr, "car-server agents revoke: %v\n", err)
-			return exitFailed
+			return agentsFailed(stderr, "revoke", err)
+		}
+		defer closeTokens()
+		revoked, err := tokens.Revoke(ctx, agentID)
+		if err != nil {
+			return agentsFailed(stderr, "revoke", err)
 		}
 		fmt.Fprintln(stdout, revokeLine(agentID, revoked, 0))
 		return exitOK

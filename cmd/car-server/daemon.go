@@ -75,11 +75,16 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}
 	}()
 
-	runStore, postures, err := openRuns(cfg, log)
+	runStore, postures, err := openRuns(ctx, cfg, shared, log)
 	if err != nil {
 		return err
 	}
-	defer runStore.Close()
+	defer postures.Close()
+	defer func() {
+		if err := runStore.Close(); err != nil {
+			log.Warn("closing the run traces failed", zap.Error(err))
+		}
+	}()
 
 	labels, err := flow.Load(cfg.ToolLabelsPath)
 	if err != nil {
@@ -142,7 +147,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Version:            version,
 		Logger:             log,
 		Runs:               runStore,
-		AgentTokens:        cfg.AgentTokensPath,
+		AgentTokens:        shared.AgentTokens,
 		Postures:           postures,
 		Store:              shared,
 		Node:               shared.Node,

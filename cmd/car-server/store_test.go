@@ -180,11 +180,11 @@ func TestMigrateCommand(t *testing.T) {
 	t.Setenv("CAR_POSTGRES_URL", url)
 
 	out, errOut, code := migrate(t, "status")
-	if code != exitOK || !regexpLine(out, "00001_init.sql", "pending") || !strings.Contains(out, "schema version 0") || !strings.Contains(out, "1 pending") {
+	if code != exitOK || !regexpLine(out, "00001_init.sql", "pending") || !strings.Contains(out, "schema version 0") || !regexpLine(out, "00002_runs_agents.sql", "pending") || !strings.Contains(out, "2 pending") {
 		t.Fatalf("status of an empty database: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = migrate(t, "up")
-	if code != exitOK || !strings.Contains(out, "applied 1 migration(s)") || !regexpLine(out, "00001_init.sql", "applied") || !strings.Contains(out, "schema version 1") || !strings.Contains(out, "up to date") {
+	if code != exitOK || !strings.Contains(out, "applied 2 migration(s)") || !regexpLine(out, "00001_init.sql", "applied") || !regexpLine(out, "00002_runs_agents.sql", "applied") || !strings.Contains(out, "schema version 2") || !strings.Contains(out, "up to date") {
 		t.Fatalf("up: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = migrate(t, "up")

@@ -35,6 +35,9 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		IdempotencyPath: cfg.IdempotencyPath,
 		ApprovalsPath:   cfg.ApprovalsPath,
 		MessagesPath:    cfg.MessagesPath,
+		RunsDir:         cfg.RunsDir,
+		AgentTokensPath: cfg.AgentTokensPath,
+		PosturesPath:    cfg.PosturesPath,
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,
@@ -52,6 +55,10 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	torn("approval ledger", cfg.ApprovalsPath, rep.Approvals)
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", rep.Approvals.Lines), zap.Int("fingerprints", rep.Approvals.Live))
 	torn("message ledger", cfg.MessagesPath, rep.Messages)
+	if rep.Runs.Torn > 0 {
+		log.Warn("run files ended in a torn line (crash residue); cut it off", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Torn))
+	}
+	log.Info("run files read", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Runs))
 	return st, nil
 }
 

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Posture modes: what happens to an agent's action at a tier.
@@ -86,46 +88,143 @@ func rank(m string) int {
 	return 0
 }
 
-// Postures is the daemon's per-agent posture, kept in memory and in a file
-// every mutation rewrites atomically. It is safe for concurrent use.
+// Postures is the daemon's per-agent posture: the policy in force, kept in
+// memory, over a store.Postures that keeps it durably (the policy file, or
+// the shared store's row). Every mutation goes through the store under its
+// lock; a change made elsewhere (another daemon) is read back when the
+// store says so. It is safe for concurrent use.
 type Postures struct {
-	path    string
-	writeMu sync.Mutex // one mutation at a time: read, modify, write the file, install
-	mu      sync.Mutex // guards p; never held across I/O, so the gate never waits on the disk
+	src     store.Postures
+	writeMu sync.Mutex // one mutation at a time from this process
+	mu      sync.Mutex // guards p; never held across I/O, so the gate never waits on the store
 	p       Policy
+	stop    func()
+	onError func(error)
 }
 
 // OpenPostures reads the policy file at path; a missing file is the
 // balanced default with no overrides.
 func OpenPostures(path string) (*Postures, error) {
-	s := &Postures{path: path, p: Policy{Default: Presets[DefaultPreset], Agents: map[string]TierPosture{}}}
-	p, found, err := readPolicy(path)
+	return NewPostures(context.Background(), PostureFile(path), nil)
+}
+
+// NewPostures reads the policy src keeps (none: the balanced default with
+// no overrides) and follows the changes src reports until Close. onError
+// hears a change that could not be read back (nil ignores it: the policy
+// in force stays, and the next change reads it again).
+func NewPostures(ctx context.Context, src store.Postures, onError func(error)) (*Postures, error) {
+	s := &Postures{src: src, p: defaultPolicy(), onError: onError}
+	p, found, err := readDoc(ctx, src)
 	if err != nil {
 		return nil, err
 	}
 	if found {
 		s.p = p
 	}
+	s.stop = src.Watch(s.reload)
 	return s, nil
 }
 
-// readPolicy reads the policy file; found is false when there is none.
-func readPolicy(path string) (p Policy, found bool, err error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Policy{}, false, nil
+// Close stops following the store's changes.
+func (s *Postures) Close() {
+	if s.stop != nil {
+		s.stop()
 	}
+}
+
+// reloadTimeout bounds the read of a changed policy.
+const reloadTimeout = 15 * time.Second
+
+// reload reads the policy the store now holds and puts it in force.
+func (s *Postures) reload() {
+	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
+	defer cancel()
+	p, found, err := readDoc(ctx, s.src)
 	if err != nil {
-		return Policy{}, false, fmt.Errorf("agent permissions %s: %w", path, err)
+		if s.onError != nil {
+			s.onError(err)
+		}
+		return
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return Policy{}, false, fmt.Errorf("agent permissions %s is not valid JSON (%v); fix it or move it aside", path, err)
+	if !found {
+		p = defaultPolicy()
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+}
+
+func defaultPolicy() Policy {
+	return Policy{Default: Presets[DefaultPreset], Agents: map[string]TierPosture{}}
+}
+
+// readDoc reads and decodes the policy src keeps.
+func readDoc(ctx context.Context, src store.Postures) (Policy, bool, error) {
+	doc, found, err := src.Read(ctx)
+	if err != nil || !found {
+		return Policy{}, false, err
+	}
+	p, err := decodePolicy(doc)
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("the agent permissions policy is not valid (%v); set it again with agent_permissions.set_default", err)
+	}
+	return p, true, nil
+}
+
+func decodePolicy(doc []byte) (Policy, error) {
+	var p Policy
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return Policy{}, err
 	}
 	if p.Agents == nil {
 		p.Agents = map[string]TierPosture{}
 	}
-	return p, true, nil
+	return p, nil
 }
+
+// postureFile is the policy file, written atomically under its lock.
+type postureFile struct{ path string }
+
+// PostureFile is the store.Postures of a single daemon: the policy file at
+// path (0600), rewritten atomically under path + ".lock".
+func PostureFile(path string) store.Postures { return postureFile{path: path} }
+
+// Read reads the file; a missing one holds no document.
+func (f postureFile) Read(context.Context) (json.RawMessage, bool, error) {
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("agent permissions %s: %w", f.path, err)
+	}
+	if _, err := decodePolicy(b); err != nil {
+		return nil, false, fmt.Errorf("agent permissions %s is not valid JSON (%v); fix it or move it aside", f.path, err)
+	}
+	return b, true, nil
+}
+
+// Update holds the file's lock across the read, the change and the atomic
+// write, so another writer's update is kept, not overwritten.
+func (f postureFile) Update(ctx context.Context, change func(json.RawMessage, bool) (json.RawMessage, error)) error {
+	unlock, err := lockFile(ctx, f.path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cur, found, err := f.Read(ctx)
+	if err != nil {
+		return err
+	}
+	next, err := change(cur, found)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(f.path, append(next, '\n'))
+}
+
+// Watch never calls fn: only this process writes the file it reads.
+func (postureFile) Watch(func()) func() { return func() {} }
 
 // Get returns a copy of the whole policy.
 func (s *Postures) Get() Policy {
@@ -224,32 +323,29 @@ func (s *Postures) Reset(ctx context.Context, agentID string) (Policy, error) {
 	})
 }
 
-// mutate applies change to the policy on disk and makes the result the
-// policy in force. It holds the file's lock across the read, the change and
-// the atomic write, so another writer's update is kept, not overwritten
-// with this daemon's older copy.
+// mutate applies change to the policy the store holds and makes the
+// result the policy in force. The store holds its lock across the read,
+// the change and the write, so another writer's update is kept, not
+// overwritten with this daemon's older copy.
 func (s *Postures) mutate(ctx context.Context, change func(*Policy) error) (Policy, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	unlock, err := lockFile(ctx, s.path)
+	var next Policy
+	err := s.src.Update(ctx, func(cur json.RawMessage, found bool) (json.RawMessage, error) {
+		next = s.Get()
+		if found {
+			p, err := decodePolicy(cur)
+			if err != nil {
+				return nil, fmt.Errorf("the agent permissions policy held is not valid (%v); reset it with agent_permissions.set_default", err)
+			}
+			next = p
+		}
+		if err := change(&next); err != nil {
+			return nil, err
+		}
+		return json.MarshalIndent(next, "", "  ")
+	})
 	if err != nil {
-		return Policy{}, err
-	}
-	defer unlock()
-	next := s.Get()
-	if onDisk, found, err := readPolicy(s.path); err != nil {
-		return Policy{}, err
-	} else if found {
-		next = onDisk
-	}
-	if err := change(&next); err != nil {
-		return Policy{}, err
-	}
-	b, err := json.MarshalIndent(next, "", "  ")
-	if err != nil {
-		return Policy{}, err
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n')); err != nil {
 		return Policy{}, err
 	}
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/atomicfile"
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // tokenFile is the agent token file: per agent, the SHA-256 of its token.
@@ -27,9 +28,36 @@ type tokenEntry struct {
 }
 
 // IssuedAgent is an agent with a token, as agents list shows it.
-type IssuedAgent struct {
-	AgentID  string    `json:"agent_id"`
-	IssuedAt time.Time `json:"issued_at"`
+type IssuedAgent = store.IssuedAgent
+
+// tokenFileStore is TokenFile.
+type tokenFileStore struct{ path string }
+
+// TokenFile is the store.AgentTokens of a single daemon: the token file at
+// path (0600, hashes only), re-read on every Verify, changed under
+// path + ".lock".
+func TokenFile(path string) store.AgentTokens { return tokenFileStore{path: path} }
+
+func (f tokenFileStore) Issue(ctx context.Context, agentID, token string) error {
+	return Issue(ctx, f.path, agentID, token)
+}
+
+func (f tokenFileStore) Revoke(ctx context.Context, agentID string) (bool, error) {
+	return Revoke(ctx, f.path, agentID)
+}
+
+func (f tokenFileStore) List(context.Context) ([]IssuedAgent, error) { return List(f.path) }
+
+func (f tokenFileStore) Verify(_ context.Context, agentID, token string) (bool, error) {
+	return Verify(f.path, agentID, token)
+}
+
+// HashToken is what is kept of a token: its SHA-256, in hex.
+func HashToken(token string) string { return hashToken(token) }
+
+// VerifyHash reports whether token hashes to hash, in constant time.
+func VerifyHash(hash, token string) bool {
+	return subtle.ConstantTimeCompare([]byte(hash), []byte(hashToken(token))) == 1
 }
 
 // readTokens reads the token file; a missing file holds no agents.
@@ -122,6 +150,6 @@ func Verify(path, agentID, token string) (bool, error) {
 		return false, err
 	}
 	e, ok := f.Agents[agentID]
-	got := hashToken(token)
-	return ok && subtle.ConstantTimeCompare([]byte(e.SHA256), []byte(got)) == 1, nil
+	match := VerifyHash(e.SHA256, token) // hashed whether or not the agent has a token
+	return ok && match, nil
 }

@@ -3,22 +3,26 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
-	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Agent identity. session.auth {token, agent_id} binds a connection to an
 // agent when token is the agent's own token (minted by the operator with
-// car-server agents issue-token; the daemon keeps only its hash, and reads
-// the file on every bind, so an issue or a revoke is in force at once).
-// One connection per agent: per-agent state stays unambiguous.
+// car-server agents issue-token; the store keeps only its hash, and is read
+// on every bind, so an issue or a revoke is in force at once, on every
+// daemon sharing the store). One connection per agent on a daemon:
+// per-agent state stays unambiguous. A revoke closes the agent's
+// connection here, and, announced on the bus (store.TopicAgentRevoked), on
+// every other daemon.
 
 // agentBindings is the daemon's agent → connection map. The zero value is
 // ready.
@@ -83,10 +87,10 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 		return nil, internalError("auth failed: the daemon's token cannot bind an agent; present the agent's own token (car-server agents issue-token %s)", p.AgentID)
 	}
 	ok := false
-	if c.srv.opts.AgentTokens != "" && p.Token != "" {
+	if c.srv.opts.AgentTokens != nil && p.Token != "" {
 		var err error
-		if ok, err = agents.Verify(c.srv.opts.AgentTokens, p.AgentID, p.Token); err != nil {
-			c.log.Error("agent token file unreadable", zap.Error(err))
+		if ok, err = c.srv.opts.AgentTokens.Verify(c.ctx, p.AgentID, p.Token); err != nil {
+			c.log.Error("agent tokens unreadable", zap.Error(err))
 			return nil, internalError("auth failed: %v", err)
 		}
 	}
@@ -146,16 +150,41 @@ func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, 
 		return nil, err
 	}
 	revoked := false
-	if c.srv.opts.AgentTokens != "" {
-		if revoked, err = agents.Revoke(ctx, c.srv.opts.AgentTokens, agentID); err != nil {
+	if c.srv.opts.AgentTokens != nil {
+		if revoked, err = c.srv.opts.AgentTokens.Revoke(ctx, agentID); err != nil {
+			if errors.Is(err, store.ErrUnavailable) {
+				return nil, storeError("agents.revoke", "the token was not revoked", err)
+			}
 			return nil, internalError("agents.revoke: %v", err)
 		}
 	}
 	closed := 0
-	if h := c.srv.bound.holder(agentID); h != nil {
-		c.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID), zap.String("agent_conn", h.id))
-		c.goOwned(func() { _ = h.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
+	if c.srv.closeRevoked(agentID) {
 		closed = 1
 	}
 	return map[string]any{"agent_id": agentID, "revoked": revoked, "connections_closed": closed}, nil
+}
+
+// closeRevoked closes the connection bound to a revoked agent, if there is
+// one here; it reports whether there was.
+func (s *Server) closeRevoked(agentID string) bool {
+	h := s.bound.holder(agentID)
+	if h == nil {
+		return false
+	}
+	h.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID))
+	h.goOwned(func() { _ = h.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
+	return true
+}
+
+// followRevokes closes, on this daemon, the connection of an agent whose
+// token another daemon (or an operator's command) revoked, until the
+// returned function is called.
+func (s *Server) followRevokes(bus store.Bus) (stop func()) {
+	return bus.Subscribe(store.TopicAgentRevoked, func(payload []byte) {
+		if len(payload) == 0 {
+			return // a resync: a revoke missed meanwhile refused new binds anyway
+		}
+		s.closeRevoked(string(payload))
+	})
 }

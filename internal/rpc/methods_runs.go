@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -24,6 +25,9 @@ func (c *conn) runStore() (*runs.Store, error) {
 	}
 	return c.srv.opts.Runs, nil
 }
+
+// isUnavailable reports whether err came from a store that cannot be reached.
+func isUnavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
 
 // mayRead reports whether the connection may see agent's runs.
 func (c *conn) mayRead(agent string) bool {
@@ -61,6 +65,8 @@ func (c *conn) runsStart(ctx context.Context, params *json.RawMessage) (any, err
 	}
 	runID, _, err := st.Start(ctx, runs.Start{RunID: p.IdempotencyKey, AgentID: agent, AgentName: p.AgentName, Intent: p.Intent, OutcomeDescription: p.OutcomeDescription, Owner: c.id})
 	switch {
+	case isUnavailable(err):
+		return nil, storeError("runs.start", "no run was started", err)
 	case errors.Is(err, runs.ErrNotFound):
 		return nil, invalidParams("runs.start: idempotency_key '%s' names a run of another agent; use another key", p.IdempotencyKey)
 	case err != nil:
@@ -147,13 +153,19 @@ func (c *conn) runsComplete(ctx context.Context, params *json.RawMessage) (any, 
 	if err := requireString("run_id", p.RunID, runsCompleteShape); err != nil {
 		return nil, err
 	}
-	agent, owner, ok := st.Info(p.RunID)
-	if !ok || !c.mayWrite(agent, owner, true) {
+	agent, owner, err := st.Info(ctx, p.RunID)
+	if isUnavailable(err) {
+		return nil, storeError("runs.complete", "the run was not completed", err)
+	}
+	if err != nil || !c.mayWrite(agent, owner, true) {
 		return nil, errRunNotFound(p.RunID)
 	}
 	if err := st.Complete(ctx, p.RunID, p.Outcome); err != nil {
-		if errors.Is(err, runs.ErrNotFound) {
+		switch {
+		case errors.Is(err, runs.ErrNotFound):
 			return nil, errRunNotFound(p.RunID)
+		case isUnavailable(err):
+			return nil, storeError("runs.complete", "the run was not completed", err)
 		}
 		return nil, invalidParams("runs.complete: %v", err)
 	}
@@ -187,8 +199,11 @@ func (c *conn) runsRecordTurns(ctx context.Context, params *json.RawMessage) (an
 	dropped := func(reason string) any {
 		return map[string]any{"run_id": p.RunID, "base_index": 0, "count": 0, "ok": false, "dropped": reason}
 	}
-	agent, owner, ok := st.Info(p.RunID)
-	if !ok || !c.mayWrite(agent, owner, false) {
+	agent, owner, err := st.Info(ctx, p.RunID)
+	if isUnavailable(err) {
+		return nil, storeError("runs.record_turns", "no turn was recorded", err)
+	}
+	if err != nil || !c.mayWrite(agent, owner, false) {
 		return dropped(runs.DropRunNotFound), nil
 	}
 	base, err := st.Append(ctx, p.RunID, turns)
@@ -196,6 +211,8 @@ func (c *conn) runsRecordTurns(ctx context.Context, params *json.RawMessage) (an
 	switch {
 	case errors.As(err, &drop):
 		return dropped(drop.Reason), nil
+	case isUnavailable(err):
+		return nil, storeError("runs.record_turns", "no turn was recorded", err)
 	case err != nil:
 		return nil, internalError("runs.record_turns: %v", err)
 	}
@@ -215,7 +232,7 @@ func (c *conn) meterTurns(agent, runID string, turns []runs.Turn) {
 	}
 }
 
-func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) runsSubscribe(ctx context.Context, params *json.RawMessage) (any, error) {
 	st, err := c.runStore()
 	if err != nil {
 		return nil, err
@@ -224,8 +241,11 @@ func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	agent, _, ok := st.Info(runID)
-	if !ok || !c.mayRead(agent) {
+	agent, _, err := st.Info(ctx, runID)
+	if isUnavailable(err) {
+		return nil, storeError("runs.subscribe", "nothing was subscribed to", err)
+	}
+	if err != nil || !c.mayRead(agent) {
 		return nil, errRunNotFound(runID)
 	}
 	c.runs.mu.Lock()
@@ -238,8 +258,14 @@ func (c *conn) runsSubscribe(_ context.Context, params *json.RawMessage) (any, e
 		c.runs.subs[runID] = q
 	}
 	c.runs.mu.Unlock()
-	snap, err := st.Subscribe(runID, c.id, q.Push)
-	if err != nil {
+	snap, err := st.Subscribe(ctx, runID, c.id, q.Push)
+	var elsewhere *runs.ElsewhereError
+	switch {
+	case errors.As(err, &elsewhere):
+		return nil, invalidParams("runs.subscribe: %v", err)
+	case isUnavailable(err):
+		return nil, storeError("runs.subscribe", "nothing was subscribed to", err)
+	case err != nil:
 		return nil, errRunNotFound(runID)
 	}
 	return snap, nil
@@ -270,7 +296,7 @@ func (c *conn) runsUnsubscribe(_ context.Context, params *json.RawMessage) (any,
 	return map[string]any{"run_id": runID, "removed": removed}, nil
 }
 
-func (c *conn) runsList(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) runsList(ctx context.Context, params *json.RawMessage) (any, error) {
 	st, err := c.runStore()
 	if err != nil {
 		return nil, err
@@ -282,10 +308,14 @@ func (c *conn) runsList(_ context.Context, params *json.RawMessage) (any, error)
 	if !c.mayRead(agentID) {
 		return nil, invalidParams("runs.list: this connection may not read agent '%s''s runs: bind it to that agent, or authenticate with the host token", agentID)
 	}
-	return map[string]any{"agent_id": agentID, "runs": st.List(agentID)}, nil
+	list, err := st.List(ctx, agentID)
+	if err != nil {
+		return nil, storeError("runs.list", "nothing was read", err)
+	}
+	return map[string]any{"agent_id": agentID, "runs": list}, nil
 }
 
-func (c *conn) runsGetTrace(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, error) {
 	st, err := c.runStore()
 	if err != nil {
 		return nil, err
@@ -305,13 +335,19 @@ func (c *conn) runsGetTrace(_ context.Context, params *json.RawMessage) (any, er
 		return nil, invalidParams("param 'cursor' must be 0 or more")
 	}
 	notFound := map[string]any{"run_id": p.RunID, "not_found": true}
-	agent, _, ok := st.Info(p.RunID)
-	if !ok || !c.mayRead(agent) {
+	agent, _, err := st.Info(ctx, p.RunID)
+	if isUnavailable(err) {
+		return nil, storeError("runs.get_trace", "nothing was read", err)
+	}
+	if err != nil || !c.mayRead(agent) {
 		return notFound, nil
 	}
-	recs, err := st.Trace(p.RunID, p.Cursor)
+	recs, err := st.Trace(ctx, p.RunID, p.Cursor)
 	if errors.Is(err, runs.ErrNotFound) {
 		return notFound, nil
+	}
+	if isUnavailable(err) {
+		return nil, storeError("runs.get_trace", "nothing was read", err)
 	}
 	if err != nil {
 		return nil, internalError("runs.get_trace: %v", err)

@@ -212,7 +212,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	}
 	tokens := filepath.Join(home, "agent-tokens.json")
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
-		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: tokens, Postures: postures},
+		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: agents.TokenFile(tokens), Postures: postures},
 		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures},
 		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close()) },
 	})}

@@ -57,7 +57,7 @@ func startRunsServer(t *testing.T, rs runsSetup) *runsServer {
 		t.Fatal(err)
 	}
 	ts := startServerWith(t, serverSetup{
-		opts:   Options{HostToken: runsHostToken, Runs: st, AgentTokens: filepath.Join(rs.home, "agent-tokens.json"), Postures: ps, FeedQueue: rs.feedQueue, WriteTimeout: rs.writeTimeout},
+		opts:   Options{HostToken: runsHostToken, Runs: st, AgentTokens: agents.TokenFile(filepath.Join(rs.home, "agent-tokens.json")), Postures: ps, FeedQueue: rs.feedQueue, WriteTimeout: rs.writeTimeout},
 		engine: engine.Options{Approvals: ledger, Postures: ps, ApprovalTimeout: testTimeout},
 		closeAfter: func() error {
 			return errorsJoin(st.Close(), ledger.Close())

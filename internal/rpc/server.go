@@ -25,26 +25,26 @@ import (
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
-	Token              string           // auth token; empty turns auth off
-	HostToken          string           // host token: session.auth {host_token} grants the host role; empty: nobody has it
-	ApproverRole       string           // who may approve: ApproverAny (default) or ApproverHost
-	Home               string           // the state root, reported in host.subscribe's identity
-	AllowedOrigins     []string         // extra Origin host patterns allowed to upgrade (same-host is always allowed)
-	MaxFrameBytes      int64            // largest accepted frame (16 MiB)
-	MaxConnections     int              // concurrent connections (1024)
-	AuthTimeout        time.Duration    // an unauthenticated connection is closed with 1008 after this (10 s)
-	MaxUnauthenticated int              // unauthenticated connections; past it the oldest is closed (64)
-	MaxInFlight        int              // concurrent requests per connection (64)
-	HandlerTimeout     time.Duration    // deadline of one request (30 min)
-	ToolTimeout        time.Duration    // default budget of one tool callback (300 s)
-	WriteTimeout       time.Duration    // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned       int              // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue          int              // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
-	Version            string           // server_version reported by server.handshake
-	Runs               *runs.Store      // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens        string           // the agent token file; "": no connection can bind an agent
-	Postures           *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store              *store.Store     // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Token              string            // auth token; empty turns auth off
+	HostToken          string            // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole       string            // who may approve: ApproverAny (default) or ApproverHost
+	Home               string            // the state root, reported in host.subscribe's identity
+	AllowedOrigins     []string          // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
+	MaxConnections     int               // concurrent connections (1024)
+	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
+	MaxUnauthenticated int               // unauthenticated connections; past it the oldest is closed (64)
+	MaxInFlight        int               // concurrent requests per connection (64)
+	HandlerTimeout     time.Duration     // deadline of one request (30 min)
+	ToolTimeout        time.Duration     // default budget of one tool callback (300 s)
+	WriteTimeout       time.Duration     // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned       int               // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue          int               // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
+	Version            string            // server_version reported by server.handshake
+	Runs               *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens        store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures           *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Store              *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
 	Logger             *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
@@ -120,7 +120,8 @@ type Server struct {
 
 	bound agentBindings // agent id → the one connection bound to it
 
-	leaveHost func() // stops the host surface's cross-daemon notifications; nil on one daemon
+	leaveHost   func() // stops the host surface's cross-daemon notifications; nil on one daemon
+	stopRevokes func() // stops following the other daemons' revokes; nil on one daemon
 }
 
 // NewServer returns a server for rt.
@@ -130,6 +131,7 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s.host = host.New(host.Options{})
 	if opts.Bus != nil {
 		s.leaveHost = s.host.Join(host.Cluster{Node: opts.Node, Bus: opts.Bus})
+		s.stopRevokes = s.followRevokes(opts.Bus)
 	}
 	// Actions that need an approval wait for a person at this registry.
 	rt.SetApprovalDesk(s.host)
@@ -271,6 +273,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.leaveHost != nil {
 		// After the connections: what closing them changed still goes out.
 		s.leaveHost()
+	}
+	if s.stopRevokes != nil {
+		s.stopRevokes()
 	}
 	return ctx.Err()
 }

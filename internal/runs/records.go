@@ -4,21 +4,22 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Run statuses.
 const (
-	StatusInProgress = "in_progress"
-	StatusCompleted  = "completed"
-	StatusIncomplete = "incomplete"
+	StatusInProgress = store.RunInProgress
+	StatusCompleted  = store.RunCompleted
+	StatusIncomplete = store.RunIncomplete
 )
 
 // Record kinds.
 const (
-	KindStarted = "started"
-	KindTurn    = "turn"
-	KindEnded   = "ended"
+	KindStarted = store.RunStarted
+	KindTurn    = store.RunTurn
+	KindEnded   = store.RunEnded
 )
 
 // Reasons record_turns drops a batch (nothing of it is appended).
@@ -88,12 +89,4 @@ type Snapshot struct {
 	TurnsSoFar []Record `json:"turns_so_far"`
 	Cursor     int      `json:"cursor"`
 	Status     string   `json:"status"`
-}
-
-// line is a record as the journal stores it: the record with its key (the
-// record's position, zero-padded so key order is trace order) and op.
-type line struct {
-	Key string `json:"key"`
-	Op  string `json:"op"`
-	Record
 }

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Options configure a Store. Zero values take the defaults noted.
@@ -25,7 +21,7 @@ type Options struct {
 }
 
 // ErrNotFound is the answer for a run that does not exist.
-var ErrNotFound = errors.New("run not found")
+var ErrNotFound = store.ErrRunNotFound
 
 // DropError is a record_turns batch refused whole; Reason is one of the
 // Drop constants.
@@ -33,29 +29,38 @@ type DropError struct{ Reason string }
 
 func (e *DropError) Error() string { return "turns dropped: " + e.Reason }
 
-// Store is the daemon's run traces. It is safe for concurrent use.
+// ElsewhereError refuses a subscription to a run in progress on another
+// daemon: its live records are published there.
+type ElsewhereError struct{ RunID, Node string }
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("run %s is in progress on daemon %s; subscribe through a connection to that daemon, or read it with runs.get_trace", e.RunID, e.Node)
+}
+
+// Store is the daemon's run traces over a run log (store.RunLog): the
+// runs in progress on this daemon, each with its writer slot, and the
+// subscriptions to runs. It is safe for concurrent use.
 type Store struct {
-	root  string
-	grace time.Duration
+	log     store.RunLog
+	ownsLog *FileLog // opened by Open: closed by Close
+	grace   time.Duration
 
 	ctx    context.Context // cancelled by Close: ends waits for a run's writer
 	cancel context.CancelFunc
 	timers sync.WaitGroup // incomplete markers scheduled or being written
 
-	mu      sync.Mutex // the runs lock: runs, their summaries, records and subscribers
-	runs    map[string]*run
+	mu      sync.Mutex // the runs lock: live runs, their heads and the subscribers
+	live    map[string]*run
+	subs    map[string]map[string]func(Event) // by run id, then subscription id
 	orphans map[string]*time.Timer
 }
 
-// run is one run the store knows.
+// run is a run in progress on this daemon (started or started again by
+// one of its connections).
 type run struct {
-	sum     Summary
-	path    string
-	owner   string           // the connection that started it, or last re-started it
-	j       *journal.Journal // open while the run is in progress
-	writer  chan struct{}    // held by the one append in progress, across its fsync
-	records int              // records published: the key of the next
-	subs    map[string]func(Event)
+	head    store.RunHead // as of the last record published
+	writer  chan struct{} // held by the one append in progress, across its write
+	pending bool          // its Start is in progress: head is not the log's yet
 }
 
 // LoadReport says what Open found on disk.
@@ -65,114 +70,57 @@ type LoadReport struct {
 	Torn       int // runs whose file ended in a torn line (crash residue), cut off
 }
 
-// Open loads every run under root (creating it, 0700). A run the last
-// daemon left in progress is marked incomplete: its connection is gone.
+// Open loads every run under root (creating it, 0700) into a FileLog,
+// which the Store closes with itself. A run the last daemon left in
+// progress is marked incomplete: its connection is gone.
 func Open(root string, opts Options) (*Store, LoadReport, error) {
-	if opts.Grace <= 0 {
-		opts.Grace = 10 * time.Second
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{root: root, grace: opts.Grace, ctx: ctx, cancel: cancel, runs: map[string]*run{}, orphans: map[string]*time.Timer{}}
-	var rep LoadReport
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
-	}
-	agents, err := os.ReadDir(root)
+	fl, frep, err := OpenFileLog(root)
+	rep := LoadReport{Runs: frep.Runs, Torn: frep.Torn}
 	if err != nil {
-		return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
+		return nil, rep, err
 	}
-	for _, a := range agents {
-		if !a.IsDir() {
-			continue
-		}
-		files, err := os.ReadDir(filepath.Join(root, a.Name()))
-		if err != nil {
-			return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
-		}
-		for _, f := range files {
-			if f.IsDir() || !strings.HasSuffix(f.Name(), ".jsonl") {
-				continue
-			}
-			if err := s.load(filepath.Join(root, a.Name(), f.Name()), &rep); err != nil {
-				return nil, rep, err
-			}
-		}
+	s, n, err := OpenLog(context.Background(), fl, opts)
+	rep.Incomplete = n
+	if err != nil {
+		return nil, rep, errors.Join(err, fl.Close())
 	}
+	s.ownsLog = fl
 	return s, rep, nil
 }
 
-// load reads one run file into the index, ending it when it never ended.
-func (s *Store) load(path string, rep *LoadReport) error {
-	var r *run
-	var bad error
-	jr, err := journal.Read(path, func(_ string, raw []byte) {
-		// Only what the index needs: a turn's prompt, parameters and
-		// output are skipped, not built, so start-up does not decode them.
-		var l struct {
-			Record    string     `json:"record"`
-			RunID     string     `json:"run_id"`
-			AgentID   string     `json:"agent_id"`
-			Intent    string     `json:"intent"`
-			StartedAt *time.Time `json:"started_at"`
-			Status    string     `json:"status"`
-			EndedAt   *time.Time `json:"ended_at"`
-		}
-		if err := json.Unmarshal(raw, &l); err != nil {
-			bad = fmt.Errorf("run file %s: %v", path, err)
-			return
-		}
-		switch l.Record {
-		case KindStarted:
-			if l.StartedAt == nil {
-				bad = fmt.Errorf("run file %s: the started record has no started_at", path)
-				return
-			}
-			r = &run{path: path, writer: make(chan struct{}, 1), subs: map[string]func(Event){}, sum: Summary{
-				RunID: l.RunID, AgentID: l.AgentID, Intent: l.Intent, StartedAt: *l.StartedAt, Status: StatusInProgress,
-			}}
-		case KindTurn:
-			if r != nil {
-				r.sum.TurnCount++
-			}
-		case KindEnded:
-			if r != nil {
-				r.sum.Status, r.sum.EndedAt = l.Status, l.EndedAt
-			}
-		}
-		if r != nil {
-			r.records++
-		}
-	})
-	if err == nil {
-		err = bad
+// OpenLog returns the store over log, which its opener closes after the
+// Store. The runs this daemon left in progress are marked incomplete
+// first: their connections are gone. It returns how many were.
+func OpenLog(ctx context.Context, log store.RunLog, opts Options) (*Store, int, error) {
+	if opts.Grace <= 0 {
+		opts.Grace = 10 * time.Second
 	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Store{log: log, grace: opts.Grace, ctx: sctx, cancel: cancel, live: map[string]*run{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}
+	stranded, err := log.Stranded(ctx)
 	if err != nil {
-		return fmt.Errorf("%w; move the file aside to start without this run", err)
+		cancel()
+		return nil, 0, fmt.Errorf("list the runs left in progress: %w", err)
 	}
-	if r == nil {
-		// Created, but its first record never reached the disk: never acknowledged.
-		return os.Remove(path)
+	n := 0
+	for _, h := range stranded {
+		_, err := s.end(ctx, nil, h.RunID, StatusIncomplete, nil, func(cur store.RunHead) bool {
+			return cur.Node == h.Node && cur.Owner == h.Owner // not taken over since
+		})
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, errSkip), errors.Is(err, store.ErrRunEnded):
+		default:
+			cancel()
+			return nil, n, fmt.Errorf("mark run %s incomplete: %w", h.RunID, err)
+		}
 	}
-	if jr.TruncatedBytes > 0 {
-		rep.Torn++
-	}
-	rep.Runs++
-	s.runs[r.sum.RunID] = r
-	if r.sum.Status != StatusInProgress {
-		return nil
-	}
-	// The journal cuts the torn tail off as it opens.
-	j, _, err := journal.Open(path)
-	if err != nil {
-		return err
-	}
-	r.j = j
-	rep.Incomplete++
-	return s.end(r, StatusIncomplete, nil)
+	return s, n, nil
 }
 
 // Close stops the incomplete markers not yet due (the next Open writes
-// them) and closes the runs in progress.
+// them) and, when Open opened the log, closes it.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for id, t := range s.orphans {
@@ -184,19 +132,10 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.timers.Wait()
-	s.mu.Lock()
-	var open []*journal.Journal
-	for _, r := range s.runs {
-		if r.j != nil {
-			open = append(open, r.j)
-		}
+	if s.ownsLog != nil {
+		return s.ownsLog.Close()
 	}
-	s.mu.Unlock()
-	var errs []error
-	for _, j := range open {
-		errs = append(errs, j.Close())
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Start is what runs.start asks for.
@@ -221,189 +160,253 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 	} else if err := CheckID("idempotency_key", st.RunID); err != nil {
 		return "", false, err
 	}
-	s.mu.Lock()
-	if r, ok := s.runs[st.RunID]; ok {
-		defer s.mu.Unlock()
-		if r.sum.AgentID != st.AgentID {
-			return "", false, ErrNotFound
-		}
-		r.owner = st.Owner
-		s.dropOrphanLocked(st.RunID)
-		return st.RunID, true, nil
-	}
 	now := time.Now().UTC()
-	r := &run{
-		path:   filepath.Join(s.root, encodeID(st.AgentID), encodeID(st.RunID)+".jsonl"),
-		owner:  st.Owner,
-		writer: make(chan struct{}, 1),
-		subs:   map[string]func(Event){},
-		sum:    Summary{RunID: st.RunID, AgentID: st.AgentID, Intent: st.Intent, StartedAt: now, Status: StatusInProgress},
-	}
-	r.writer <- struct{}{} // nothing appends before the started record is down
-	s.runs[st.RunID] = r
-	s.mu.Unlock()
-	defer func() { <-r.writer }()
-
-	rec := Record{Record: KindStarted, RunID: st.RunID, AgentID: st.AgentID, AgentName: st.AgentName, Intent: st.Intent, OutcomeDescription: st.OutcomeDescription, StartedAt: &now}
-	if err := s.create(r, rec); err != nil {
-		s.mu.Lock()
-		delete(s.runs, st.RunID)
+	h := store.RunHead{RunID: st.RunID, AgentID: st.AgentID, Intent: st.Intent, Owner: st.Owner, Status: StatusInProgress, StartedAt: now}
+	s.mu.Lock()
+	r, ok := s.live[st.RunID]
+	if ok && !r.pending && r.head.AgentID != st.AgentID {
 		s.mu.Unlock()
+		return "", false, ErrNotFound
+	}
+	if !ok {
+		r = &run{head: h, writer: make(chan struct{}, 1), pending: true}
+		s.live[st.RunID] = r
+	}
+	s.mu.Unlock()
+	if err := s.takeSlot(ctx, r, st.RunID); err != nil {
+		s.forget(st.RunID, r)
 		return "", false, err
 	}
-	return st.RunID, false, nil
-}
+	defer func() { <-r.writer }()
 
-// create opens a new run's file and writes its started record.
-func (s *Store) create(r *run, rec Record) error {
-	j, _, err := journal.Open(r.path)
+	body, err := json.Marshal(Record{Record: KindStarted, RunID: st.RunID, AgentID: st.AgentID, AgentName: st.AgentName, Intent: st.Intent, OutcomeDescription: st.OutcomeDescription, StartedAt: &now})
 	if err != nil {
-		return err
+		s.forget(st.RunID, r)
+		return "", false, err
 	}
-	b, err := encodeLine(0, rec)
-	if err == nil {
-		err = j.AppendBatch([][]byte{b})
-	}
+	cur, created, err := s.log.Start(ctx, h, store.RunRecord{Kind: KindStarted, Body: body})
 	if err != nil {
-		_ = j.Close()
-		return fmt.Errorf("record the start of run %s: %w", r.sum.RunID, err)
+		s.forget(st.RunID, r)
+		if errors.Is(err, store.ErrRunNotFound) {
+			return "", false, ErrNotFound
+		}
+		return "", false, fmt.Errorf("record the start of run %s: %w", st.RunID, err)
 	}
-	s.mu.Lock()
-	r.j = j
-	r.records = 1
-	s.mu.Unlock()
-	return nil
-}
-
-// encodeLine is the journal line of the record at position seq.
-func encodeLine(seq int, rec Record) ([]byte, error) {
-	return json.Marshal(line{Key: fmt.Sprintf("%08d", seq), Op: rec.Record, Record: rec})
-}
-
-// Info is a run's owning agent and the connection that started it.
-func (s *Store) Info(runID string) (agentID, owner string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok {
-		return "", "", false
+	if cur.Status != StatusInProgress {
+		// An ended run started again: nothing more is recorded in it here.
+		if s.live[st.RunID] == r {
+			delete(s.live, st.RunID)
+		}
+		return st.RunID, true, nil
 	}
-	return r.sum.AgentID, r.owner, true
+	r.head, r.pending = cur, false
+	s.live[st.RunID] = r
+	s.dropOrphanLocked(st.RunID)
+	return st.RunID, !created, nil
 }
 
-// take waits for the run's writer slot; release with <-r.writer.
-func (s *Store) take(ctx context.Context, runID string) (*run, error) {
+// forget drops r from the live runs when it is a Start's placeholder that
+// came to nothing.
+func (s *Store) forget(runID string, r *run) {
 	s.mu.Lock()
-	r, ok := s.runs[runID]
-	s.mu.Unlock()
-	if !ok {
-		return nil, &DropError{Reason: DropRunNotFound}
+	defer s.mu.Unlock()
+	if s.live[runID] == r && r.pending {
+		delete(s.live, runID)
 	}
+}
+
+// Info is a run's owning agent and the connection that started it. An
+// unknown run is ErrNotFound.
+func (s *Store) Info(ctx context.Context, runID string) (agentID, owner string, err error) {
+	s.mu.Lock()
+	if r, ok := s.live[runID]; ok && !r.pending {
+		defer s.mu.Unlock()
+		return r.head.AgentID, r.head.Owner, nil
+	}
+	s.mu.Unlock()
+	h, err := s.log.Head(ctx, runID)
+	if err != nil {
+		return "", "", err
+	}
+	return h.AgentID, h.Owner, nil
+}
+
+// takeSlot waits for a live run's writer slot; release with <-r.writer.
+func (s *Store) takeSlot(ctx context.Context, r *run, runID string) error {
 	select {
 	case r.writer <- struct{}{}:
-		return r, nil
+		return nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("run %s: waiting to append: %w", runID, context.Cause(ctx))
+		return fmt.Errorf("run %s: waiting to append: %w", runID, context.Cause(ctx))
 	case <-s.ctx.Done():
-		return nil, fmt.Errorf("run %s: the run store is closed", runID)
+		return fmt.Errorf("run %s: the run store is closed", runID)
 	}
+}
+
+// slot takes the writer slot of the run when it is live here; it returns
+// nil when it is not (the log orders the appends of a run on several
+// daemons). Release a non-nil run's with <-r.writer.
+func (s *Store) slot(ctx context.Context, runID string) (*run, error) {
+	s.mu.Lock()
+	r := s.live[runID]
+	s.mu.Unlock()
+	if r == nil {
+		return nil, nil
+	}
+	if err := s.takeSlot(ctx, r, runID); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Append adds turns to a run in order and returns the index of the first.
 // Each turn is bounded first; the batch is refused whole (a *DropError)
 // when the run is unknown or ended, when it would pass MaxTurns, or when a
-// turn cannot be bounded. It returns once the turns are on disk.
+// turn cannot be bounded. It returns once the turns are durable.
 func (s *Store) Append(ctx context.Context, runID string, turns []Turn) (base int, err error) {
 	for i := range turns {
 		if err := bound(&turns[i]); err != nil {
 			return 0, &DropError{Reason: DropTurnTooLarge}
 		}
 	}
-	r, err := s.take(ctx, runID)
+	r, err := s.slot(ctx, runID)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { <-r.writer }()
-	s.mu.Lock()
-	status, base, seq, j := r.sum.Status, r.sum.TurnCount, r.records, r.j
-	s.mu.Unlock()
-	switch {
-	case status != StatusInProgress || j == nil:
-		return 0, &DropError{Reason: DropRunTerminal}
-	case base+len(turns) > MaxTurns:
-		return 0, &DropError{Reason: DropRunTurnLimit}
+	if r != nil {
+		defer func() { <-r.writer }()
 	}
 	recs := make([]Record, len(turns))
-	lines := make([][]byte, len(turns))
-	for i := range turns {
-		turns[i].Index = base + i
-		recs[i] = Record{Record: KindTurn, Turn: &turns[i]}
-		if lines[i], err = encodeLine(seq+i, recs[i]); err != nil {
-			return 0, fmt.Errorf("encode turn %d: %w", i, err)
+	h, err := s.log.Append(ctx, runID, func(h store.RunHead) (store.RunBatch, error) {
+		if h.Turns+len(turns) > MaxTurns {
+			return store.RunBatch{}, &DropError{Reason: DropRunTurnLimit}
 		}
-	}
-	if err := j.AppendBatch(lines); err != nil {
+		base = h.Turns
+		batch := store.RunBatch{Records: make([]store.RunRecord, len(turns))}
+		for i := range turns {
+			turns[i].Index = base + i
+			recs[i] = Record{Record: KindTurn, Turn: &turns[i]}
+			b, err := json.Marshal(recs[i])
+			if err != nil {
+				return store.RunBatch{}, fmt.Errorf("encode turn %d: %w", i, err)
+			}
+			batch.Records[i] = store.RunRecord{Kind: KindTurn, Body: b}
+		}
+		return batch, nil
+	})
+	var drop *DropError
+	switch {
+	case errors.As(err, &drop):
+		return 0, err
+	case errors.Is(err, store.ErrRunNotFound):
+		return 0, &DropError{Reason: DropRunNotFound}
+	case errors.Is(err, store.ErrRunEnded):
+		s.retire(runID, r)
+		return 0, &DropError{Reason: DropRunTerminal}
+	case err != nil:
 		return 0, fmt.Errorf("record turns of run %s: %w", runID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, rec := range recs {
-		r.sum.TurnCount++
-		r.records++
-		s.publishLocked(r, rec)
+	s.publishLocked(h, recs)
+	if r != nil && s.live[runID] == r {
+		r.head = h
 	}
 	return base, nil
 }
 
-// publishLocked hands one appended record to the run's subscribers.
-func (s *Store) publishLocked(r *run, rec Record) {
-	ev := Event{RunID: r.sum.RunID, AgentID: r.sum.AgentID, Record: rec, Cursor: r.sum.TurnCount, Status: r.sum.Status}
-	for _, push := range r.subs {
-		push(ev)
+// retire drops a live run that ended elsewhere (another daemon ended it).
+func (s *Store) retire(runID string, r *run) {
+	if r == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live[runID] == r {
+		delete(s.live, runID)
+		s.dropOrphanLocked(runID)
+	}
+}
+
+// publishLocked hands appended records to the run's subscribers; h is the
+// run's head after them.
+func (s *Store) publishLocked(h store.RunHead, recs []Record) {
+	subs := s.subs[h.RunID]
+	if len(subs) == 0 {
+		return
+	}
+	cursor := h.Turns
+	for _, rec := range recs {
+		if rec.Record == KindTurn {
+			cursor--
+		}
+	}
+	for _, rec := range recs {
+		if rec.Record == KindTurn {
+			cursor++
+		}
+		ev := Event{RunID: h.RunID, AgentID: h.AgentID, Record: rec, Cursor: cursor, Status: h.Status}
+		for _, push := range subs {
+			push(ev)
+		}
 	}
 }
 
 // Complete ends a run with the outcome its agent reported. An unknown run
 // is ErrNotFound; an ended one is an error saying so.
 func (s *Store) Complete(ctx context.Context, runID string, outcome json.RawMessage) error {
-	r, err := s.take(ctx, runID)
+	r, err := s.slot(ctx, runID)
 	if err != nil {
-		var drop *DropError
-		if errors.As(err, &drop) {
-			return ErrNotFound
-		}
 		return err
 	}
-	defer func() { <-r.writer }()
-	return s.end(r, StatusCompleted, outcome)
+	if r != nil {
+		defer func() { <-r.writer }()
+	}
+	_, err = s.end(ctx, r, runID, StatusCompleted, outcome, nil)
+	return err
 }
 
-// end writes a run's terminal record and closes its file; the caller holds
-// the run's writer slot (or is loading it).
-func (s *Store) end(r *run, status string, outcome json.RawMessage) error {
-	s.mu.Lock()
-	cur, seq, j := r.sum.Status, r.records, r.j
-	s.mu.Unlock()
-	if cur != StatusInProgress || j == nil {
-		return fmt.Errorf("run %s already ended (%s); a run is completed once", r.sum.RunID, cur)
-	}
+// errSkip is end's answer when its condition no longer holds.
+var errSkip = errors.New("the run changed hands")
+
+// end appends a run's terminal record, when cond (if any) holds of its head,
+// and publishes it; the caller holds r's writer slot (r nil: the run is
+// not live here).
+func (s *Store) end(ctx context.Context, r *run, runID, status string, outcome json.RawMessage, cond func(store.RunHead) bool) (store.RunHead, error) {
 	now := time.Now().UTC()
 	rec := Record{Record: KindEnded, Status: status, Outcome: outcome, EndedAt: &now}
-	b, err := encodeLine(seq, rec)
-	if err == nil {
-		err = j.AppendBatch([][]byte{b})
+	h, err := s.log.Append(ctx, runID, func(h store.RunHead) (store.RunBatch, error) {
+		if cond != nil && !cond(h) {
+			return store.RunBatch{}, errSkip
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return store.RunBatch{}, fmt.Errorf("encode the end of run %s: %w", runID, err)
+		}
+		return store.RunBatch{Records: []store.RunRecord{{Kind: KindEnded, Body: b}}, End: &store.RunEnd{Status: status, At: now, Outcome: outcome}}, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrRunNotFound):
+		return h, ErrNotFound
+	case errors.Is(err, store.ErrRunEnded):
+		s.retire(runID, r)
+		return h, fmt.Errorf("run %s: %w; a run is completed once", runID, err)
+	case errors.Is(err, errSkip):
+		return h, err
+	case err != nil && h.RunID == "":
+		return h, fmt.Errorf("record the end of run %s: %w", runID, err)
 	}
-	if err != nil {
-		return fmt.Errorf("record the end of run %s: %w", r.sum.RunID, err)
-	}
+	// The end is durable (err, if any, came after it).
 	s.mu.Lock()
-	r.sum.Status, r.sum.EndedAt = status, &now
-	r.records++
-	r.j = nil
-	s.publishLocked(r, rec)
-	s.dropOrphanLocked(r.sum.RunID)
+	s.publishLocked(h, []Record{rec})
+	if r != nil && s.live[runID] == r {
+		delete(s.live, runID)
+	}
+	s.dropOrphanLocked(runID)
 	s.mu.Unlock()
-	return j.Close()
+	return h, err
 }
 
 // Orphan marks the run incomplete after the grace period, unless it ends,
@@ -411,8 +414,8 @@ func (s *Store) end(r *run, status string, outcome json.RawMessage) error {
 func (s *Store) Orphan(runID, conn string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok || r.owner != conn || r.sum.Status != StatusInProgress || s.ctx.Err() != nil {
+	r, ok := s.live[runID]
+	if !ok || r.pending || r.head.Owner != conn || s.ctx.Err() != nil {
 		return
 	}
 	s.dropOrphanLocked(runID)
@@ -433,103 +436,107 @@ func (s *Store) dropOrphanLocked(runID string) {
 	}
 }
 
-// markIncomplete writes the Incomplete marker of a run still orphaned.
+// markIncomplete writes the Incomplete marker of a run still orphaned: its
+// owner on every daemon is still the connection that went away.
 func (s *Store) markIncomplete(runID, conn string) {
-	r, err := s.take(s.ctx, runID)
-	if err != nil {
-		return // the store closed: the next Open marks it
+	r, err := s.slot(s.ctx, runID)
+	if err != nil || r == nil {
+		return // the store closed (the next Open marks it), or the run ended
 	}
 	defer func() { <-r.writer }()
 	s.mu.Lock()
 	delete(s.orphans, runID)
-	still := r.owner == conn && r.sum.Status == StatusInProgress
+	still := s.live[runID] == r && r.head.Owner == conn
 	s.mu.Unlock()
-	if still {
-		_ = s.end(r, StatusIncomplete, nil)
+	if !still {
+		return
+	}
+	_, err = s.end(s.ctx, r, runID, StatusIncomplete, nil, func(h store.RunHead) bool { return h.Owner == conn })
+	if errors.Is(err, errSkip) {
+		s.retire(runID, r) // another daemon's connection took it over
 	}
 }
 
 // Subscribe returns the run's turns so far and registers push for every
 // record appended after them, atomically: nothing is missed or repeated.
 // push must not block. A second Subscribe with the same id replaces the
-// first.
-func (s *Store) Subscribe(runID, id string, push func(Event)) (Snapshot, error) {
+// first. A run in progress on another daemon is an *ElsewhereError.
+func (s *Store) Subscribe(ctx context.Context, runID, id string, push func(Event)) (Snapshot, error) {
 	s.mu.Lock()
-	r, ok := s.runs[runID]
-	if !ok {
-		s.mu.Unlock()
-		return Snapshot{}, ErrNotFound
+	r, live := s.live[runID]
+	var h store.RunHead
+	if live {
+		h = r.head
+		s.addSubLocked(runID, id, push)
 	}
-	r.subs[id] = push
-	snap := Snapshot{RunID: runID, AgentID: r.sum.AgentID, Cursor: r.sum.TurnCount, Status: r.sum.Status, TurnsSoFar: []Record{}}
-	if r.sum.Status == StatusInProgress {
-		recs, err := liveRecords(r)
-		s.mu.Unlock()
-		if err != nil {
+	s.mu.Unlock()
+	if !live {
+		var err error
+		if h, err = s.log.Head(ctx, runID); err != nil {
 			return Snapshot{}, err
 		}
-		snap.TurnsSoFar = turnsOf(recs)
-		return snap, nil
+		if h.Status == StatusInProgress {
+			return Snapshot{}, &ElsewhereError{RunID: runID, Node: h.Node}
+		}
+		// Ended: nothing more is appended, so the log holds the whole run.
+		s.mu.Lock()
+		s.addSubLocked(runID, id, push)
+		s.mu.Unlock()
 	}
-	path := r.path
-	s.mu.Unlock()
-	// Ended: nothing more is appended, so the file is the whole run.
-	recs, err := readRecords(path)
+	snap := Snapshot{RunID: runID, AgentID: h.AgentID, Cursor: h.Turns, Status: h.Status, TurnsSoFar: []Record{}}
+	to := -1
+	if live {
+		to = h.Records // the records published: the ones after reach push
+	}
+	recs, err := s.records(ctx, runID, 0, to)
 	if err != nil {
+		s.Unsubscribe(runID, id)
 		return Snapshot{}, err
 	}
 	snap.TurnsSoFar = turnsOf(recs)
 	return snap, nil
 }
 
+func (s *Store) addSubLocked(runID, id string, push func(Event)) {
+	m := s.subs[runID]
+	if m == nil {
+		m = map[string]func(Event){}
+		s.subs[runID] = m
+	}
+	m[id] = push
+}
+
 // Unsubscribe drops a subscription; it reports whether there was one.
 func (s *Store) Unsubscribe(runID, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok {
-		return false
+	m := s.subs[runID]
+	_, had := m[id]
+	delete(m, id)
+	if len(m) == 0 {
+		delete(s.subs, runID)
 	}
-	_, had := r.subs[id]
-	delete(r.subs, id)
 	return had
 }
 
-// liveRecords are the published records of a run in progress, from its
-// journal's memory (no I/O). s.mu is held.
-func liveRecords(r *run) ([]Record, error) {
-	var recs []Record
-	var bad error
-	if r.j == nil {
-		return nil, nil // its started record is being written
+// records reads and decodes a run's records in [from, to).
+func (s *Store) records(ctx context.Context, runID string, from, to int) ([]Record, error) {
+	if to >= 0 && from >= to {
+		return []Record{}, nil
 	}
-	r.j.Each(func(_ string, raw []byte) {
-		if len(recs) == r.records || bad != nil {
-			return // flushed, not yet published
-		}
-		var l line
-		if bad = json.Unmarshal(raw, &l); bad == nil {
-			recs = append(recs, l.Record)
-		}
-	})
-	return recs, bad
-}
-
-// readRecords reads an ended run's file.
-func readRecords(path string) ([]Record, error) {
-	var recs []Record
-	var bad error
-	_, err := journal.Read(path, func(_ string, raw []byte) {
-		var l line
-		if err := json.Unmarshal(raw, &l); err != nil && bad == nil {
-			bad = err
-		}
-		recs = append(recs, l.Record)
-	})
-	if err == nil {
-		err = bad
+	raws, err := s.log.Records(ctx, runID, from, to)
+	if err != nil {
+		return nil, err
 	}
-	return recs, err
+	recs := make([]Record, 0, len(raws))
+	for _, raw := range raws {
+		var rec Record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, fmt.Errorf("run %s holds a record that is not valid: %w", runID, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
 }
 
 // turnsOf keeps the turn records.
@@ -544,43 +551,33 @@ func turnsOf(recs []Record) []Record {
 }
 
 // List is the agent's runs, newest first.
-func (s *Store) List(agentID string) []Summary {
-	s.mu.Lock()
-	out := []Summary{}
-	for _, r := range s.runs {
-		if r.sum.AgentID == agentID {
-			out = append(out, r.sum)
-		}
+func (s *Store) List(ctx context.Context, agentID string) ([]Summary, error) {
+	heads, err := s.log.List(ctx, agentID)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
-	return out
+	out := make([]Summary, 0, len(heads))
+	for _, h := range heads {
+		out = append(out, Summary{RunID: h.RunID, AgentID: h.AgentID, Intent: h.Intent, StartedAt: h.StartedAt, EndedAt: h.EndedAt, Status: h.Status, TurnCount: h.Turns})
+	}
+	return out, nil
 }
 
 // Trace is a run's records from position cursor on. An unknown run is
 // ErrNotFound.
-func (s *Store) Trace(runID string, cursor int) ([]Record, error) {
+func (s *Store) Trace(ctx context.Context, runID string, cursor int) ([]Record, error) {
+	to := -1
 	s.mu.Lock()
-	r, ok := s.runs[runID]
-	if !ok {
-		s.mu.Unlock()
-		return nil, ErrNotFound
+	if r, ok := s.live[runID]; ok && !r.pending {
+		to = r.head.Records // the records published
 	}
-	var recs []Record
-	var err error
-	if r.sum.Status == StatusInProgress {
-		recs, err = liveRecords(r)
-		s.mu.Unlock()
-	} else {
-		path := r.path
-		s.mu.Unlock()
-		recs, err = readRecords(path)
-	}
+	s.mu.Unlock()
+	recs, err := s.records(ctx, runID, cursor, to)
 	if err != nil {
+		if errors.Is(err, store.ErrRunNotFound) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	if cursor >= len(recs) {
-		return []Record{}, nil
-	}
-	return recs[cursor:], nil
+	return recs, nil
 }

@@ -62,11 +62,21 @@ func promptTurns(n int, prefix string) []Turn {
 // turnRecords is the run's turn records, read back through Trace.
 func turnRecords(t *testing.T, s *Store, runID string) []Record {
 	t.Helper()
-	recs, err := s.Trace(runID, 0)
+	recs, err := s.Trace(context.Background(), runID, 0)
 	if err != nil {
 		t.Fatalf("trace %s: %v", runID, err)
 	}
 	return turnsOf(recs)
+}
+
+// list is the agent's runs, failing the test on an error.
+func list(t *testing.T, s *Store, agent string) []Summary {
+	t.Helper()
+	got, err := s.List(context.Background(), agent)
+	if err != nil {
+		t.Fatalf("list %s: %v", agent, err)
+	}
+	return got
 }
 
 // dropReason is the reason of a *DropError, or the error itself as text.
@@ -251,7 +261,7 @@ func TestSnapshotAndSubscribeAreAtomicUnderConcurrentAppends(t *testing.T) {
 			}
 		}
 		f := &feed{}
-		snap, err := s.Subscribe(run, fmt.Sprint("sub", i), f.push)
+		snap, err := s.Subscribe(ctx, run, fmt.Sprint("sub", i), f.push)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,11 +346,11 @@ func TestIDsNeverEscapeTheRunsDirectory(t *testing.T) {
 		t.Fatalf("reopened %d runs, want %d", rep.Runs, 2*len(hostile))
 	}
 	for i, id := range hostile {
-		if got := s2.List(id); len(got) != 1 || got[0].RunID != fmt.Sprint("run-", i) {
+		if got := list(t, s2, id); len(got) != 1 || got[0].RunID != fmt.Sprint("run-", i) {
 			t.Errorf("agent %q lists %+v after a reopen", id, got)
 		}
-		if agent, _, ok := s2.Info(id); !ok || agent != "agent" {
-			t.Errorf("run %q reopened as agent %q (found %v)", id, agent, ok)
+		if agent, _, err := s2.Info(context.Background(), id); err != nil || agent != "agent" {
+			t.Errorf("run %q reopened as agent %q (%v)", id, agent, err)
 		}
 	}
 }
@@ -377,14 +387,14 @@ func TestATornTailIsCutOffAndTheRunMarkedIncomplete(t *testing.T) {
 	if rep != (LoadReport{Runs: 2, Incomplete: 1, Torn: 1}) {
 		t.Fatalf("load report %+v, want 2 runs, 1 incomplete, 1 torn", rep)
 	}
-	recs, err := s2.Trace(run, 0)
+	recs, err := s2.Trace(context.Background(), run, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != 5 || recs[0].Record != KindStarted || len(turnsOf(recs)) != 3 || recs[4].Record != KindEnded || recs[4].Status != StatusIncomplete {
 		t.Fatalf("trace after recovery: %+v", recs)
 	}
-	for _, sum := range s2.List("alice") {
+	for _, sum := range list(t, s2, "alice") {
 		want := map[string]string{"r1": StatusIncomplete, "r2": StatusCompleted}[sum.RunID]
 		if sum.Status != want || sum.EndedAt == nil {
 			t.Errorf("run %s: %s ended at %v, want %s", sum.RunID, sum.Status, sum.EndedAt, want)
@@ -425,7 +435,7 @@ func TestAnOrphanedRunIsMarkedIncompleteAfterTheGrace(t *testing.T) {
 	closeOnCleanup(t, s)
 	run := startRun(t, s, "alice", "r1")
 	ended := make(chan Event, 4)
-	if _, err := s.Subscribe(run, "watch", func(e Event) {
+	if _, err := s.Subscribe(context.Background(), run, "watch", func(e Event) {
 		if e.Record.Record == KindEnded {
 			ended <- e
 		}
@@ -442,7 +452,7 @@ func TestAnOrphanedRunIsMarkedIncompleteAfterTheGrace(t *testing.T) {
 	case <-time.After(testWait):
 		t.Fatal("no incomplete marker")
 	}
-	if sum := s.List("alice"); len(sum) != 1 || sum[0].Status != StatusIncomplete {
+	if sum := list(t, s, "alice"); len(sum) != 1 || sum[0].Status != StatusIncomplete {
 		t.Fatalf("after the grace: %+v", sum)
 	}
 }
@@ -459,7 +469,7 @@ func TestAnIdempotentStartReturnsTheRunButNotAnotherAgents(t *testing.T) {
 	if err != nil || !existing || id != "k" {
 		t.Fatalf("second start: %q %v %v", id, existing, err)
 	}
-	if _, owner, _ := s.Info("k"); owner != "c2" {
+	if _, owner, _ := s.Info(ctx, "k"); owner != "c2" {
 		t.Errorf("the re-start did not take the run over: owner %q", owner)
 	}
 	if _, _, err := s.Start(ctx, Start{RunID: "k", AgentID: "bob", Intent: "i"}); !errors.Is(err, ErrNotFound) {

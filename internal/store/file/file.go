@@ -1,7 +1,8 @@
 // Package file is the store of a single daemon: the journals under
 // $CAR_HOME (the approval ledger, the idempotency cache, the messaging dedup
-// ledger), shared state in memory, and a bus and a member list that stay in
-// this process. It is the default store; nothing in it can become
+// ledger, one journal per agent run), the agent token and posture files,
+// shared state in memory, and a bus and a member list that stay in this
+// process. It is the default store; nothing in it can become
 // unavailable, so its Health is always nil.
 package file
 
@@ -11,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/messaging"
+	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
@@ -34,6 +37,9 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	RunsDir         string // agent run traces, one journal per run; "": runs are off
+	AgentTokensPath string // the agents' token hashes; "": no agent can bind
+	PosturesPath    string // the per-agent posture policy; "": postures are off
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
@@ -42,6 +48,7 @@ type Config struct {
 // Report is what replaying each journal found.
 type Report struct {
 	Idempotency, Approvals, Messages journal.Report
+	Runs                             runs.FileReport
 }
 
 // Open replays the journals and returns the store over them. On an error
@@ -63,8 +70,17 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	if err != nil {
 		return nil, rep, errors.Join(err, idem.Close(), ledger.Close())
 	}
+	var runLog *runs.FileLog
+	closeRuns := func() error { return nil }
+	if cfg.RunsDir != "" {
+		runLog, rep.Runs, err = runs.OpenFileLog(cfg.RunsDir)
+		if err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close())
+		}
+		closeRuns = runLog.Close
+	}
 	bus := NewBus()
-	return &store.Store{
+	st := &store.Store{
 		Kind:        Kind,
 		Node:        cfg.Node,
 		Approvals:   ledger,
@@ -76,9 +92,19 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(idem.Close(), ledger.Close(), messages.Close())
+			return errors.Join(idem.Close(), ledger.Close(), messages.Close(), closeRuns())
 		},
-	}, rep, nil
+	}
+	if runLog != nil {
+		st.Runs = runLog
+	}
+	if cfg.AgentTokensPath != "" {
+		st.AgentTokens = agents.TokenFile(cfg.AgentTokensPath)
+	}
+	if cfg.PosturesPath != "" {
+		st.Postures = agents.PostureFile(cfg.PosturesPath)
+	}
+	return st, rep, nil
 }
 
 // Members is the member list of a daemon alone: itself, alive.

@@ -42,15 +42,15 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 		}
 		total += applied[i]
 	}
-	if total != 1 {
-		t.Fatalf("migrations applied across 6 concurrent starts = %d, want 1 (one migration, once)", total)
+	if total != 2 {
+		t.Fatalf("migrations applied across 6 concurrent starts = %d, want 2 (each migration, once)", total)
 	}
 	st, version, err := MigrateStatus(ctx, Config{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if version != 1 || len(st) != 1 || !st[0].Applied {
-		t.Fatalf("status = %+v at version %d, want one applied migration at version 1", st, version)
+	if version != 2 || len(st) != 2 || !st[0].Applied || !st[1].Applied {
+		t.Fatalf("status = %+v at version %d, want two applied migrations at version 2", st, version)
 	}
 }
 

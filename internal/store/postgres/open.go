@@ -23,6 +23,9 @@ type DB struct {
 	state       *state
 	messages    *messages
 	supervisors *supervisors
+	runs        *runLog
+	agentTokens *agentTokens
+	postures    *postures
 
 	closeOnce sync.Once
 }
@@ -77,6 +80,9 @@ func (db *DB) start(ctx context.Context) error {
 	db.state = &state{pool: db.pool, timeout: t}
 	db.messages = &messages{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
+	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
+	db.agentTokens = &agentTokens{pool: db.pool, timeout: t}
+	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
 	db.approvals, err = openLedger(ctx, db.pool, db.bus, db.cfg.Node, t, db.cfg.ApprovalRecheck)
 	return err
 }
@@ -87,6 +93,7 @@ func (db *DB) Store() *store.Store {
 		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
 		Approvals: db.approvals, State: db.state, Messages: db.messages, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
+		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures,
 	}
 }
 
@@ -96,6 +103,9 @@ func (db *DB) Store() *store.Store {
 func (db *DB) Close() error {
 	var err error
 	db.closeOnce.Do(func() {
+		if db.postures != nil {
+			db.postures.close()
+		}
 		if db.approvals != nil {
 			db.approvals.close()
 		}
@@ -114,4 +124,36 @@ func (db *DB) Close() error {
 		return nil // the rows of a daemon that is not alive are ignored anyway
 	}
 	return err
+}
+
+// OpenTokens is a handle on the agents' token hashes alone, for the
+// operator's commands (car-server agents): a bounded pool, no member row,
+// no listener. The database must be migrated to this binary's schema; it
+// is not migrated here. close releases the pool.
+func OpenTokens(ctx context.Context, cfg Config) (tokens store.AgentTokens, close func(), err error) {
+	cfg.setDefaults()
+	pool, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := newMigrator(pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	current, known, err := m.versions(ctx)
+	m.close()
+	switch {
+	case err != nil:
+		err = unavailable(err)
+	case current > known:
+		err = fmt.Errorf("%w: the database is at schema version %d, this binary knows up to %d; use the newer car-server", ErrSchemaNewer, current, known)
+	case current < known:
+		err = fmt.Errorf("the database is at schema version %d, this binary needs %d: run car-server migrate up (or start a daemon) first", current, known)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return &agentTokens{pool: pool, timeout: cfg.ConnectTimeout + cfg.StatementTimeout}, pool.Close, nil
 }

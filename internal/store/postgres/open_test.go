@@ -61,7 +61,8 @@ func TestOpenWiresEveryPart(t *testing.T) {
 	db := openNode(t, pgtest.URL(t), "a")
 	s := db.Store()
 	if s.Kind != "postgres" || s.Node != "a" || s.Approvals == nil || s.State == nil || s.Messages == nil ||
-		s.Bus == nil || s.Members == nil || s.Supervisors == nil || s.Health == nil || s.Close == nil {
+		s.Bus == nil || s.Members == nil || s.Supervisors == nil || s.Health == nil || s.Close == nil ||
+		s.Runs == nil || s.AgentTokens == nil || s.Postures == nil {
 		t.Fatalf("store parts missing: %+v", s)
 	}
 	if err := s.Health(); err != nil {
