@@ -563,16 +563,10 @@ func (s *Store) List(ctx context.Context, agentID string) ([]Summary, error) {
 	return out, nil
 }
 
-// Trace is a run's records from position cursor on. An unknown run is
-// ErrNotFound.
+// Trace is a run's records from position cursor on, every durable one
+// (appended on any daemon). An unknown run is ErrNotFound.
 func (s *Store) Trace(ctx context.Context, runID string, cursor int) ([]Record, error) {
-	to := -1
-	s.mu.Lock()
-	if r, ok := s.live[runID]; ok && !r.pending {
-		to = r.head.Records // the records published
-	}
-	s.mu.Unlock()
-	recs, err := s.records(ctx, runID, cursor, to)
+	recs, err := s.records(ctx, runID, cursor, -1)
 	if err != nil {
 		if errors.Is(err, store.ErrRunNotFound) {
 			return nil, err

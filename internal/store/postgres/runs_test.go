@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,4 +302,47 @@ func TestRunLogRefusesWhatItCannotKeep(t *testing.T) {
 	if got, err := log.Records(ctx, "r", 0, -1); err != nil || len(got) != 1 {
 		t.Fatalf("a refused batch left %d records (%v), want the started one", len(got), err)
 	}
+}
+
+// BenchmarkRunAppend is one record_turns of one turn, acknowledged, on the
+// file store's run log and on this one, side by side.
+func BenchmarkRunAppend(b *testing.B) {
+	ctx := context.Background()
+	bench := func(b *testing.B, st *runs.Store) {
+		run := ""
+		for i := range b.N {
+			if i%runs.MaxTurns == 0 { // a fresh run before this one is full
+				b.StopTimer()
+				var err error
+				if run, _, err = st.Start(ctx, runs.Start{AgentID: "alice", Intent: "i", Owner: "c"}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if _, err := st.Append(ctx, run, prompts(1, "p")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("file", func(b *testing.B) {
+		st, _, err := runs.Open(b.TempDir(), runs.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		bench(b, st)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		db, err := Open(ctx, Config{URL: pgtest.URL(b), Node: "a"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		st, _, err := runs.OpenLog(ctx, db.Store().Runs, runs.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		bench(b, st)
+	})
 }
