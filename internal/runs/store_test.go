@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // The store starts goroutines (its journals' writers, incomplete-marker
@@ -474,5 +476,38 @@ func TestAnIdempotentStartReturnsTheRunButNotAnotherAgents(t *testing.T) {
 	}
 	if _, _, err := s.Start(ctx, Start{RunID: "k", AgentID: "bob", Intent: "i"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob starting alice's key: %v, want ErrNotFound", err)
+	}
+}
+
+// TestRunFileLinesKeepTheirFormat: a line of a run file is the record with
+// its key and op first, byte for byte what the daemon always wrote, so the
+// files written before the run log stood behind the store seam load
+// unchanged.
+func TestRunFileLinesKeepTheirFormat(t *testing.T) {
+	type oldLine struct {
+		Key string `json:"key"`
+		Op  string `json:"op"`
+		Record
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	for i, rec := range []Record{
+		{Record: KindStarted, RunID: "r", AgentID: "a/b", Intent: "i", StartedAt: &at},
+		{Record: KindTurn, Turn: &Turn{Index: 7, Prompt: "p\n\"q\"", Tool: "t", Parameters: map[string]any{"x": json.Number("1.50")}, VerifierVerdict: json.RawMessage(`"not_run"`)}},
+		{Record: KindEnded, Status: StatusCompleted, Outcome: json.RawMessage(`{"ok":true}`), EndedAt: &at},
+	} {
+		body, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(oldLine{Key: fmt.Sprintf("%08d", i*1000), Op: rec.Record, Record: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encodeLine(i*1000, store.RunRecord{Kind: rec.Record, Body: body}); string(got) != string(want) {
+			t.Fatalf("record %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	if got := encodeLine(1, store.RunRecord{Kind: KindTurn, Body: json.RawMessage(` { } `)}); string(got) != `{"key":"00000001","op":"turn"}` {
+		t.Fatalf("an empty object: %s", got)
 	}
 }

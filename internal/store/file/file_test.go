@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -231,5 +232,88 @@ func TestBusCloseEndsEverySubscription(t *testing.T) {
 	b.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d topics still have subscriptions after Close", n)
+	}
+}
+
+// TestOpenRunsTokensAndPostures: with their paths set, the store keeps run
+// traces (a run left in progress is stranded at the next open), agent
+// tokens and the posture document in files under the state root; without
+// them those parts are nil. A run file that cannot be read fails Open and
+// leaves nothing running.
+func TestOpenRunsTokensAndPostures(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := Config{
+		IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
+		ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
+		MessagesPath:    filepath.Join(dir, "messages.jsonl"),
+		RunsDir:         filepath.Join(dir, "runs"),
+		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
+		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
+	}
+	st, _, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := store.RunHead{RunID: "r1", AgentID: "alice", Intent: "i", Owner: "c", StartedAt: time.Now().UTC()}
+	if _, created, err := st.Runs.Start(ctx, h, store.RunRecord{Kind: store.RunStarted, Body: []byte(`{"record":"started","run_id":"r1","agent_id":"alice","started_at":"2030-01-02T03:04:05Z"}`)}); err != nil || !created {
+		t.Fatalf("start a run: %v %v", created, err)
+	}
+	if err := st.AgentTokens.Issue(ctx, "alice", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Postures.Update(ctx, func(cur json.RawMessage, found bool) (json.RawMessage, error) {
+		if found {
+			return nil, fmt.Errorf("a posture document before any was written: %s", cur)
+		}
+		return []byte(`{"default":{"read_only":"deny"},"agents":{}}`), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, rep, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if rep.Runs.Runs != 1 {
+		t.Fatalf("the reopen found %d runs, want 1", rep.Runs.Runs)
+	}
+	if stranded, err := st.Runs.Stranded(ctx); err != nil || len(stranded) != 1 || stranded[0].RunID != "r1" {
+		t.Fatalf("the run left in progress: %+v %v", stranded, err)
+	}
+	if ok, err := st.AgentTokens.Verify(ctx, "alice", "tok"); !ok || err != nil {
+		t.Fatalf("the token after a restart: %v %v", ok, err)
+	}
+	if doc, found, err := st.Postures.Read(ctx); err != nil || !found || string(doc) != `{"default":{"read_only":"deny"},"agents":{}}`+"\n" {
+		t.Fatalf("the postures after a restart: %q %v %v", doc, found, err)
+	}
+
+	bare, _ := openStore(t, t.TempDir())
+	defer bare.Close()
+	if bare.Runs != nil || bare.AgentTokens != nil || bare.Postures != nil {
+		t.Fatal("a store without the paths has run, token or posture parts")
+	}
+
+	bad := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(bad, "runs", "alice"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "runs", "alice", "r.jsonl"), []byte("not json\n{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.RunsDir = filepath.Join(bad, "runs")
+	cfg.IdempotencyPath = filepath.Join(bad, "idempotency.jsonl")
+	cfg.ApprovalsPath = filepath.Join(bad, "approvals.jsonl")
+	cfg.MessagesPath = filepath.Join(bad, "messages.jsonl")
+	if _, _, err := Open(cfg); err == nil {
+		t.Fatal("a corrupt run file was opened")
 	}
 }
