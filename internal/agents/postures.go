@@ -95,7 +95,7 @@ func rank(m string) int {
 // store says so. It is safe for concurrent use.
 type Postures struct {
 	src     store.Postures
-	writeMu sync.Mutex // one mutation at a time from this process
+	writeMu sync.Mutex // one mutation or reload at a time in this process
 	mu      sync.Mutex // guards p; never held across I/O, so the gate never waits on the store
 	p       Policy
 	stop    func()
@@ -135,8 +135,12 @@ func (s *Postures) Close() {
 // reloadTimeout bounds the read of a changed policy.
 const reloadTimeout = 15 * time.Second
 
-// reload reads the policy the store now holds and puts it in force.
+// reload reads the policy the store now holds and puts it in force. It
+// takes the mutations' turn, so an older copy read before this process's
+// own write cannot replace what that write put in force.
 func (s *Postures) reload() {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), reloadTimeout)
 	defer cancel()
 	p, found, err := readDoc(ctx, s.src)
