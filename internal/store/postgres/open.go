@@ -23,6 +23,7 @@ type DB struct {
 	state       *state
 	messages    *messages
 	supervisors *supervisors
+	idem        *idempotency
 
 	closeOnce sync.Once
 }
@@ -77,6 +78,9 @@ func (db *DB) start(ctx context.Context) error {
 	db.state = &state{pool: db.pool, timeout: t}
 	db.messages = &messages{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
+	// Waiters for an idempotency claim wake when it is committed or
+	// released anywhere, and re-check on a timer in case a notice is lost.
+	db.idem = newIdempotency(db.pool, db.cfg, db.bus)
 	db.approvals, err = openLedger(ctx, db.pool, db.bus, db.cfg.Node, t, db.cfg.ApprovalRecheck)
 	return err
 }
@@ -85,19 +89,23 @@ func (db *DB) start(ctx context.Context) error {
 func (db *DB) Store() *store.Store {
 	return &store.Store{
 		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
-		Approvals: db.approvals, State: db.state, Messages: db.messages, Bus: db.bus,
+		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
 	}
 }
 
 // Close stops the background work (heartbeat, listener, approval
-// re-check), removes this daemon's supervisor subscriptions and releases
-// the pool. This daemon's member row stays, and ages.
+// re-check, claim renewals), removes this daemon's supervisor subscriptions
+// and releases the pool. This daemon's member row stays, and ages;
+// idempotency claims still held are left to lapse with their leases.
 func (db *DB) Close() error {
 	var err error
 	db.closeOnce.Do(func() {
 		if db.approvals != nil {
 			db.approvals.close()
+		}
+		if db.idem != nil {
+			db.idem.close()
 		}
 		if db.bus != nil {
 			db.bus.close()

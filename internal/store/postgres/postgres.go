@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/store"
 )
@@ -28,6 +29,7 @@ type Config struct {
 	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
 	Heartbeat        time.Duration // how often this daemon's car_nodes row is stamped; a member is alive within 3 of them (2 s)
 	ApprovalRecheck  time.Duration // how often the approval cache is checked against the database, in case a notification was lost (2 s)
+	Log              *zap.Logger   // nil: no log
 }
 
 func (c *Config) setDefaults() {
@@ -48,6 +50,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ApprovalRecheck <= 0 {
 		c.ApprovalRecheck = 2 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
 	}
 }
 
