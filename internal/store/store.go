@@ -121,6 +121,7 @@ type State interface {
 // that wrote it, its place in that daemon's hash chain, and the event's
 // JSON as the engine encoded it.
 type EventRecord struct {
+	Pos        int64 // the cluster-wide position (Since's cursor); 0 until stored
 	Node       string
 	Seq        uint64
 	At         time.Time
@@ -139,9 +140,27 @@ type Events interface {
 	// Since returns up to limit records of any daemon with a cluster-wide
 	// position after cursor, and the position of the last one returned.
 	Since(ctx context.Context, cursor int64, limit int) ([]EventRecord, int64, error)
-	// Query returns the records matching q, oldest first.
+	// Query returns the records matching q, oldest first; with a Limit, the
+	// newest Limit of them.
 	Query(ctx context.Context, q EventFilter) ([]EventRecord, error)
 	Count(ctx context.Context) (int, error)
+	// LastOf returns the seq and hash of the newest record of node's chain,
+	// counting this daemon's records not yet written out (0 and "" when
+	// there is none), so a restarted daemon continues its chain and its seq.
+	LastOf(ctx context.Context, node string) (seq uint64, hash string, err error)
+	// VerifyChains recomputes every daemon's hash chain from the stored
+	// bodies, hash being the engine's definition of an event's hash, and
+	// reports each daemon's chain, in node order.
+	VerifyChains(ctx context.Context, hash func(body json.RawMessage) (string, error)) ([]ChainReport, error)
+}
+
+// ChainReport is one daemon's hash chain as verified. Records without a
+// hash before its first chained one are not part of it.
+type ChainReport struct {
+	Node     string `json:"node"`
+	Verified int    `json:"verified"`              // chained records whose hash and link hold
+	Tampered uint64 `json:"tampered_at,omitempty"` // seq of the first that does not; 0 when all hold
+	Reason   string `json:"reason,omitempty"`      // why it does not
 }
 
 // EventFilter selects durable events; zero fields do not filter.
