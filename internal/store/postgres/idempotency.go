@@ -24,7 +24,8 @@ import (
 // A row of car_idempotency is either a claim (a holder, a token naming the
 // claim, a lease on the database's clock, no output) or a result (done, with
 // the output as the tool returned it). Begin claims a key with one INSERT …
-// ON CONFLICT DO NOTHING; when the key is taken it reads the row:
+// ON CONFLICT DO NOTHING and, when the key is taken, reads its row in the
+// same statement:
 //   - a result is a hit;
 //   - a live claim (on this daemon or another) is waited for, woken by a
 //     notification when it is committed or released and re-checked every
@@ -161,18 +162,13 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 		}
 	}()
 	for {
-		claimed, err := s.insert(ctx, key, tool, proposalID, token)
+		claimed, r, found, err := s.claimOrRead(ctx, key, tool, proposalID, token)
 		if err != nil {
 			return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
 		}
-		if claimed {
-			return nil, false, s.hold(key, tool, token), nil
-		}
-		r, found, err := s.read(ctx, key)
-		if err != nil {
-			return nil, false, nil, fmt.Errorf("read idempotency key %s for tool '%s': %w", key, tool, err)
-		}
 		switch {
+		case claimed:
+			return nil, false, s.hold(key, tool, token), nil
 		case !found:
 			continue // released or invalidated since the insert: claim it again
 		case r.done:
@@ -214,34 +210,40 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 	}
 }
 
-// insert claims key if no row holds it.
-func (s *idempotency) insert(ctx context.Context, key, tool, proposalID, token string) (bool, error) {
-	var one int
-	err := s.pool.QueryRow(ctx, `
-		INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at)
-		VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now())
-		ON CONFLICT (key) DO NOTHING
-		RETURNING 1`, key, tool, proposalID, s.node, token, s.lease.Milliseconds()).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, unavailable(err)
-}
-
-func (s *idempotency) read(ctx context.Context, key string) (idemRow, bool, error) {
-	var r idemRow
-	var holder, token *string
+// claimOrRead claims key if no row holds it, or else reads the row that
+// does, in one statement. The read sees the statement's snapshot: a row that
+// a concurrent claim committed after it (the insert waited for that claim)
+// is not found, and neither is one deleted meanwhile; Begin then tries again.
+func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
+	var holder, tok *string
 	var ms int64
-	err := s.pool.QueryRow(ctx, `
-		SELECT done, output::text, holder, token,
-		       COALESCE(ceil(EXTRACT(EPOCH FROM (lease_until - now())) * 1000), 0)::bigint
-		FROM car_idempotency WHERE key = $1`, key).Scan(&r.done, &r.output, &holder, &token, &ms)
+	err = s.pool.QueryRow(ctx, `
+		WITH claim AS (
+			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now())
+			ON CONFLICT (key) DO NOTHING
+			RETURNING 1
+		)
+		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint FROM claim
+		UNION ALL
+		SELECT false, done, output::text, holder, token, `+remainingMs+`
+		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds()).Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, false, nil
+		return false, r, false, nil
 	}
 	if err != nil {
-		return r, false, unavailable(err)
+		return false, r, false, unavailable(err)
 	}
+	r.fill(holder, tok, ms)
+	return claimed, r, !claimed, nil
+}
+
+// remainingMs is a claim's lease left in milliseconds, by the database's
+// clock (0 for a result).
+const remainingMs = `COALESCE(ceil(EXTRACT(EPOCH FROM (lease_until - now())) * 1000), 0)::bigint`
+
+func (r *idemRow) fill(holder, token *string, ms int64) {
 	if holder != nil {
 		r.holder = *holder
 	}
@@ -249,6 +251,22 @@ func (s *idempotency) read(ctx context.Context, key string) (idemRow, bool, erro
 		r.token = *token
 	}
 	r.remaining = time.Duration(ms) * time.Millisecond
+}
+
+func (s *idempotency) read(ctx context.Context, key string) (idemRow, bool, error) {
+	var r idemRow
+	var holder, token *string
+	var ms int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT done, output::text, holder, token, `+remainingMs+`
+		FROM car_idempotency WHERE key = $1`, key).Scan(&r.done, &r.output, &holder, &token, &ms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, unavailable(err)
+	}
+	r.fill(holder, token, ms)
 	return r, true, nil
 }
 
@@ -362,12 +380,17 @@ func (s *idempotency) publishLoop() {
 	}
 }
 
+// countEvery is how often the count of results (a scan of the table) is
+// taken again.
+const countEvery = time.Minute
+
 // renewLoop extends the lease of every held claim every third of the lease,
-// in one statement, and refreshes the count of results.
+// in one statement, and counts the results again every minute or so.
 func (s *idempotency) renewLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.lease / 3)
 	defer t.Stop()
+	counted := time.Now()
 	for {
 		select {
 		case <-s.stop:
@@ -377,7 +400,10 @@ func (s *idempotency) renewLoop() {
 		if !s.noRenew.Load() {
 			s.renew()
 		}
-		s.refreshCount()
+		if time.Since(counted) >= countEvery {
+			s.refreshCount()
+			counted = time.Now()
+		}
 	}
 }
 
@@ -432,9 +458,10 @@ func (s *idempotency) refreshCount() {
 	}
 }
 
-// Len is the number of stored results as last counted: this daemon's own
-// commits and invalidations count at once, other daemons' at the next
-// renewal tick (a third of the lease). It never waits on the database.
+// Len is the number of stored results as last counted, approximately: this
+// daemon's own commits and invalidations count at once, other daemons' when
+// the table is counted again (every minute or so). It never waits on the
+// database.
 func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
 
 // Invalidate deletes the results (and any claim) proposalID recorded for
