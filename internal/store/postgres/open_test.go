@@ -60,7 +60,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestOpenWiresEveryPart(t *testing.T) {
 	db := openNode(t, pgtest.URL(t), "a")
 	s := db.Store()
-	if s.Kind != "postgres" || s.Node != "a" || s.Approvals == nil || s.State == nil || s.Messages == nil ||
+	if s.Kind != "postgres" || s.Node != "a" || s.Approvals == nil || s.Idempotency == nil || s.State == nil || s.Messages == nil || s.Events == nil ||
 		s.Bus == nil || s.Members == nil || s.Supervisors == nil || s.Health == nil || s.Close == nil {
 		t.Fatalf("store parts missing: %+v", s)
 	}
