@@ -99,6 +99,7 @@ func wantSeqs(node string, from, to int) []string {
 
 // What accumulates while a batch is written goes in the next batch.
 func TestEventsWrittenInBatches(t *testing.T) {
+	t.Parallel()
 	a := openNode(t, pgtest.URL(t), "a")
 	entered, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
@@ -125,6 +126,7 @@ func TestEventsWrittenInBatches(t *testing.T) {
 // While the database is down, events go to the spool file; once it is back
 // they are written in order before anything newer, and the spool is emptied.
 func TestEventsSpoolWhileDatabaseDown(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	spool := filepath.Join(t.TempDir(), "events-spool.jsonl")
@@ -167,6 +169,7 @@ func spoolLines(t *testing.T, path string) int {
 
 // Records spooled when the daemon stops are written by its next run.
 func TestEventsSpoolSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	spool := filepath.Join(t.TempDir(), "events-spool.jsonl")
@@ -197,6 +200,7 @@ func TestEventsSpoolSurvivesRestart(t *testing.T) {
 
 // Past its bound the spool refuses events, counts them and says so.
 func TestEventsSpoolBound(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	spool := filepath.Join(t.TempDir(), "events-spool.jsonl")
@@ -235,6 +239,7 @@ func ptr[T any](v T) *T { return &v }
 // A batch whose commit was ambiguous is spooled and sent again; the records
 // already in are skipped, none is stored twice.
 func TestEventsResentBatchStoredOnce(t *testing.T) {
+	t.Parallel()
 	a := openNode(t, pgtest.URL(t), "a")
 	var failed atomic.Bool
 	a.events.afterInsert = func() error {
@@ -265,6 +270,7 @@ func TestEventsResentBatchStoredOnce(t *testing.T) {
 // Two daemons write at once while a reader follows Since: positions become
 // visible in order, so the reader sees every record exactly once.
 func TestEventsSinceContiguousAcrossWriters(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	const each = 2000
@@ -327,6 +333,7 @@ func TestEventsSinceContiguousAcrossWriters(t *testing.T) {
 
 // Query filters and keeps the newest Limit, oldest first.
 func TestEventsQuery(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ca, cb := &chain{node: "a"}, &chain{node: "b"}
@@ -377,6 +384,7 @@ func TestEventsQuery(t *testing.T) {
 // LastOf counts what is still queued; Head is where Since starts for what
 // comes next.
 func TestEventsChains(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ca, cb := &chain{node: "a"}, &chain{node: "b"}
@@ -421,6 +429,7 @@ func TestEventsChains(t *testing.T) {
 
 // Close writes out what is queued; what is not JSON is refused and counted.
 func TestEventsCloseFlushesAndInvalidIsCounted(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a := openNode(t, url, "a")
 	c := &chain{node: "a"}
@@ -446,6 +455,7 @@ func TestEventsCloseFlushesAndInvalidIsCounted(t *testing.T) {
 // The spool keeps whole lines: a line torn by a crash is cut off at open,
 // and each node's newest record is found.
 func TestSpoolTornLineAndScan(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "spool.jsonl")
 	sp, scan, err := openSpool(path, 1<<20)
 	if err != nil || scan.records != 0 {

@@ -46,6 +46,7 @@ func beginAsync(ctx context.Context, db *DB, key, proposal string) <-chan beginR
 // Two daemons meet the same keys at the same moment: for every key exactly
 // one claims and dispatches, the other gets its result.
 func TestIdempotencyClaimsOnceAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		bus   bool
@@ -125,6 +126,7 @@ func TestIdempotencyClaimsOnceAcrossDaemons(t *testing.T) {
 // claim is taken over once the lease lapses, by the database's clock, and
 // the taker's result is the one stored.
 func TestIdempotencyTakeOverAfterHolderDies(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	set := func(c *Config) { c.ClaimLease = time.Second }
 	a, b, c := openNode(t, url, "a", set), openNode(t, url, "b", set), openNode(t, url, "c", set)
@@ -163,6 +165,7 @@ func recordedAt(t *testing.T, db *DB, key string) time.Time {
 // A holder that renews keeps its claim past several leases: the waiter gets
 // its result, not the claim.
 func TestIdempotencyRenewalKeepsClaim(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	set := func(c *Config) { c.ClaimLease = time.Second }
 	a, b := openNode(t, url, "a", set), openNode(t, url, "b", set)
@@ -189,6 +192,7 @@ func TestIdempotencyRenewalKeepsClaim(t *testing.T) {
 // A holder whose claim was taken over is told so by Commit, which stores
 // nothing: only the current holder's result is stored and acknowledged.
 func TestIdempotencyCommitAfterTakeOverFails(t *testing.T) {
+	t.Parallel()
 	for _, takerCommitsFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("taker commits first ", takerCommitsFirst), func(t *testing.T) {
 			url := pgtest.URL(t)
@@ -231,6 +235,7 @@ func TestIdempotencyCommitAfterTakeOverFails(t *testing.T) {
 // Release deletes the claim and wakes the waiters, on this daemon and on
 // another; one of them claims the key.
 func TestIdempotencyReleaseLetsWaiterClaim(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	// Hour-long leases: the waiters re-check every six minutes, so only a
 	// wake returns them within the test.
@@ -271,6 +276,7 @@ func TestIdempotencyReleaseLetsWaiterClaim(t *testing.T) {
 
 // Invalidate deletes a rolled-back proposal's results, and only its own.
 func TestIdempotencyInvalidate(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a := openNode(t, url, "a")
 	ctx := ctxT(t)
@@ -312,6 +318,7 @@ func TestIdempotencyInvalidate(t *testing.T) {
 // While the database is stopped, Begin and Commit fail with ErrUnavailable
 // and nothing is acknowledged; once it is back, the same store works again.
 func TestIdempotencyUnavailableAndRecovery(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	a := openNode(t, url, "a", func(c *Config) { c.ConnectTimeout = time.Second })
