@@ -110,7 +110,7 @@ func openAgentTokens(ctx context.Context, cfg *config.Config) (store.AgentTokens
 	if cfg.Store != config.StorePostgres {
 		return agents.TokenFile(cfg.AgentTokensPath), func() {}, nil
 	}
-	return postgres.OpenTokens(ctx, postgresConfig(cfg, ""))
+	return postgres.OpenTokens(ctx, postgresConfig(cfg, "", nil))
 }
 
 // agentsFailed reports err: exit 3 when the shared store cannot be

@@ -25,8 +25,8 @@ func joinCluster(ctx context.Context, rt *engine.Runtime, shared *store.Store, l
 			stops[i]()
 		}
 	}
-	if cl, ok := shared.Events.(engine.ClusterLog); ok {
-		if err := rt.Events.JoinCluster(ctx, shared.Node, cl); err != nil {
+	if shared.Events != nil {
+		if err := rt.Events.JoinCluster(ctx, shared.Node, shared.Events); err != nil {
 			return nil, err
 		}
 		fctx, cancel := context.WithCancel(context.Background())
@@ -38,8 +38,6 @@ func joinCluster(ctx context.Context, rt *engine.Runtime, shared *store.Store, l
 			}})
 		}()
 		stops = append(stops, func() { cancel(); <-done })
-	} else if shared.Events != nil {
-		return nil, fmt.Errorf("the %s store's event log cannot be joined (no chain heads)", shared.Kind)
 	}
 	leaveSup, err := rt.Supervisors.JoinCluster(ctx, engine.SupervisionCluster{Node: shared.Node, Bus: shared.Bus, Registry: supervisorRegistry{shared.Supervisors}})
 	if err != nil {

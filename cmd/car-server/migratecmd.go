@@ -54,7 +54,7 @@ func runMigrateCommand(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, migrateTimeout)
 	defer cancel()
-	pc := postgresConfig(cfg, "")
+	pc := postgresConfig(cfg, "", nil)
 	if args[0] == "up" {
 		n, err := postgres.MigrateUp(ctx, pc)
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Logger, jopts ...journal.Option) (*store.Store, error) {
 	if cfg.Store == config.StorePostgres {
 		url := postgres.Redact(cfg.PostgresURL)
-		db, err := postgres.Open(ctx, postgresConfig(cfg, node))
+		db, err := postgres.Open(ctx, postgresConfig(cfg, node, log))
 		if err != nil {
 			if !strings.Contains(err.Error(), url) {
 				err = fmt.Errorf("%s: %w", url, err)
@@ -64,15 +64,16 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 
 // postgresConfig is the database part of cfg, for the daemon (node set)
 // and for car-server migrate (node unset).
-func postgresConfig(cfg *config.Config, node string) postgres.Config {
+func postgresConfig(cfg *config.Config, node string, log *zap.Logger) postgres.Config {
 	return postgres.Config{
-		URL:                 cfg.PostgresURL,
-		MaxConns:            int32(cfg.PostgresMaxConns),
-		StatementTimeout:    cfg.PostgresStatementTimeout,
-		Node:                node,
-		Version:             version,
-		ClaimLease:          cfg.ClaimLease,
-		EventsSpool:         cfg.EventsSpoolPath,
-		EventsSpoolMaxBytes: cfg.EventsSpoolMaxBytes,
+		URL:              cfg.PostgresURL,
+		MaxConns:         int32(cfg.PostgresMaxConns),
+		StatementTimeout: cfg.PostgresStatementTimeout,
+		Node:             node,
+		Version:          version,
+		ClaimLease:       cfg.ClaimLease,
+		SpoolPath:        cfg.EventsSpoolPath,
+		SpoolMaxBytes:    cfg.EventsSpoolMaxBytes,
+		Log:              log,
 	}
 }

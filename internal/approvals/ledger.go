@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -51,13 +50,8 @@ func Fingerprint(a *protocol.Action) string {
 // a parked action.
 type Ledger struct {
 	j *journal.Journal
-
-	mu       sync.Mutex
-	watchers map[string]map[*watcher]struct{}
+	Watchers
 }
-
-// watcher is one Watch of a fingerprint.
-type watcher struct{ ch chan Record }
 
 // Open replays the ledger at path.
 func Open(path string, opts ...journal.Option) (*Ledger, journal.Report, error) {
@@ -65,7 +59,7 @@ func Open(path string, opts ...journal.Option) (*Ledger, journal.Report, error) 
 	if err != nil {
 		return nil, rep, err
 	}
-	return &Ledger{j: j, watchers: make(map[string]map[*watcher]struct{})}, rep, nil
+	return &Ledger{j: j}, rep, nil
 }
 
 // Record stores a decision durably and returns it.
@@ -81,45 +75,8 @@ func (l *Ledger) Record(r Record) (Record, error) {
 	if err := l.j.Append(b); err != nil {
 		return r, err
 	}
-	l.wake(r)
+	l.Wake(r)
 	return r, nil
-}
-
-// Watch returns a channel that receives the next decision recorded for
-// fingerprint after the call, and a function that stops watching. A caller
-// that must not miss a decision watches first, then reads Decision.
-func (l *Ledger) Watch(fingerprint string) (<-chan Record, func()) {
-	w := &watcher{ch: make(chan Record, 1)}
-	l.mu.Lock()
-	set := l.watchers[fingerprint]
-	if set == nil {
-		set = make(map[*watcher]struct{})
-		l.watchers[fingerprint] = set
-	}
-	set[w] = struct{}{}
-	l.mu.Unlock()
-	return w.ch, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if set := l.watchers[fingerprint]; set != nil {
-			delete(set, w)
-			if len(set) == 0 {
-				delete(l.watchers, fingerprint)
-			}
-		}
-	}
-}
-
-// wake hands r to the watchers of its fingerprint; each gets one decision.
-func (l *Ledger) wake(r Record) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for w := range l.watchers[r.Fingerprint] {
-		select {
-		case w.ch <- r:
-		default: // it already holds an undelivered decision; the later one is in Decision
-		}
-	}
 }
 
 // Decision returns the last decision for a fingerprint.

@@ -90,9 +90,9 @@ func TestWatchWakesOnTheNextDecisionOnly(t *testing.T) {
 		t.Fatalf("a stopped watcher woke: %+v", r)
 	default:
 	}
-	l.mu.Lock()
-	left := len(l.watchers)
-	l.mu.Unlock()
+	l.Watchers.mu.Lock()
+	left := len(l.Watchers.set)
+	l.Watchers.mu.Unlock()
 	if left != 1 {
 		t.Fatalf("%d fingerprints watched, want only fp2", left)
 	}

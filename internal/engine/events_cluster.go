@@ -25,15 +25,7 @@ import (
 
 // ClusterLog is the durable event log of a cluster, with what a daemon
 // needs to continue its chain and to start following the others.
-type ClusterLog interface {
-	store.Events
-	// LastOf returns the Seq and Hash of node's newest record (including
-	// records still waiting to be written), or 0 and "" when it has none.
-	LastOf(ctx context.Context, node string) (seq uint64, hash string, err error)
-	// Head returns the cluster-wide position of the newest record (0 for
-	// an empty log): Since(Head) returns what is appended afterwards.
-	Head(ctx context.Context) (int64, error)
-}
+type ClusterLog = store.Events
 
 // Bounds of the cluster's reads.
 const (

@@ -140,6 +140,7 @@ type State interface {
 // that wrote it, its place in that daemon's hash chain, and the event's
 // JSON as the engine encoded it.
 type EventRecord struct {
+	Pos        int64 // the cluster-wide position (Since's cursor); 0 until stored
 	Node       string
 	Seq        uint64
 	At         time.Time
@@ -158,9 +159,17 @@ type Events interface {
 	// Since returns up to limit records of any daemon with a cluster-wide
 	// position after cursor, and the position of the last one returned.
 	Since(ctx context.Context, cursor int64, limit int) ([]EventRecord, int64, error)
-	// Query returns the records matching q, oldest first.
+	// Query returns the records matching q, oldest first; with a Limit, the
+	// newest Limit of them.
 	Query(ctx context.Context, q EventFilter) ([]EventRecord, error)
 	Count(ctx context.Context) (int, error)
+	// LastOf returns the seq and hash of the newest record of node's chain,
+	// counting this daemon's records not yet written out (0 and "" when
+	// there is none), so a restarted daemon continues its chain and its seq.
+	LastOf(ctx context.Context, node string) (seq uint64, hash string, err error)
+	// Head is the cluster-wide position of the newest record (0 for an
+	// empty log): Since(Head) returns what is appended afterwards.
+	Head(ctx context.Context) (int64, error)
 }
 
 // EventFilter selects durable events; zero fields do not filter. Since is

@@ -17,6 +17,7 @@ import (
 // refused on a at once and announced to every daemon; only hashes are
 // kept.
 func TestAgentTokensAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a").Store().AgentTokens, openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -90,6 +91,7 @@ func TestAgentTokensAcrossDaemons(t *testing.T) {
 // The operator's handle on the tokens works on a migrated database and
 // refuses one that is not, saying what to do.
 func TestOpenTokensNeedsTheSchema(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	if _, _, err := OpenTokens(ctx, Config{URL: url}); err == nil || !strings.Contains(err.Error(), "migrate up") {
@@ -110,6 +112,7 @@ func TestOpenTokensNeedsTheSchema(t *testing.T) {
 }
 
 func TestAgentTokensUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	tokens := openNode(t, srv.NewDatabase(t), "a").Store().AgentTokens
 	ctx := ctxT(t)
@@ -139,6 +142,7 @@ func openPostures(t *testing.T, db *DB) *agents.Postures {
 // A posture set on a is in force on b (notified); writers on both keep
 // each other's changes; an agent loosening its own posture is refused.
 func TestPosturesAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openPostures(t, openNode(t, url, "a")), openPostures(t, openNode(t, url, "b"))
 	ctx := ctxT(t)
@@ -195,6 +199,7 @@ func TestPosturesAcrossDaemons(t *testing.T) {
 
 // A change whose notification is lost is caught by the re-check.
 func TestAPostureChangeWithoutNotificationIsReadBack(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	b := openPostures(t, openNode(t, url, "b"))
 	ctx := ctxT(t)
@@ -209,6 +214,7 @@ func TestAPostureChangeWithoutNotificationIsReadBack(t *testing.T) {
 }
 
 func TestPosturesUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	d := openNode(t, srv.NewDatabase(t), "a")
 	ps := openPostures(t, d)

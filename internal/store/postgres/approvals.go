@@ -47,7 +47,7 @@ type ledger struct {
 	mu       sync.Mutex
 	recs     map[string]cachedRecord
 	sum      big.Int // of the seqs in recs
-	watchers map[string]map[*watcher]struct{}
+	watchers approvals.Watchers
 
 	unsubscribe func()
 	listening   chan struct{} // closed at the bus's first resync
@@ -61,9 +61,6 @@ type cachedRecord struct {
 	seq int64
 }
 
-// watcher is one Watch of a fingerprint.
-type watcher struct{ ch chan protocol.ApprovalRecord }
-
 // openLedger loads the ledger, subscribes to its notifications and waits
 // (within ctx and timeout) until they are listened to, then starts the
 // re-check.
@@ -71,7 +68,6 @@ func openLedger(ctx context.Context, pool *pgxpool.Pool, b *bus, node string, ti
 	l := &ledger{
 		pool: pool, node: node, timeout: timeout,
 		recs:      make(map[string]cachedRecord),
-		watchers:  make(map[string]map[*watcher]struct{}),
 		listening: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -268,12 +264,7 @@ func (l *ledger) apply(fp string, rec protocol.ApprovalRecord, seq int64) {
 	}
 	l.sum.Add(&l.sum, big.NewInt(seq-cur.seq))
 	l.recs[fp] = cachedRecord{rec: rec, seq: seq}
-	for w := range l.watchers[fp] {
-		select {
-		case w.ch <- rec:
-		default: // it already holds an undelivered decision; the later one is in Decision
-		}
-	}
+	l.watchers.Wake(rec)
 }
 
 // Decision returns the last decision for a fingerprint, from the cache.
@@ -302,23 +293,5 @@ func (l *ledger) List() []protocol.ApprovalRecord {
 // other daemon), and a function that stops watching. Watch first, then
 // read Decision, so nothing is missed.
 func (l *ledger) Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func()) {
-	w := &watcher{ch: make(chan protocol.ApprovalRecord, 1)}
-	l.mu.Lock()
-	set := l.watchers[fingerprint]
-	if set == nil {
-		set = make(map[*watcher]struct{})
-		l.watchers[fingerprint] = set
-	}
-	set[w] = struct{}{}
-	l.mu.Unlock()
-	return w.ch, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if set := l.watchers[fingerprint]; set != nil {
-			delete(set, w)
-			if len(set) == 0 {
-				delete(l.watchers, fingerprint)
-			}
-		}
-	}
+	return l.watchers.Watch(fingerprint)
 }

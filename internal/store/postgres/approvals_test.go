@@ -43,6 +43,7 @@ func noDecision(t *testing.T, ch <-chan protocol.ApprovalRecord, what string) {
 // is stopped by its stop function, the list is newest first, and every
 // decision is in the history.
 func TestApprovalsLedgerOnOneDaemon(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a := openNode(t, url, "a")
 	l := a.Store().Approvals
@@ -103,6 +104,7 @@ func TestApprovalsLedgerOnOneDaemon(t *testing.T) {
 // A decision recorded on daemon a releases a watcher on daemon b through
 // the notification; the latency is logged.
 func TestApprovalsDecisionOnOneDaemonReleasesAnother(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a := openNode(t, url, "a")
 	b := openNode(t, url, "b", func(c *Config) { c.ApprovalRecheck = time.Hour }) // only the notification can do it
@@ -135,6 +137,7 @@ func TestApprovalsDecisionOnOneDaemonReleasesAnother(t *testing.T) {
 // The daemon's own notification does not wake a watcher again for a
 // decision it already delivered.
 func TestApprovalsOwnNotificationDoesNotWakeAgain(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	if _, err := a.approvals.Record(decision("fp1", "approved", "conn:a")); err != nil {
@@ -155,6 +158,7 @@ func TestApprovalsOwnNotificationDoesNotWakeAgain(t *testing.T) {
 // A notification that never comes (a row written without NOTIFY) is caught
 // by the periodic re-check, which releases the watcher.
 func TestApprovalsRecheckCatchesALostNotification(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	b := openNode(t, url, "b", func(c *Config) { c.ApprovalRecheck = 50 * time.Millisecond })
 	ch, stop := b.approvals.Watch("lost")
@@ -187,6 +191,7 @@ func insertSilently(t *testing.T, url, fp, d string) {
 // a decision that landed while this daemon was not listening releases its
 // watcher, with no re-check to help.
 func TestApprovalsReconnectRefreshesTheCache(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	b := openNode(t, url, "b", func(c *Config) { c.ApprovalRecheck = time.Hour })
@@ -220,6 +225,7 @@ func TestApprovalsReconnectRefreshesTheCache(t *testing.T) {
 // Decisions recorded at once on two daemons for one fingerprint leave both
 // caches holding the row that committed last.
 func TestApprovalsConcurrentDecisionsConverge(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	var wg sync.WaitGroup

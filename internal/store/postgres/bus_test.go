@@ -56,6 +56,7 @@ func (f *feed) want(t *testing.T, payload string) {
 // A notification published on one daemon reaches the other's subscribers
 // in order; topics do not cross, whatever their spelling.
 func TestBusAcrossDaemonsInOrder(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -93,6 +94,7 @@ func TestBusAcrossDaemonsInOrder(t *testing.T) {
 // NOTIFY payloads stop short of 8000 bytes: a larger one is refused with a
 // clear error, the largest allowed one is delivered.
 func TestBusPayloadLimit(t *testing.T) {
+	t.Parallel()
 	a := openNode(t, pgtest.URL(t), "a")
 	ctx := ctxT(t)
 	f := subscribe(t, a.bus, "big")
@@ -115,6 +117,7 @@ func TestBusPayloadLimit(t *testing.T) {
 // payloads, and is told to resync before the next one it gets; the others
 // arrive in order. Another subscription is not held up.
 func TestBusSlowSubscriberResyncs(t *testing.T) {
+	t.Parallel()
 	a := openNode(t, pgtest.URL(t), "a")
 	ctx := ctxT(t)
 	gate := make(chan struct{})
@@ -175,6 +178,7 @@ func TestBusSlowSubscriberResyncs(t *testing.T) {
 // When the database goes away the listener reconnects with backoff, and
 // every subscription is told to resync; notifications flow again.
 func TestBusReconnectResyncs(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	a := openNode(t, url, "a")
@@ -199,6 +203,7 @@ func TestBusReconnectResyncs(t *testing.T) {
 
 // Cancel stops the calls, also when called from the subscriber itself.
 func TestBusCancel(t *testing.T) {
+	t.Parallel()
 	a := openNode(t, pgtest.URL(t), "a")
 	ctx := ctxT(t)
 	var calls []string

@@ -19,6 +19,7 @@ import (
 )
 
 func TestUnavailableClassifies(t *testing.T) {
+	t.Parallel()
 	pg := func(code string) error { return &pgconn.PgError{Severity: "FATAL", Code: code, Message: "x"} }
 	for _, tc := range []struct {
 		name string
@@ -71,6 +72,7 @@ func TestUnavailableClassifies(t *testing.T) {
 // Real failures from pgx classify: a closed pool, and a server that went
 // away under an open pool.
 func TestUnavailableFromRealFailures(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	ctx := ctxT(t)

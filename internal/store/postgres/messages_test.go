@@ -14,6 +14,7 @@ func strp(s string) *string { return &s }
 // The first delivery's receipt stays: a later Record does not overwrite
 // it, and says which receipt won.
 func TestMessagesFirstDeliveryWins(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -43,6 +44,7 @@ func TestMessagesFirstDeliveryWins(t *testing.T) {
 // Racing deliveries of one key on two daemons: exactly one wins, and every
 // racer learns the winner's receipt.
 func TestMessagesRacingDeliveries(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	dbs := []*DB{openNode(t, url, "a"), openNode(t, url, "b")}
 	ctx := ctxT(t)
@@ -74,6 +76,7 @@ func TestMessagesRacingDeliveries(t *testing.T) {
 }
 
 func TestMessagesUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	db := openNode(t, srv.NewDatabase(t), "a")
 	ctx := ctxT(t)

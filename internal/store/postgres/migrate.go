@@ -18,7 +18,8 @@ import (
 var migrationFiles embed.FS
 
 // migrationLockID is the advisory lock every daemon takes around migrating,
-// so several daemons starting at once migrate exactly once.
+// so several daemons starting at once migrate exactly once; a daemon that
+// finds it held tries again every second, for up to five minutes.
 const migrationLockID = 0x6361722d73727672 // "car-srvr"
 
 // MigrationStatus is one embedded migration and whether the database has it.
@@ -39,7 +40,7 @@ func newMigrator(pool *pgxpool.Pool) (*migrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, err
 	}

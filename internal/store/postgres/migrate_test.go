@@ -22,6 +22,7 @@ func ctxT(t *testing.T) context.Context {
 
 // Several daemons starting at once migrate exactly once.
 func TestConcurrentStartsMigrateOnce(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
@@ -56,6 +57,7 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 
 // A database migrated by a newer binary refuses the start, and says so.
 func TestNewerSchemaRefusesStart(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	if _, err := MigrateUp(ctx, Config{URL: url}); err != nil {
@@ -78,6 +80,7 @@ func TestNewerSchemaRefusesStart(t *testing.T) {
 // An unreachable database fails the start with a clear message, and the
 // password in the URL is not in it.
 func TestUnreachableRedactsPassword(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	_, err := Open(ctx, Config{URL: "postgres://car:s3cret-pw@127.0.0.1:1/car?sslmode=disable", Node: "n1", ConnectTimeout: 2 * time.Second})
 	if err == nil {
@@ -95,6 +98,7 @@ func TestUnreachableRedactsPassword(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://u:pw@h/db":                "postgres://u:xxxxx@h/db",
 		"postgres://u@h/db?password=pw&x=1":   "postgres://u@h/db?password=xxxxx&x=1",

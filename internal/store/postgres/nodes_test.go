@@ -13,6 +13,7 @@ import (
 // Every daemon heartbeats its row; a member whose heartbeat is older than
 // three intervals is listed as not alive.
 func TestMembersList(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -43,6 +44,7 @@ func TestMembersList(t *testing.T) {
 
 // A restarted member keeps its row, with the start time of this start.
 func TestMembersRestartKeepsTheRow(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a := openNode(t, url, "a")
 	first := a.nodes.started
@@ -59,6 +61,7 @@ func TestMembersRestartKeepsTheRow(t *testing.T) {
 // Health fails, wrapping ErrUnavailable, once a heartbeat fails, and is nil
 // again after one succeeds.
 func TestHealthFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	db := openNode(t, srv.NewDatabase(t), "a", func(c *Config) { c.Heartbeat = 50 * time.Millisecond })
 	health := db.Store().Health

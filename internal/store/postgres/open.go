@@ -23,6 +23,8 @@ type DB struct {
 	state       *state
 	messages    *messages
 	supervisors *supervisors
+	idem        *idempotency
+	events      *events
 	runs        *runLog
 	agentTokens *agentTokens
 	postures    *postures
@@ -83,6 +85,12 @@ func (db *DB) start(ctx context.Context) error {
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, timeout: t}
 	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
+	// Waiters for an idempotency claim wake when it is committed or
+	// released anywhere, and re-check on a timer in case a notice is lost.
+	db.idem = newIdempotency(db.pool, db.cfg, db.bus)
+	if db.events, err = openEvents(db.pool, db.cfg); err != nil {
+		return err
+	}
 	db.approvals, err = openLedger(ctx, db.pool, db.bus, db.cfg.Node, t, db.cfg.ApprovalRecheck)
 	return err
 }
@@ -91,23 +99,34 @@ func (db *DB) start(ctx context.Context) error {
 func (db *DB) Store() *store.Store {
 	return &store.Store{
 		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
-		Approvals: db.approvals, State: db.state, Messages: db.messages, Bus: db.bus,
+		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Events: db.events, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
 		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures,
 	}
 }
 
-// Close stops the background work (heartbeat, listener, approval
-// re-check), removes this daemon's supervisor subscriptions and releases
-// the pool. This daemon's member row stays, and ages.
+// EventStats counts what the event writer wrote, spooled and refused.
+func (db *DB) EventStats() EventStats { return db.events.Stats() }
+
+// Close writes out the queued events (to the database, or to the spool,
+// within a bound), stops the background work (heartbeat, listener, approval
+// re-check, claim renewals), removes this daemon's supervisor subscriptions
+// and releases the pool. This daemon's member row stays, and ages;
+// idempotency claims still held are left to lapse with their leases.
 func (db *DB) Close() error {
-	var err error
+	var err, spoolErr error
 	db.closeOnce.Do(func() {
 		if db.postures != nil {
 			db.postures.close()
 		}
+		if db.events != nil {
+			spoolErr = db.events.close()
+		}
 		if db.approvals != nil {
 			db.approvals.close()
+		}
+		if db.idem != nil {
+			db.idem.close()
 		}
 		if db.bus != nil {
 			db.bus.close()
@@ -121,9 +140,9 @@ func (db *DB) Close() error {
 		db.pool.Close()
 	})
 	if errors.Is(err, store.ErrUnavailable) {
-		return nil // the rows of a daemon that is not alive are ignored anyway
+		err = nil // the rows of a daemon that is not alive are ignored anyway
 	}
-	return err
+	return errors.Join(spoolErr, err)
 }
 
 // OpenTokens is a handle on the agents' token hashes alone, for the

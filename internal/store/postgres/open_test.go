@@ -58,9 +58,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // Open wires every part of the seam and Close stops them (TestMain checks
 // that no goroutine is left).
 func TestOpenWiresEveryPart(t *testing.T) {
+	t.Parallel()
 	db := openNode(t, pgtest.URL(t), "a")
 	s := db.Store()
-	if s.Kind != "postgres" || s.Node != "a" || s.Approvals == nil || s.State == nil || s.Messages == nil ||
+	if s.Kind != "postgres" || s.Node != "a" || s.Approvals == nil || s.Idempotency == nil || s.State == nil || s.Messages == nil || s.Events == nil ||
 		s.Bus == nil || s.Members == nil || s.Supervisors == nil || s.Health == nil || s.Close == nil ||
 		s.Runs == nil || s.AgentTokens == nil || s.Postures == nil {
 		t.Fatalf("store parts missing: %+v", s)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/store"
 )
@@ -28,9 +29,12 @@ type Config struct {
 	ClaimLease       time.Duration // an idempotency claim's lease, renewed while its call runs (30 s)
 	Heartbeat        time.Duration // how often this daemon's car_nodes row is stamped; a member is alive within 3 of them (2 s)
 	ApprovalRecheck  time.Duration // how often the approval cache is checked against the database, in case a notification was lost (2 s)
-
-	EventsSpool         string // where events wait while the database is unreachable ($CAR_HOME/events-spool.jsonl)
-	EventsSpoolMaxBytes int64  // the bound of the spool (events_spool_max_bytes)
+	// SpoolPath is where events wait while the database cannot be reached
+	// ($CAR_HOME/events-spool.jsonl); empty keeps them in memory only.
+	SpoolPath     string
+	SpoolMaxBytes int64       // the spool's bound; past it, events are refused, counted and logged (64 MiB)
+	EventQueue    int         // events waiting in memory for the writer; past it, refused, counted and logged (65536)
+	Log           *zap.Logger // nil: no log
 }
 
 func (c *Config) setDefaults() {
@@ -51,6 +55,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.ApprovalRecheck <= 0 {
 		c.ApprovalRecheck = 2 * time.Second
+	}
+	if c.SpoolMaxBytes <= 0 {
+		c.SpoolMaxBytes = 64 << 20
+	}
+	if c.EventQueue <= 0 {
+		c.EventQueue = 65536
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
 	}
 }
 

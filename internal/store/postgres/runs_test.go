@@ -42,6 +42,7 @@ func prompts(n int, prefix string) []runs.Turn {
 // daemon b; b's appends to it land after a's, its turn indexes
 // contiguous; a subscription on b waits for the run to end on a.
 func TestRunsAreReadOnEveryDaemon(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	da, db := openNode(t, url, "a"), openNode(t, url, "b")
 	a, b := openRuns(t, da, time.Minute), openRuns(t, db, time.Minute)
@@ -111,6 +112,7 @@ func isDrop(err error, reason string) bool {
 // Appends to one run from both daemons at once keep its seqs and its turn
 // indexes contiguous: none lost, none repeated.
 func TestConcurrentAppendsKeepContiguousSeqs(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	da, db := openNode(t, url, "a"), openNode(t, url, "b")
 	stores := []*runs.Store{openRuns(t, da, time.Minute), openRuns(t, db, time.Minute)}
@@ -167,6 +169,7 @@ func TestConcurrentAppendsKeepContiguousSeqs(t *testing.T) {
 // A daemon that restarts marks incomplete its own runs left in progress,
 // and not the other daemons'.
 func TestStrandedRunsAreThisDaemonsOnly(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	da, db := openNode(t, url, "a"), openNode(t, url, "b")
@@ -206,6 +209,7 @@ func TestStrandedRunsAreThisDaemonsOnly(t *testing.T) {
 // connection that went away leaves it alone. Another agent's key is
 // refused.
 func TestARunStartedAgainElsewhereIsTakenOver(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	da, db := openNode(t, url, "a"), openNode(t, url, "b")
@@ -241,6 +245,7 @@ func TestARunStartedAgainElsewhereIsTakenOver(t *testing.T) {
 // While the database is down, every run operation fails saying the store
 // is unavailable, and nothing is acknowledged.
 func TestRunsUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	url := srv.NewDatabase(t)
 	d := openNode(t, url, "a")
@@ -279,6 +284,7 @@ func TestRunsUnavailable(t *testing.T) {
 // The log refuses what PostgreSQL cannot keep, saying so, and a record
 // that is not an object.
 func TestRunLogRefusesWhatItCannotKeep(t *testing.T) {
+	t.Parallel()
 	d := openNode(t, pgtest.URL(t), "a")
 	log := d.Store().Runs
 	ctx := ctxT(t)

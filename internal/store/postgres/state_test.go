@@ -26,6 +26,7 @@ func decoded(t *testing.T, raw string) any {
 // Values come back exactly as the engine holds them: json.Number with its
 // digits, nested arrays and objects, null, strings with any character.
 func TestStateValuesRoundTrip(t *testing.T) {
+	t.Parallel()
 	db := openNode(t, pgtest.URL(t), "a")
 	s, ctx := db.state, ctxT(t)
 	for i, raw := range []string{
@@ -55,6 +56,7 @@ func TestStateValuesRoundTrip(t *testing.T) {
 // Write returns the prior it replaced and a fresh version; Restore puts it
 // back only while the key holds that version.
 func TestStateWriteAndRestore(t *testing.T) {
+	t.Parallel()
 	db := openNode(t, pgtest.URL(t), "a")
 	s, ctx := db.state, ctxT(t)
 	v1, p1, err := s.Write(ctx, "t1", "k", "one")
@@ -90,6 +92,7 @@ func TestStateWriteAndRestore(t *testing.T) {
 // Two daemons write one key with interleaved rollbacks: the rollback of an
 // overwritten write keeps the later write; the last committed write wins.
 func TestStateTwoDaemonsInterleavedRollbacks(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -125,6 +128,7 @@ func TestStateTwoDaemonsInterleavedRollbacks(t *testing.T) {
 // Concurrent writes of one key from two daemons are serialized: each
 // write's prior is exactly the write before it.
 func TestStateConcurrentWritesChain(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	dbs := []*DB{openNode(t, url, "a"), openNode(t, url, "b")}
 	ctx := ctxT(t)
@@ -174,6 +178,7 @@ func TestStateConcurrentWritesChain(t *testing.T) {
 // Keys, Snapshot, Export and Replace see every daemon's writes; Replace
 // stamps fresh versions, so an older write's undo no longer applies.
 func TestStateNamespaces(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	ctx := ctxT(t)
@@ -236,6 +241,7 @@ func TestStateNamespaces(t *testing.T) {
 // With the database stopped every operation fails with an error wrapping
 // ErrUnavailable, and resumes once it is back.
 func TestStateUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	db := openNode(t, srv.NewDatabase(t), "a")
 	s, ctx := db.state, ctxT(t)

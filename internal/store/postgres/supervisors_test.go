@@ -13,6 +13,7 @@ import (
 // A supervisor registered on a is known on b; it goes when it
 // unregisters, when a closes, and counts only while a is alive.
 func TestSupervisorsAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	// a's heartbeat is slow enough that the test can age it by hand.
 	a := openNode(t, url, "a", func(c *Config) { c.Heartbeat = time.Hour })
@@ -69,6 +70,7 @@ func TestSupervisorsAcrossDaemons(t *testing.T) {
 // What a previous run of a member left (it died) is removed when it opens
 // again.
 func TestSupervisorsOfAPreviousRunRemoved(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := ctxT(t)
 	a := openNode(t, url, "a")
@@ -88,6 +90,7 @@ func TestSupervisorsOfAPreviousRunRemoved(t *testing.T) {
 }
 
 func TestSupervisorsUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.NewServer(t)
 	db := openNode(t, srv.NewDatabase(t), "a")
 	ctx := ctxT(t)

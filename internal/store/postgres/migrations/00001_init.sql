@@ -29,13 +29,16 @@ CREATE TABLE car_approval_history (
 );
 CREATE INDEX car_approval_history_fingerprint ON car_approval_history (fingerprint, id);
 
--- An idempotency key is claimed (holder and lease set, no output) while its
--- call runs, then done (output set). Rollback deletes the row.
+-- An idempotency key is claimed (holder, token and lease set, no output)
+-- while its call runs, then done (output set). Rollback deletes the row. The
+-- token names one claim (the holder's node may claim the key again after a
+-- restart or a lost lease); Commit and Release are guarded by it.
 CREATE TABLE car_idempotency (
 	key          text PRIMARY KEY,
 	tool         text NOT NULL,
 	proposal_id  text NOT NULL,
 	holder       text,
+	token        text,
 	lease_until  timestamptz,
 	output       json,
 	done         boolean NOT NULL DEFAULT false,

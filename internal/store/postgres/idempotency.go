@@ -1,0 +1,559 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// The idempotency cache with claims, shared by every daemon.
+//
+// A row of car_idempotency is either a claim (a holder, a token naming the
+// claim, a lease on the database's clock, no output) or a result (done, with
+// the output as the tool returned it). Begin claims a key with one INSERT …
+// ON CONFLICT DO NOTHING and, when the key is taken, reads its row in the
+// same statement:
+//   - a result is a hit;
+//   - a live claim (on this daemon or another) is waited for, woken by a
+//     notification when it is committed or released and re-checked every
+//     tenth of the lease in case a notification is lost;
+//   - a claim whose lease lapsed belonged to a daemon that died (or lost the
+//     database for longer than the lease): one UPDATE guarded by the lapsed
+//     claim's token takes it over, so exactly one waiter wins and dispatches.
+//
+// Two identical idempotent calls that arrive at the same moment, on two
+// daemons or on one, therefore dispatch once: the second waits for the
+// first's result. The file store does not merge in-flight duplicates.
+//
+// A held claim's lease is renewed in the background every third of the lease
+// until Commit or Release. Commit stores the output and done in one UPDATE
+// guarded by the claim's token: the result is stored before the caller acks
+// it. A holder whose claim was taken over meanwhile (it could not renew for a
+// whole lease, so its call may now run again on the taker) gets an error from
+// Commit and must not ack: only the current holder stores a result, so
+// exactly one result is stored and the one acknowledged is the one stored.
+// Closing the store stops the renewals and leaves held claims to lapse, as a
+// daemon that dies would: their waiters take them over after the lease.
+
+// ErrClaimLost says a Commit found its claim gone: taken over by another
+// daemon after its lease lapsed, released, or invalidated. The result was not
+// stored and must not be acknowledged.
+var ErrClaimLost = errors.New("the idempotency claim was lost")
+
+// notifier is what the idempotency cache needs of the bus: a commit or a
+// release publishes the key, and waiters for that key wake. store.Bus fits.
+type notifier interface {
+	Publish(ctx context.Context, topic string, payload []byte) error
+	Subscribe(topic string, fn func(payload []byte)) (cancel func())
+}
+
+// idemTopic is the bus topic of idempotency keys committed or released.
+const idemTopic = "idempotency"
+
+type idempotency struct {
+	pool    *pgxpool.Pool
+	node    string
+	lease   time.Duration
+	recheck time.Duration // waiters re-read a live claim this often
+	bound   time.Duration // one statement's bound when the caller gives none
+	log     *zap.Logger
+	bus     notifier // nil: waiters rely on the re-check alone
+	unsub   func()
+
+	incarnation string // random per process: the prefix of this daemon's tokens
+	tokens      atomic.Uint64
+
+	mu      sync.Mutex
+	held    map[string]*claim                     // token → a live claim, renewed in the background
+	waiters map[string]map[chan struct{}]struct{} // key → waiters to wake
+
+	count atomic.Int64 // done rows, as last counted (Len)
+
+	notify chan string // keys to publish, by the publisher goroutine
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	noRenew atomic.Bool // test hook: stop renewing, as a holder that died
+}
+
+func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s := &idempotency{
+		pool:        pool,
+		node:        cfg.Node,
+		lease:       cfg.ClaimLease,
+		recheck:     max(cfg.ClaimLease/10, 10*time.Millisecond),
+		bound:       cfg.StatementTimeout + cfg.ConnectTimeout,
+		log:         cfg.Log,
+		bus:         bus,
+		incarnation: hex.EncodeToString(b[:]),
+		held:        make(map[string]*claim),
+		waiters:     make(map[string]map[chan struct{}]struct{}),
+		notify:      make(chan string, 1024),
+		stop:        make(chan struct{}),
+	}
+	s.refreshCount()
+	if bus != nil {
+		s.unsub = bus.Subscribe(idemTopic, func(p []byte) {
+			if p == nil {
+				s.wakeAll() // notifications may have been missed
+				return
+			}
+			s.wake(string(p))
+		})
+	}
+	s.wg.Add(1)
+	go s.renewLoop()
+	if bus != nil {
+		s.wg.Add(1)
+		go s.publishLoop()
+	}
+	return s
+}
+
+// close stops the renewals and the notifications. Claims still held are left
+// to lapse; waiters blocked in Begin return.
+func (s *idempotency) close() {
+	s.once.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		if s.unsub != nil {
+			s.unsub()
+		}
+	})
+}
+
+// errClosing is returned to a Begin that waits while the store closes.
+var errClosing = errors.New("the shared store is closing; submit the call again once the daemon is back")
+
+// row is what Begin reads of a taken key.
+type idemRow struct {
+	done      bool
+	output    []byte
+	holder    string
+	token     string
+	remaining time.Duration // the claim's lease left, by the database's clock
+}
+
+// Begin returns a stored result (hit), or a claim under which the caller
+// dispatches. A key claimed elsewhere is waited for until it has a result,
+// is released, or its lease lapses; the wait ends with ctx.
+func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
+	token := fmt.Sprintf("%s-%d", s.incarnation, s.tokens.Add(1))
+	var wake chan struct{}
+	defer func() {
+		if wake != nil {
+			s.unwatch(key, wake)
+		}
+	}()
+	for {
+		claimed, r, found, err := s.claimOrRead(ctx, key, tool, proposalID, token)
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
+		}
+		switch {
+		case claimed:
+			return nil, false, s.hold(key, tool, token), nil
+		case !found:
+			continue // released or invalidated since the insert: claim it again
+		case r.done:
+			out, err := protocol.DecodeValue(r.output)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
+			}
+			return out, true, nil, nil
+		case r.remaining <= 0:
+			won, err := s.takeOver(ctx, key, tool, proposalID, token, r.token)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("take over idempotency key %s for tool '%s': %w", key, tool, err)
+			}
+			if won {
+				s.log.Warn("took over an idempotency claim whose lease lapsed: its holder died or lost the database",
+					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder))
+				return nil, false, s.hold(key, tool, token), nil
+			}
+			continue // another waiter won: read again
+		}
+		if wake == nil {
+			// Watch, then read again, so a commit in between is not missed.
+			wake = s.watch(key)
+			continue
+		}
+		t := time.NewTimer(min(s.recheck, r.remaining+time.Millisecond))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-s.stop:
+			t.Stop()
+			return nil, false, nil, fmt.Errorf("wait for idempotency key %s (tool '%s'): %w", key, tool, errClosing)
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false, nil, fmt.Errorf("waited for the same call of tool '%s' (idempotency key %s) running on daemon '%s' until %w; submit it again for its result",
+				tool, key, r.holder, ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+// claimOrRead claims key if no row holds it, or else reads the row that
+// does, in one statement. The read sees the statement's snapshot: a row that
+// a concurrent claim committed after it (the insert waited for that claim)
+// is not found, and neither is one deleted meanwhile; Begin then tries again.
+func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
+	var holder, tok *string
+	var ms int64
+	err = s.pool.QueryRow(ctx, `
+		WITH claim AS (
+			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now())
+			ON CONFLICT (key) DO NOTHING
+			RETURNING 1
+		)
+		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint FROM claim
+		UNION ALL
+		SELECT false, done, output::text, holder, token, `+remainingMs+`
+		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds()).Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, r, false, nil
+	}
+	if err != nil {
+		return false, r, false, unavailable(err)
+	}
+	r.fill(holder, tok, ms)
+	return claimed, r, !claimed, nil
+}
+
+// remainingMs is a claim's lease left in milliseconds, by the database's
+// clock (0 for a result).
+const remainingMs = `COALESCE(ceil(EXTRACT(EPOCH FROM (lease_until - now())) * 1000), 0)::bigint`
+
+func (r *idemRow) fill(holder, token *string, ms int64) {
+	if holder != nil {
+		r.holder = *holder
+	}
+	if token != nil {
+		r.token = *token
+	}
+	r.remaining = time.Duration(ms) * time.Millisecond
+}
+
+func (s *idempotency) read(ctx context.Context, key string) (idemRow, bool, error) {
+	var r idemRow
+	var holder, token *string
+	var ms int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT done, output::text, holder, token, `+remainingMs+`
+		FROM car_idempotency WHERE key = $1`, key).Scan(&r.done, &r.output, &holder, &token, &ms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, unavailable(err)
+	}
+	r.fill(holder, token, ms)
+	return r, true, nil
+}
+
+// takeOver claims key from the lapsed claim named by old. Concurrent takers
+// serialize on the row: the first commits, the others find another token
+// and match nothing.
+func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token, old string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE car_idempotency
+		SET tool = $2, proposal_id = $3, holder = $4, token = $5,
+		    lease_until = now() + $6 * interval '1 millisecond', recorded_at = now()
+		WHERE key = $1 AND NOT done AND token = $7 AND lease_until < now()`,
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds(), old)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (s *idempotency) hold(key, tool, token string) *claim {
+	c := &claim{s: s, key: key, tool: tool, token: token}
+	s.mu.Lock()
+	s.held[token] = c
+	s.mu.Unlock()
+	return c
+}
+
+// drop stops renewing c; it reports whether c was still held.
+func (s *idempotency) drop(c *claim) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.held[c.token]
+	delete(s.held, c.token)
+	return ok
+}
+
+func (s *idempotency) watch(key string) chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.waiters[key]
+	if m == nil {
+		m = make(map[chan struct{}]struct{})
+		s.waiters[key] = m
+	}
+	m[ch] = struct{}{}
+	return ch
+}
+
+func (s *idempotency) unwatch(key string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiters[key], ch)
+	if len(s.waiters[key]) == 0 {
+		delete(s.waiters, key)
+	}
+}
+
+// wake tells this daemon's waiters for key to read it again.
+func (s *idempotency) wake(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.waiters[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeAll tells every waiter of this daemon to read its key again.
+func (s *idempotency) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.waiters {
+		for ch := range m {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// announce wakes this daemon's waiters for key and, through the bus, every
+// other daemon's. A full queue drops the notification: waiters re-check.
+func (s *idempotency) announce(key string) {
+	s.wake(key)
+	if s.bus == nil {
+		return
+	}
+	select {
+	case s.notify <- key:
+	default:
+	}
+}
+
+func (s *idempotency) publishLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case key := <-s.notify:
+			ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+			if err := s.bus.Publish(ctx, idemTopic, []byte(key)); err != nil {
+				s.log.Debug("idempotency notification not published; waiters will re-check", zap.Error(err))
+			}
+			cancel()
+		}
+	}
+}
+
+// countEvery is how often the count of results (a scan of the table) is
+// taken again.
+const countEvery = time.Minute
+
+// renewLoop extends the lease of every held claim every third of the lease,
+// in one statement, and counts the results again every minute or so.
+func (s *idempotency) renewLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	counted := time.Now()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if !s.noRenew.Load() {
+			s.renew()
+		}
+		if time.Since(counted) >= countEvery {
+			s.refreshCount()
+			counted = time.Now()
+		}
+	}
+}
+
+func (s *idempotency) renew() {
+	s.mu.Lock()
+	tokens := make([]string, 0, len(s.held))
+	for t := range s.held {
+		tokens = append(tokens, t)
+	}
+	s.mu.Unlock()
+	if len(tokens) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `
+		UPDATE car_idempotency SET lease_until = now() + $2 * interval '1 millisecond'
+		WHERE token = ANY($1) AND NOT done
+		RETURNING token`, tokens, s.lease.Milliseconds())
+	if err != nil {
+		s.log.Warn("idempotency leases not renewed; they lapse unless the next renewal succeeds", zap.Int("claims", len(tokens)), zap.Error(err))
+		return
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		s.log.Warn("idempotency leases not renewed; they lapse unless the next renewal succeeds", zap.Int("claims", len(tokens)), zap.Error(err))
+		return
+	}
+	ok := make(map[string]bool, len(renewed))
+	for _, t := range renewed {
+		ok[t] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tokens {
+		if c, held := s.held[t]; held && !ok[t] {
+			// Taken over or deleted: the holder's Commit will say so.
+			delete(s.held, t)
+			s.log.Warn("an idempotency claim was lost while its call ran: taken over after its lease lapsed, or invalidated",
+				zap.String("key", c.key), zap.String("tool", c.tool))
+		}
+	}
+}
+
+// refreshCount counts the stored results (Len).
+func (s *idempotency) refreshCount() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+	defer cancel()
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM car_idempotency WHERE done`).Scan(&n); err == nil {
+		s.count.Store(n)
+	}
+}
+
+// Len is the number of stored results as last counted, approximately: this
+// daemon's own commits and invalidations count at once, other daemons' when
+// the table is counted again (every minute or so). It never waits on the
+// database.
+func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
+
+// Invalidate deletes the results (and any claim) proposalID recorded for
+// keys: the proposal rolled back.
+func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, `DELETE FROM car_idempotency WHERE key = ANY($1) AND proposal_id = $2 RETURNING done`, keys, proposalID)
+	if err != nil {
+		return fmt.Errorf("invalidate %d idempotency results of proposal %s: %w", len(keys), proposalID, unavailable(err))
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("invalidate %d idempotency results of proposal %s: %w", len(keys), proposalID, unavailable(err))
+	}
+	for _, d := range done {
+		if d {
+			s.count.Add(-1)
+		}
+	}
+	return nil
+}
+
+// claim is the right to dispatch one idempotent call.
+type claim struct {
+	s         *idempotency
+	key, tool string
+	token     string
+	ended     atomic.Bool
+}
+
+// Commit stores output as the key's result, if this claim still holds the
+// key. It ends the claim whatever happens: after an error the row is left to
+// its lease (a lost database) or to its new holder.
+func (c *claim) Commit(ctx context.Context, output any) error {
+	if c.ended.Swap(true) {
+		return fmt.Errorf("the claim on idempotency key %s (tool '%s') was already committed or released", c.key, c.tool)
+	}
+	s := c.s
+	s.drop(c)
+	raw, err := json.Marshal(output)
+	if err != nil {
+		return fmt.Errorf("encode the result of tool '%s': %w", c.tool, err)
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
+		WHERE key = $1 AND token = $2 AND NOT done`, c.key, c.token, string(raw))
+	if err != nil {
+		return fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
+	}
+	if tag.RowsAffected() == 1 {
+		s.count.Add(1)
+		s.announce(c.key)
+		return nil
+	}
+	return c.lost(ctx)
+}
+
+// lost says why a Commit matched no row.
+func (c *claim) lost(ctx context.Context) error {
+	r, found, err := c.s.read(ctx, c.key)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but its claim no longer holds the key (%w); its result was not stored, do not acknowledge it",
+			ErrClaimLost, c.tool, c.key, err)
+	case !found:
+		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but its claim was invalidated while it ran; its result was not stored",
+			ErrClaimLost, c.tool, c.key)
+	case r.done:
+		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but daemon '%s' took the claim over after this daemon's lease lapsed and stored its own result; this result was not stored, a resubmission gets the stored one",
+			ErrClaimLost, c.tool, c.key, r.holder)
+	default:
+		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but daemon '%s' took the claim over after this daemon's lease lapsed and runs it now; this result was not stored, the taker's will be",
+			ErrClaimLost, c.tool, c.key, r.holder)
+	}
+}
+
+// Release gives the claim up (the call failed): the row is deleted and the
+// waiters wake, so one of them claims the key. If the database cannot be
+// reached, the claim lapses with its lease instead.
+func (c *claim) Release() {
+	if c.ended.Swap(true) {
+		return
+	}
+	s := c.s
+	s.drop(c)
+	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `DELETE FROM car_idempotency WHERE key = $1 AND token = $2 AND NOT done`, c.key, c.token); err != nil {
+		s.log.Warn("an idempotency claim was not released; it lapses with its lease", zap.String("key", c.key), zap.String("tool", c.tool), zap.Error(err))
+		return
+	}
+	s.announce(c.key)
+}
