@@ -27,7 +27,9 @@ import (
 func startCluster(t *testing.T, url string, n int, env ...string) []*daemon {
 	t.Helper()
 	// GORACE: a daemon built with -race otherwise sleeps a second at exit.
-	env = append([]string{"CAR_STORE=postgres", "CAR_POSTGRES_URL=" + url, "GORACE=atexit_sleep_ms=0"}, env...)
+	// A short heartbeat: a member is listed dead, and /healthz follows the
+	// store, within a second or so.
+	env = append([]string{"CAR_STORE=postgres", "CAR_POSTGRES_URL=" + url, "CAR_HEARTBEAT=300ms", "GORACE=atexit_sleep_ms=0"}, env...)
 	ds := make([]*daemon, n)
 	for i := range ds {
 		ds[i] = startDaemon(t, t.TempDir(), env...)
@@ -59,18 +61,50 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // toolbox is one connection to a daemon that registers tools and runs them:
-// it counts the calls by their parameter "k", answers {"ran": k}, and holds
-// (never answers, until the connection closes) a call whose k was held.
+// it counts the calls by their parameter "k", answers {"ran": k}, holds
+// (never answers, until the connection closes) a call whose k was held, and
+// makes a call whose k is gated wait at its barrier.
 type toolbox struct {
 	*client.Client
 	mu    sync.Mutex
 	calls map[string]int
 	held  map[string]chan struct{} // closed when the held call arrives
+	gates map[string]*barrier
+}
+
+// barrier holds the calls that reach it until n of them have.
+type barrier struct {
+	mu   sync.Mutex
+	n    int
+	open chan struct{}
+}
+
+func newBarrier(n int) *barrier { return &barrier{n: n, open: make(chan struct{})} }
+
+func (b *barrier) wait(ctx context.Context) error {
+	b.mu.Lock()
+	if b.n--; b.n == 0 {
+		close(b.open)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// gate makes the calls with k wait at b.
+func (tb *toolbox) gate(b *barrier, k string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.gates[k] = b
 }
 
 func newToolbox(t *testing.T, d *daemon, tools ...protocol.ToolSchema) *toolbox {
 	t.Helper()
-	tb := &toolbox{Client: d.dial(t), calls: map[string]int{}, held: map[string]chan struct{}{}}
+	tb := &toolbox{Client: d.dial(t), calls: map[string]int{}, held: map[string]chan struct{}{}, gates: map[string]*barrier{}}
 	t.Cleanup(func() { tb.Close() })
 	tb.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var p protocol.ToolExecuteParams
@@ -81,7 +115,13 @@ func newToolbox(t *testing.T, d *daemon, tools ...protocol.ToolSchema) *toolbox 
 		tb.mu.Lock()
 		tb.calls[k]++
 		arrived, hold := tb.held[k]
+		gate := tb.gates[k]
 		tb.mu.Unlock()
+		if gate != nil {
+			if err := gate.wait(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if hold {
 			close(arrived)
 			<-ctx.Done() // the daemon dies with this call open; Close ends ctx
@@ -366,8 +406,15 @@ func TestClusterIdempotentActionsDispatchOnce(t *testing.T) {
 	a, b, c := ds[0], ds[1], ds[2]
 	tbA, tbB, tbC := newToolbox(t, a, idempotentTools...), newToolbox(t, b, idempotentTools...), newToolbox(t, c, idempotentTools...)
 
-	// At the same moment on A and B, for several keys at once.
+	// At the same moment on A and B, for several keys at once. Each
+	// dispatch waits until every key has been dispatched once, so that the
+	// other daemon meets each key while it is claimed and running.
 	const keys = 16
+	seats := newBarrier(keys)
+	for i := range keys {
+		tbA.gate(seats, fmt.Sprint("seat-", i))
+		tbB.gate(seats, fmt.Sprint("seat-", i))
+	}
 	var results [keys][2]submitted
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -585,7 +632,7 @@ func hasKinds(events []engine.Event, node string, kinds ...engine.EventKind) boo
 func memberStatus(t *testing.T, home string) protocol.ServerStatusResult {
 	t.Helper()
 	cmd := execBinary("status", "--json")
-	cmd.Env = append(os.Environ(), "CAR_HOME="+home)
+	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.Output()
 	if code := exitCode(t, err); code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, out)
@@ -692,7 +739,7 @@ func spoolSize(t *testing.T, d *daemon) int64 {
 // restart, and the spooled events reach the other daemon.
 func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	srv := pgtest.NewServer(t)
-	ds := startCluster(t, srv.NewDatabase(t), 2)
+	ds := startCluster(t, srv.NewDatabase(t), 2, "CAR_CLAIM_LEASE=2s")
 	a, b := ds[0], ds[1]
 	runner := newToolbox(t, a, idempotentTools...)
 	onB := b.dial(t)
@@ -700,12 +747,25 @@ func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	if code, body := health(t, a); code != http.StatusOK {
 		t.Fatalf("/healthz before the outage: %d %s", code, body)
 	}
+	// An idempotent call claimed before the outage, running when it begins.
+	running := newBarrier(2)
+	runner.gate(running, "running")
+	runningCh := submitAsync(t, runner.Client, "", toolCall("b", "book_seat", "running"))
+	eventually(t, "the idempotent call reaching the tool", func() bool { return runner.count("running") == 1 })
 
 	srv.Stop(t)
 	eventually(t, "/healthz saying the store is down", func() bool {
 		code, body := health(t, a)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "postgres store") && strings.Contains(body, "the shared store is unavailable")
 	})
+	// The running call answers now: its result cannot be committed, so it
+	// is not acknowledged.
+	if err := running.wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, runningCh); r.Status == protocol.StatusSucceeded || !strings.Contains(r.ErrorText(), "could not be committed") || !strings.Contains(r.ErrorText(), "the shared store is unavailable") {
+		t.Fatalf("an idempotent call that ran while the store went down: %s %q", r.Status, r.ErrorText())
+	}
 	// An idempotent action is not run, and not acknowledged.
 	r := mustSubmit(t, runner.Client, "", toolCall("b", "book_seat", "during-outage"))
 	if r.Status == protocol.StatusSucceeded || !strings.Contains(r.ErrorText(), "the shared store is unavailable") || runner.count("during-outage") != 0 {
@@ -743,6 +803,10 @@ func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	r = mustSubmit(t, runner.Client, "", toolCall("b", "book_seat", "during-outage"))
 	if r.Status != protocol.StatusSucceeded || r.CacheHit != "" || runner.count("during-outage") != 1 {
 		t.Fatalf("the idempotent action after the outage: %s %q hit %q, ran %d times", r.Status, r.ErrorText(), r.CacheHit, runner.count("during-outage"))
+	}
+	// The call that was not acknowledged runs again, once its claim lapsed.
+	if r := mustSubmit(t, runner.Client, "", toolCall("b", "book_seat", "running")); r.Status != protocol.StatusSucceeded || r.CacheHit != "" || runner.count("running") != 2 {
+		t.Fatalf("the unacknowledged call after the outage: %s %q hit %q, ran %d times", r.Status, r.ErrorText(), r.CacheHit, runner.count("running"))
 	}
 	if err := runner.Call(ctxT(t), protocol.MethodStateSet, map[string]any{"key": "k", "value": 1}, nil); err != nil {
 		t.Fatalf("state.set after the outage: %v", err)
