@@ -144,9 +144,13 @@ func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protoc
 // admission that needs no new decision never waits on the store. stale
 // says the store could not be read; the rows are then the local copy's.
 func (rt *Runtime) freshPermissions(ctx context.Context, sub *Submission) (rows []PermissionRow, stale error) {
+	rows = rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
 	if rt.opts.Approvals != nil {
 		var missing []string
-		for _, r := range rt.EvaluateAgentPermissions(sub.Proposal, sub.Session.Tier(), sub.Agent) {
+		for _, r := range rows { // a copy: the posture is applied below, with its events
+			if sub.Agent != "" && rt.opts.Postures != nil {
+				rt.postureDecide(sub.Agent, &r)
+			}
 			if r.Decision == DecisionNeedsApproval {
 				missing = append(missing, r.Fingerprint)
 			}
@@ -154,10 +158,11 @@ func (rt *Runtime) freshPermissions(ctx context.Context, sub *Submission) (rows 
 		if len(missing) > 0 {
 			if err := rt.opts.Approvals.Refresh(ctx, missing...); err != nil {
 				stale = store.Wrap("the approval ledger could not be read for decisions made on the other daemons", err)
+			} else {
+				rows = rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
 			}
 		}
 	}
-	rows = rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
 	rt.applyPosture(sub, rows)
 	return rows, stale
 }
