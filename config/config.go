@@ -57,6 +57,7 @@ type Config struct {
 	PostgresStatementTimeout time.Duration // deadline of one statement
 	ClaimLease               time.Duration // an idempotency claim's lease
 	EventsSpoolMaxBytes      int64         // bound of the events spool
+	Heartbeat                time.Duration // how often the member row is stamped
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -264,6 +265,7 @@ func (c *Config) resolve(r *reader) error {
 	c.PostgresStatementTimeout = r.duration("postgres_statement_timeout")
 	c.ClaimLease = r.duration("claim_lease")
 	c.EventsSpoolMaxBytes = int64(r.integer("events_spool_max_bytes"))
+	c.Heartbeat = r.duration("heartbeat")
 	switch c.Store {
 	case StoreFile:
 	case StorePostgres:

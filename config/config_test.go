@@ -175,6 +175,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"postgres_statement_timeout":  {"7", "7s", func(c *Config) any { return c.PostgresStatementTimeout }, nil},
 		"claim_lease":                 {"7", "7s", func(c *Config) any { return c.ClaimLease }, nil},
 		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
+		"heartbeat":                   {"7", "7s", func(c *Config) any { return c.Heartbeat }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

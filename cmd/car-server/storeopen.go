@@ -72,6 +72,7 @@ func postgresConfig(cfg *config.Config, node string, log *zap.Logger) postgres.C
 		Node:             node,
 		Version:          version,
 		ClaimLease:       cfg.ClaimLease,
+		Heartbeat:        cfg.Heartbeat,
 		SpoolPath:        cfg.EventsSpoolPath,
 		SpoolMaxBytes:    cfg.EventsSpoolMaxBytes,
 		Log:              log,

@@ -6,6 +6,7 @@
 package approvals
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -91,6 +92,10 @@ func (l *Ledger) Decision(fingerprint string) (Record, bool) {
 	}
 	return ln.Record, true
 }
+
+// Refresh has nothing to re-read: the journal is the ledger, and no other
+// daemon writes it.
+func (l *Ledger) Refresh(context.Context, ...string) error { return nil }
 
 // List returns the current decision of every fingerprint, newest first.
 func (l *Ledger) List() []Record {

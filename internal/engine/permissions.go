@@ -136,6 +136,37 @@ func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protoc
 	return nil
 }
 
+// freshPermissions decides sub's actions, with its agent's posture applied.
+// When some need an approval that the ledger's local copy lacks, their
+// decisions are first re-read from the store: the copy of a ledger shared
+// by several daemons follows the others a notification behind, and an
+// approval committed on another daemon a moment ago counts here too. An
+// admission that needs no new decision never waits on the store. stale
+// says the store could not be read; the rows are then the local copy's.
+func (rt *Runtime) freshPermissions(ctx context.Context, sub *Submission) (rows []PermissionRow, stale error) {
+	rows = rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
+	if rt.opts.Approvals != nil {
+		var missing []string
+		for _, r := range rows { // a copy: the posture is applied below, with its events
+			if sub.Agent != "" && rt.opts.Postures != nil {
+				rt.postureDecide(sub.Agent, &r)
+			}
+			if r.Decision == DecisionNeedsApproval {
+				missing = append(missing, r.Fingerprint)
+			}
+		}
+		if len(missing) > 0 {
+			if err := rt.opts.Approvals.Refresh(ctx, missing...); err != nil {
+				stale = store.Wrap("the approval ledger could not be read for decisions made on the other daemons", err)
+			} else {
+				rows = rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
+			}
+		}
+	}
+	rt.applyPosture(sub, rows)
+	return rows, stale
+}
+
 // permissionGate admits a proposal only when every action is allowed for
 // the submitting session's tier and the ledger; otherwise the whole proposal
 // is blocked and the error names what to approve.
@@ -144,8 +175,7 @@ type permissionGate struct{ rt *Runtime }
 func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
-	rows := g.rt.EvaluatePermissions(sub.Proposal, sub.Session.Tier())
-	g.rt.applyPosture(sub, rows)
+	rows, stale := g.rt.freshPermissions(ctx, sub)
 	var problems []string
 	allowed, waiting := 0, 0
 	for _, r := range rows {
@@ -173,6 +203,11 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	}
 	if len(problems) == 0 {
 		return nil
+	}
+	if stale != nil {
+		// Whether an approval was recorded elsewhere cannot be told: say so
+		// rather than ask a person for a decision that cannot be recorded.
+		return fmt.Errorf("permission gate blocked the proposal: %s; %w", strings.Join(problems, "; "), stale)
 	}
 	// Only approvals missing, and a person watching: wait for them.
 	if waiting == len(problems) && g.rt.canPark() {

@@ -72,6 +72,12 @@ type Approvals interface {
 	// function. Watch first, then read Decision, so nothing is missed.
 	Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func())
 	List() []protocol.ApprovalRecord
+	// Refresh re-reads the decisions on fingerprints from the store into
+	// the local copy, so that Decision then sees every decision committed
+	// before the call, on any daemon (the copy otherwise follows the other
+	// daemons a notification behind). The permission gate calls it only
+	// before it would ask a person or refuse for want of an approval.
+	Refresh(ctx context.Context, fingerprints ...string) error
 }
 
 // Idempotency is the cache of idempotent results. Begin is called before a

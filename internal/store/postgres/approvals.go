@@ -253,6 +253,35 @@ func (l *ledger) readRow(ctx context.Context, fp string) error {
 	return nil
 }
 
+// Refresh reads the rows of fingerprints into the cache, in one statement.
+func (l *ledger) Refresh(ctx context.Context, fingerprints ...string) error {
+	if len(fingerprints) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	rows, err := l.pool.Query(ctx, "SELECT fingerprint, record::text, seq FROM car_approvals WHERE fingerprint = ANY($1)", fingerprints)
+	if err != nil {
+		return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, text string
+		var seq int64
+		if err := rows.Scan(&fp, &text, &seq); err != nil {
+			return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
+		}
+		var rec protocol.ApprovalRecord
+		if json.Unmarshal([]byte(text), &rec) == nil {
+			l.apply(fp, rec, seq)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
+	}
+	return nil
+}
+
 // apply puts a row in the cache when it is newer than the cache's, and
 // then hands it to the fingerprint's watchers; each gets one decision.
 func (l *ledger) apply(fp string, rec protocol.ApprovalRecord, seq int64) {

@@ -173,6 +173,39 @@ func TestApprovalsRecheckCatchesALostNotification(t *testing.T) {
 	}
 }
 
+// Refresh reads the named rows into the cache at once, with neither a
+// notification nor a re-check to bring them, and wakes their watchers; a
+// fingerprint without a row stays undecided; a database that is down is
+// ErrUnavailable.
+func TestApprovalsRefreshReadsTheNamedRows(t *testing.T) {
+	srv := pgtest.NewServer(t)
+	url := srv.NewDatabase(t)
+	b := openNode(t, url, "b", func(c *Config) { c.ApprovalRecheck = time.Hour })
+	ch, stop := b.approvals.Watch("fresh")
+	defer stop()
+	insertSilently(t, url, "fresh", "approved")
+	insertSilently(t, url, "other", "approved")
+	if err := b.approvals.Refresh(ctxT(t), "fresh", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := b.approvals.Decision("fresh"); !ok || d.Decision != "approved" || d.Reviewer != "sql" {
+		t.Fatalf("after Refresh: %+v %v", d, ok)
+	}
+	if r := waitDecision(t, ch, "Refresh"); r.Reviewer != "sql" {
+		t.Fatalf("woke with %+v", r)
+	}
+	if _, ok := b.approvals.Decision("none"); ok {
+		t.Fatal("a fingerprint without a row is decided")
+	}
+	if _, ok := b.approvals.Decision("other"); ok {
+		t.Fatal("Refresh read a row it was not asked for")
+	}
+	srv.Stop(t)
+	if err := b.approvals.Refresh(ctxT(t), "other"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Refresh while the database is down: %v, want ErrUnavailable", err)
+	}
+}
+
 // insertSilently writes a decision row behind the store's back, without a
 // notification.
 func insertSilently(t *testing.T, url, fp, d string) {

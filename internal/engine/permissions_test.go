@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// laggingLedger is a ledger shared with other daemons whose local copy has
+// not yet heard of their decisions: those are in elsewhere until Refresh
+// reads them.
+type laggingLedger struct {
+	*approvals.Ledger
+	elsewhere map[string]approvals.Record
+	refreshed []string
+	fail      error
+}
+
+func (l *laggingLedger) Refresh(_ context.Context, fingerprints ...string) error {
+	l.refreshed = append(l.refreshed, fingerprints...)
+	if l.fail != nil {
+		return l.fail
+	}
+	for _, fp := range fingerprints {
+		if r, ok := l.elsewhere[fp]; ok {
+			if _, err := l.Record(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing: an approval
+// committed on another daemon that the local copy lacks still admits, read
+// from the store by the gate; an admission needing no approval does not
+// ask the store; a store that cannot be read refuses, saying so.
+func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
+	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
+	rt := NewRuntime(Options{Approvals: l})
+	s := rt.OpenSession("s", nil)
+	gate := permissionGate{rt}
+	submission := func(a protocol.Action) *Submission {
+		return &Submission{Proposal: &protocol.ActionProposal{ID: "p", Actions: []protocol.Action{a}}, Session: s}
+	}
+	deploy := func(env string) protocol.Action {
+		return protocol.Action{ID: "d", Type: protocol.ActionToolCall, Tool: "deploy_service", Parameters: map[string]any{"env": env}}
+	}
+
+	approved := deploy("prod")
+	fp := approvals.Fingerprint(&approved)
+	l.elsewhere[fp] = approvals.Record{Fingerprint: fp, Decision: approvals.Approved, RequiredTier: "full_access", Reviewer: "conn:elsewhere"}
+	if err := gate.Admit(context.Background(), submission(approved)); err != nil {
+		t.Fatalf("approved on another daemon: %v", err)
+	}
+	if !slices.Equal(l.refreshed, []string{fp}) {
+		t.Fatalf("refreshed %v, want %s", l.refreshed, fp)
+	}
+
+	// Approved here now: no new decision needed, nothing read.
+	l.refreshed = nil
+	if err := gate.Admit(context.Background(), submission(approved)); err != nil || len(l.refreshed) != 0 {
+		t.Fatalf("an admission needing no new decision: %v, refreshed %v", err, l.refreshed)
+	}
+
+	l.fail = fmt.Errorf("read the decisions: %w", store.ErrUnavailable)
+	err = gate.Admit(context.Background(), submission(deploy("staging-prod")))
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "needs full_access") || !strings.Contains(err.Error(), "the shared store is unavailable") {
+		t.Fatalf("with the store down: %v", err)
+	}
+}
