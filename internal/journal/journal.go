@@ -111,7 +111,9 @@ func Open(path string, opts ...Option) (*Journal, Report, error) {
 // replay reads every record into the live map, cutting off a torn tail.
 // The live records go on sharing the chunks they were read in, and their
 // keys the strings of their batches; when most of what was read is dead,
-// they are copied out (see repack).
+// they are copied out (see repack). So replay keeps at most about twice the
+// live records it found, and no more later: a chunk is freed once no record
+// in it is live, and records appended later have memory of their own.
 func (j *Journal) replay() (Report, error) {
 	size := fileSize(j.f)
 	hint := 0
@@ -150,7 +152,7 @@ func (j *Journal) replay() (Report, error) {
 }
 
 // maxSizeHint bounds the live map's initial size: beyond it the map grows.
-const maxSizeHint = 1 << 22
+const maxSizeHint = 1 << 20
 
 // sizeHint estimates the records of a file of size bytes from its first
 // batch, for sizing the live map.
