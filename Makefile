@@ -42,6 +42,7 @@ FUZZ_TARGETS := \
 	./internal/policy:FuzzLoadFile \
 	./internal/policy:FuzzClassify \
 	./internal/journal:FuzzOpen \
+	./internal/journal:FuzzHeader \
 	./internal/messaging:FuzzParseParams
 
 ## fuzz: each fuzz target for FUZZTIME, one after another (make fuzz FUZZTIME=5m);

@@ -1,16 +1,14 @@
 package journal
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,12 +17,6 @@ import (
 
 // OpTombstone deletes a key.
 const OpTombstone = "tombstone"
-
-// header is the part of a record the journal reads.
-type header struct {
-	Key *string `json:"key"`
-	Op  string  `json:"op"`
-}
 
 // Report says what Open found.
 type Report struct {
@@ -97,7 +89,7 @@ func Open(path string, opts ...Option) (*Journal, Report, error) {
 		f.Close()
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
-	j := &Journal{path: path, f: f, live: make(map[string][]byte), minDead: 64, stopped: make(chan struct{})}
+	j := &Journal{path: path, f: f, minDead: 64, stopped: make(chan struct{})}
 	for _, o := range opts {
 		o(j)
 	}
@@ -117,13 +109,36 @@ func Open(path string, opts ...Option) (*Journal, Report, error) {
 }
 
 // replay reads every record into the live map, cutting off a torn tail.
+// The live records go on sharing the chunks they were read in, and their
+// keys the strings of their batches; when most of what was read is dead,
+// they are copied out (see repack). So replay keeps at most about twice the
+// live records it found, and no more later: a chunk is freed once no record
+// in it is live, and records appended later have memory of their own.
 func (j *Journal) replay() (Report, error) {
-	lines, offset, torn, err := scan(j.f, j.path, j.apply)
+	size := fileSize(j.f)
+	hint := 0
+	lines, offset, torn, err := scan(j.f, size, true, j.path, func(batch []record) {
+		if j.live == nil {
+			hint = sizeHint(batch, size)
+			j.live = make(map[string][]byte, hint)
+		}
+		for _, r := range batch {
+			if r.tomb {
+				delete(j.live, r.key)
+			} else {
+				j.live[r.key] = r.rec
+			}
+		}
+	})
+	if j.live == nil {
+		j.live = make(map[string][]byte)
+	}
 	rep := Report{Lines: lines, Live: len(j.live), TruncatedBytes: torn}
 	j.lines = lines
 	if err != nil {
 		return rep, err
 	}
+	j.repack(offset, hint)
 	if torn > 0 {
 		// Crash residue: the append of this line never returned.
 		if err := j.f.Truncate(offset); err != nil {
@@ -136,27 +151,50 @@ func (j *Journal) replay() (Report, error) {
 	return rep, nil
 }
 
-// scan reads records from r, calling apply for each. It returns the number
-// of records, the offset after the last whole line, and the length of a
-// torn last line (0 when the file ends with a newline).
-func scan(r io.Reader, path string, apply func(key string, line []byte, tomb bool)) (lines int, offset int64, torn int, err error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for n := 1; ; n++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr == io.EOF {
-			return lines, offset, len(line), nil
-		}
-		if rerr != nil {
-			return lines, offset, 0, fmt.Errorf("journal %s: %w", path, rerr)
-		}
-		key, tomb, perr := parse(line)
-		if perr != nil {
-			return lines, offset, 0, fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", path, n, perr, path)
-		}
-		offset += int64(len(line))
-		apply(key, line, tomb)
-		lines++
+// maxSizeHint bounds the live map's initial size: beyond it the map grows.
+const maxSizeHint = 1 << 20
+
+// sizeHint estimates the records of a file of size bytes from its first
+// batch, for sizing the live map.
+func sizeHint(first []record, size int64) int {
+	var n int64
+	for _, r := range first {
+		n += int64(len(r.rec)) + 1
 	}
+	return int(min(max(size*int64(len(first))/max(n, 1), int64(len(first))), maxSizeHint))
+}
+
+// repack gives the live records a map, a buffer and a string of keys of
+// their own when they are less than half of the bytes read (or of the map's
+// initial size, hint): the dead records are then not kept in memory.
+func (j *Journal) repack(read int64, hint int) {
+	var recs, keys int
+	for k, rec := range j.live {
+		recs += len(rec)
+		keys += len(k)
+	}
+	if 2*int64(recs) >= read && 2*len(j.live) >= hint {
+		return
+	}
+	entries := make([]entry, 0, len(j.live))
+	for k, rec := range j.live {
+		entries = append(entries, entry{k, rec})
+	}
+	slab := make([]byte, 0, recs)
+	var names strings.Builder
+	names.Grow(keys)
+	for _, e := range entries {
+		names.WriteString(e.key)
+	}
+	all, start := names.String(), 0
+	live := make(map[string][]byte, len(entries))
+	for _, e := range entries {
+		at := len(slab)
+		slab = append(slab, e.rec...)
+		live[all[start:start+len(e.key)]] = slab[at:len(slab):len(slab)]
+		start += len(e.key)
+	}
+	j.live = live
 }
 
 // Verify reads the journal at path without changing it and reports what it
@@ -168,49 +206,43 @@ func Verify(path string) (Report, error) {
 		return Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
 	defer f.Close()
-	live := make(map[string]bool)
-	lines, _, torn, err := scan(f, path, func(key string, _ []byte, tomb bool) {
-		if tomb {
-			delete(live, key)
-		} else {
-			live[key] = true
+	live := make(map[string]struct{})
+	lines, _, torn, err := scan(f, fileSize(f), false, path, func(batch []record) {
+		for _, r := range batch {
+			if r.tomb {
+				delete(live, r.key)
+			} else {
+				live[r.key] = struct{}{}
+			}
 		}
 	})
 	return Report{Lines: lines, Live: len(live), TruncatedBytes: torn}, err
 }
 
-// Read calls f with every record of the journal at path, in file order,
-// without changing the file. A torn last line is skipped and reported; any
-// other unreadable line is an error naming the line.
+// Read calls f with every record of the journal at path (without its
+// newline; f may keep it), in file order, without changing the file. A torn
+// last line is skipped and reported; any other unreadable line is an error
+// naming the line.
 func Read(path string, f func(key string, rec []byte)) (Report, error) {
 	file, err := os.Open(path)
 	if err != nil {
 		return Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
 	defer file.Close()
-	lines, _, torn, err := scan(file, path, func(key string, line []byte, _ bool) {
-		f(key, bytes.TrimSuffix(line, []byte("\n")))
+	lines, _, torn, err := scan(file, fileSize(file), true, path, func(batch []record) {
+		for _, r := range batch {
+			f(r.key, r.rec)
+		}
 	})
 	return Report{Lines: lines, TruncatedBytes: torn}, err
 }
 
-// parse reads a record's key and whether it is a tombstone.
-func parse(line []byte) (string, bool, error) {
-	body := bytes.TrimSuffix(line, []byte("\n"))
-	if len(bytes.TrimSpace(body)) == 0 {
-		return "", false, errors.New("empty line")
+// fileSize is f's size, or 0 when it cannot be read (a hint only).
+func fileSize(f *os.File) int64 {
+	if st, err := f.Stat(); err == nil {
+		return st.Size()
 	}
-	var h header
-	if err := json.Unmarshal(body, &h); err != nil {
-		return "", false, fmt.Errorf("not a JSON object: %v", err)
-	}
-	if h.Key == nil || *h.Key == "" {
-		return "", false, errors.New(`record has no "key"`)
-	}
-	if h.Op == "" {
-		return "", false, errors.New(`record has no "op"`)
-	}
-	return *h.Key, h.Op == OpTombstone, nil
+	return 0
 }
 
 func (j *Journal) apply(key string, line []byte, tomb bool) {
@@ -242,14 +274,14 @@ func (j *Journal) Append(rec []byte) error {
 func (j *Journal) AppendBatch(recs [][]byte) error {
 	batch := make([]pending, len(recs))
 	for i, rec := range recs {
-		key, tomb, err := parse(rec)
+		key, tomb, err := parse(bytes.TrimSuffix(rec, []byte("\n")))
 		if err != nil {
 			return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
 		}
 		if bytes.ContainsAny(rec, "\n") {
 			return fmt.Errorf("journal %s: a record must be one line", j.path)
 		}
-		batch[i] = pending{key: key, line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
+		batch[i] = pending{key: string(key), line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
 	}
 	j.mu.Lock()
 	if err := j.unusable(); err != nil {

@@ -51,3 +51,18 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHeader: the fast decoder of a record's key and op reads every line it
+// accepts exactly as encoding/json does, and parse (the fast decoder, else
+// encoding/json) gives encoding/json's answer, error included, for any line.
+func FuzzHeader(f *testing.F) {
+	for _, line := range commonRecords(f) {
+		f.Add(line)
+	}
+	for _, line := range append(fastCases, slowCases...) {
+		f.Add([]byte(line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		sameAsJSON(t, line)
+	})
+}
