@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,6 +50,7 @@ type Config struct {
 	MaxCheckpointBytes int64         // largest checkpoint file
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
+	Pprof              string        // loopback host:port serving /debug/pprof/; empty: off
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -243,6 +245,12 @@ func (c *Config) resolve(r *reader) error {
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		r.fail("log_format", "log_format must be json or console, got %q", c.LogFormat)
 	}
+	c.Pprof = strings.TrimSpace(r.str("pprof"))
+	if c.Pprof != "" {
+		if err := loopbackHostPort(c.Pprof); err != nil {
+			r.fail("pprof", "pprof %v", err)
+		}
+	}
 	if c.Port > 65535 {
 		r.fail("port", "port must be at most 65535, got %d", c.Port)
 	}
@@ -274,6 +282,21 @@ func tokenPath(home string, homeGiven bool, userHome string) string {
 		return filepath.Join(xdg, dir, file)
 	}
 	return filepath.Join(userHome, ".config", dir, file)
+}
+
+// loopbackHostPort checks a host:port that only this machine may reach.
+func loopbackHostPort(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port on loopback (127.0.0.1:6060), got %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("must be on loopback (127.0.0.1, ::1 or localhost), got %q: the profiler shows the daemon's memory", addr)
+	}
+	return nil
 }
 
 func fileExists(p string) bool {

@@ -50,6 +50,7 @@ var settings = []setting{
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
+	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},
 }
 
 // lookup returns the setting of a key; every key Load reads is in settings.

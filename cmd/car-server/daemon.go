@@ -202,6 +202,17 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}
 	}()
 
+	if cfg.Pprof != "" {
+		stopPprof, err := startPprof(cfg.Pprof, log)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+		defer stopPprof()
+	}
+
 	errs := make(chan error, len(listeners))
 	var wg sync.WaitGroup
 	for _, l := range listeners {
