@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		cfg.Socket != "/home/u/.car/run/car-server.sock" || cfg.HandlerTimeout != 30*time.Minute ||
 		cfg.ToolTimeout != 300*time.Second || cfg.ShutdownGrace != 10*time.Second ||
 		cfg.SupervisionTimeout != 30*time.Second || cfg.MaxFrameBytes != 16<<20 || cfg.NoAuth ||
-		cfg.MaxConnections != 1024 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
+		cfg.MaxConnections != 16384 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
 		cfg.MaxConcurrency != 16 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
 		cfg.AuthToken != "" || cfg.AllowedOrigins != nil || cfg.ConfigFile != "" ||
 		cfg.LockPath != "/home/u/.car/run/daemon.lock" || cfg.Pprof != "" {

@@ -30,7 +30,7 @@ var settings = []setting{
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", "10s"},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
 	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
-	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections", 1024},
+	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", 16384},
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", "10s"},
 	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest is closed (1008) to admit the newcomer", 64},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},

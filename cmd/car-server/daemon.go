@@ -31,6 +31,7 @@ import (
 // down gracefully: stop accepting, let in-flight requests finish within the
 // grace period, close connections with 1001, remove the token file.
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan os.Signal) error {
+	raiseFileLimit(log, cfg.MaxConnections)
 	if err := ensureDir(cfg.Home); err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ type Options struct {
 	Home               string           // the state root, reported in host.subscribe's identity
 	AllowedOrigins     []string         // extra Origin host patterns allowed to upgrade (same-host is always allowed)
 	MaxFrameBytes      int64            // largest accepted frame (16 MiB)
-	MaxConnections     int              // concurrent connections (1024)
+	MaxConnections     int              // concurrent connections (16384)
 	AuthTimeout        time.Duration    // an unauthenticated connection is closed with 1008 after this (10 s)
 	MaxUnauthenticated int              // unauthenticated connections; past it the oldest is closed (64)
 	MaxInFlight        int              // concurrent requests per connection (64)
@@ -59,7 +59,7 @@ func (o *Options) setDefaults() {
 		o.MaxFrameBytes = 16 << 20
 	}
 	if o.MaxConnections <= 0 {
-		o.MaxConnections = 1024
+		o.MaxConnections = 16384
 	}
 	if o.AuthTimeout <= 0 {
 		o.AuthTimeout = 10 * time.Second
