@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,10 @@ func startPprof(addr string, log *zap.Logger) (stop func(), err error) {
 			log.Warn("profiler stopped", zap.Error(err))
 		}
 	}()
+	// Contention is sampled only while the profiler is on: one lock wait in
+	// 100, and blocking of 100 µs or more.
+	runtime.SetMutexProfileFraction(100)
+	runtime.SetBlockProfileRate(int((100 * time.Microsecond).Nanoseconds()))
 	log.Warn("profiler on: /debug/pprof/ is served on loopback; turn it off when done", zap.String("addr", l.Addr().String()))
 	return func() {
 		// A CPU profile or trace in progress is cut short: shutdown does not wait.
@@ -44,5 +49,7 @@ func startPprof(addr string, log *zap.Logger) (stop func(), err error) {
 			_ = hs.Close()
 		}
 		<-done
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
 	}, nil
 }
