@@ -43,6 +43,7 @@ type Config struct {
 	MaxResolvedAction  int64         // one action's resolved parameters and effects, in bytes
 	MaxResolvedTotal   int64         // a proposal's resolved actions together, in bytes
 	MaxConcurrency     int           // actions of one proposal running at once
+	MaxStarting        int           // proposals in their first 100 ms at once; 0: 16 per CPU
 	StreamIdleTimeout  time.Duration // a silent stream handle fails after this
 	MaxStreamHandles   int           // stream handles per connection
 	MaxStreamChunk     int           // largest stream chunk accepted, in bytes
@@ -235,6 +236,7 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxResolvedAction = int64(r.integer("max_resolved_action_bytes"))
 	c.MaxResolvedTotal = int64(r.integer("max_resolved_proposal_bytes"))
 	c.MaxConcurrency = r.integer("max_concurrency")
+	c.MaxStarting = r.integer("max_starting_proposals")
 	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
 	c.MaxStreamHandles = r.integer("max_stream_handles")
 	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")

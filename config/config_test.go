@@ -55,7 +55,7 @@ func TestDefaults(t *testing.T) {
 		cfg.ToolTimeout != 300*time.Second || cfg.ShutdownGrace != 10*time.Second ||
 		cfg.SupervisionTimeout != 30*time.Second || cfg.MaxFrameBytes != 16<<20 || cfg.NoAuth ||
 		cfg.MaxConnections != 16384 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
-		cfg.MaxConcurrency != 16 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
+		cfg.MaxConcurrency != 16 || cfg.MaxStarting != 0 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
 		cfg.AuthToken != "" || cfg.AllowedOrigins != nil || cfg.ConfigFile != "" ||
 		cfg.LockPath != "/home/u/.car/run/daemon.lock" || cfg.Pprof != "" {
 		t.Fatalf("defaults: %+v", cfg)
@@ -158,6 +158,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_tools":                   {"9", "9", func(c *Config) any { return c.MaxTools }},
 		"supervision_timeout":         {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }},
 		"max_concurrency":             {"7", "7", func(c *Config) any { return c.MaxConcurrency }},
+		"max_starting_proposals":      {"7", "7", func(c *Config) any { return c.MaxStarting }},
 		"max_resolved_action_bytes":   {"7", "7", func(c *Config) any { return c.MaxResolvedAction }},
 		"max_resolved_proposal_bytes": {"7", "7", func(c *Config) any { return c.MaxResolvedTotal }},
 		"log_format":                  {"console", "console", func(c *Config) any { return c.LogFormat }},

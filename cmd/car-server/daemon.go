@@ -117,6 +117,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,
+		MaxStarting:              cfg.MaxStarting,
 		ToolTimeout:              cfg.ToolTimeout,
 		Idempotency:              idem,
 		Approvals:                ledger,
