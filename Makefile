@@ -71,7 +71,8 @@ bench:
 load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 20 --actions 1000 --baseline 2000
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1000 --proposals 5 --actions 5 --baseline 5
-	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 1000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 10000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 10000 --proposals 3 --actions 3 --baseline 3
 
 clean:
 	rm -rf bin

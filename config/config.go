@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -43,6 +44,7 @@ type Config struct {
 	MaxResolvedAction  int64         // one action's resolved parameters and effects, in bytes
 	MaxResolvedTotal   int64         // a proposal's resolved actions together, in bytes
 	MaxConcurrency     int           // actions of one proposal running at once
+	MaxStarting        int           // proposals in their first 100 ms at once; 0: 16 per CPU
 	StreamIdleTimeout  time.Duration // a silent stream handle fails after this
 	MaxStreamHandles   int           // stream handles per connection
 	MaxStreamChunk     int           // largest stream chunk accepted, in bytes
@@ -50,6 +52,7 @@ type Config struct {
 	MaxCheckpointBytes int64         // largest checkpoint file
 	LogFormat          string        // json or console
 	LogLevel           string        // debug, info, warn, error
+	Pprof              string        // loopback host:port serving /debug/pprof/; empty: off
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -252,6 +255,7 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxResolvedAction = int64(r.integer("max_resolved_action_bytes"))
 	c.MaxResolvedTotal = int64(r.integer("max_resolved_proposal_bytes"))
 	c.MaxConcurrency = r.integer("max_concurrency")
+	c.MaxStarting = r.integer("max_starting_proposals")
 	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
 	c.MaxStreamHandles = r.integer("max_stream_handles")
 	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
@@ -280,6 +284,12 @@ func (c *Config) resolve(r *reader) error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		r.fail("log_format", "log_format must be json or console, got %q", c.LogFormat)
+	}
+	c.Pprof = strings.TrimSpace(r.str("pprof"))
+	if c.Pprof != "" {
+		if err := loopbackHostPort(c.Pprof); err != nil {
+			r.fail("pprof", "pprof %v", err)
+		}
 	}
 	if c.Port > 65535 {
 		r.fail("port", "port must be at most 65535, got %d", c.Port)
@@ -312,6 +322,21 @@ func tokenPath(home string, homeGiven bool, userHome string) string {
 		return filepath.Join(xdg, dir, file)
 	}
 	return filepath.Join(userHome, ".config", dir, file)
+}
+
+// loopbackHostPort checks a host:port that only this machine may reach.
+func loopbackHostPort(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port on loopback (127.0.0.1:6060), got %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("must be on loopback (127.0.0.1, ::1 or localhost), got %q: the profiler shows the daemon's memory", addr)
+	}
+	return nil
 }
 
 func fileExists(p string) bool {

@@ -54,10 +54,10 @@ func TestDefaults(t *testing.T) {
 		cfg.Socket != "/home/u/.car/run/car-server.sock" || cfg.HandlerTimeout != 30*time.Minute ||
 		cfg.ToolTimeout != 300*time.Second || cfg.ShutdownGrace != 10*time.Second ||
 		cfg.SupervisionTimeout != 30*time.Second || cfg.MaxFrameBytes != 16<<20 || cfg.NoAuth ||
-		cfg.MaxConnections != 1024 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
-		cfg.MaxConcurrency != 16 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
+		cfg.MaxConnections != 16384 || cfg.MaxInFlight != 64 || cfg.MaxActions != 10000 ||
+		cfg.MaxConcurrency != 16 || cfg.MaxStarting != 0 || cfg.LogFormat != "json" || cfg.LogLevel != "info" ||
 		cfg.AuthToken != "" || cfg.AllowedOrigins != nil || cfg.ConfigFile != "" ||
-		cfg.LockPath != "/home/u/.car/run/daemon.lock" {
+		cfg.LockPath != "/home/u/.car/run/daemon.lock" || cfg.Pprof != "" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -176,6 +176,8 @@ func TestEveryNameIsBound(t *testing.T) {
 		"claim_lease":                 {"7", "7s", func(c *Config) any { return c.ClaimLease }, nil},
 		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
 		"heartbeat":                   {"7", "7s", func(c *Config) any { return c.Heartbeat }, nil},
+		"max_starting_proposals":      {"7", "7", func(c *Config) any { return c.MaxStarting }, nil},
+		"pprof":                       {"127.0.0.1:7", "127.0.0.1:7", func(c *Config) any { return c.Pprof }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))
@@ -244,6 +246,8 @@ func TestBadSettings(t *testing.T) {
 		{"zero", []string{"--max-in-flight", "0"}, nil, "", "max_in_flight must be at least 1 (from --max-in-flight)"},
 		{"log format", []string{"--log-format", "xml"}, nil, "", `log_format must be json or console, got "xml" (from --log-format)`},
 		{"approver role", nil, map[string]string{"CAR_APPROVER_ROLE": "admin"}, "", `approver_role must be any or host, got "admin" (from CAR_APPROVER_ROLE)`},
+		{"pprof beyond loopback", []string{"--pprof", "0.0.0.0:6060"}, nil, "", `pprof must be on loopback (127.0.0.1, ::1 or localhost), got "0.0.0.0:6060"`},
+		{"pprof without a port", nil, map[string]string{"CAR_PPROF": "localhost"}, "", `pprof must be host:port on loopback (127.0.0.1:6060), got "localhost"`},
 		{"extra argument", []string{"extra"}, nil, "", "unexpected argument"},
 		{"missing config file", []string{"--config", "/nonexistent/c.yaml"}, nil, "", "read config file /nonexistent/c.yaml"},
 		{"broken config file", nil, nil, "port: [\n", "read config file "},

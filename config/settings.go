@@ -30,7 +30,7 @@ var settings = []setting{
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", "10s"},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
 	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
-	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections", 1024},
+	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", 16384},
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", "10s"},
 	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest is closed (1008) to admit the newcomer", 64},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},
@@ -43,6 +43,7 @@ var settings = []setting{
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", 64 << 20},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
 	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
+	{"max_starting_proposals", "CAR_MAX_STARTING_PROPOSALS", "proposals in their first 100 ms at once, across all connections; more wait their turn in arrival order (0: 16 per CPU)", 0},
 	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", "30m"},
 	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", 256},
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", 65536},
@@ -57,6 +58,7 @@ var settings = []setting{
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", 64 << 20},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
+	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},
 }
 
 // lookup returns the setting of a key; every key Load reads is in settings.

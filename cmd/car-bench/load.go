@@ -111,7 +111,7 @@ func dialAll(ctx context.Context, o options, n int, tools bool) ([]*client.Clien
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := client.Dial(ctx, o.URL, &client.Options{Token: o.Token})
+			c, err := client.Dial(ctx, o.URLs[i%len(o.URLs)], &client.Options{Token: o.Token})
 			if err != nil {
 				errs[i] = err
 				return

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/parslee-ai/car-server/internal/fdlimit"
 )
 
 func main() {
@@ -28,6 +30,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "car-bench:", err)
 		return 2
 	}
+	if err := openFiles(opts.Connections+opts.Idle, stderr); err != nil {
+		fmt.Fprintln(stderr, "car-bench:", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
@@ -40,9 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer d.stop()
-		opts.URL, opts.Token, opts.PID = d.url, d.token, d.pid
+		opts.URLs, opts.Token, opts.PID = []string{d.url}, d.token, d.pid
 	}
 	rep, err := runLoad(ctx, opts)
+	if rep != nil {
+		rep.Daemons = len(opts.URLs)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "car-bench:", err)
 		return 1
@@ -60,4 +69,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// openFiles raises car-bench's own open-file limit to the hard limit and
+// refuses a run it cannot hold: every connection is a file on this end too.
+func openFiles(conns int, stderr io.Writer) error {
+	need := uint64(conns) + 64 // and the process's own: stdio, the spawned daemon's pipes, the poller
+	lim, err := fdlimit.Raise()
+	if err != nil && lim.Soft == 0 {
+		fmt.Fprintln(stderr, "car-bench: warning:", err)
+		return nil
+	}
+	if lim.Soft < need {
+		return fmt.Errorf("%d connections need %d open files, and the limit is %d (hard %d); raise the hard limit (ulimit -Hn) or open fewer connections", conns, need, lim.Soft, lim.Hard)
+	}
+	return nil
 }

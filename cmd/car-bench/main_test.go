@@ -25,8 +25,12 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--url", "ws://10.0.0.5:9100/"}, "must point at loopback"},
 		{[]string{"--url", "ws://example.com:9100/"}, "must point at loopback"},
 		{[]string{"--url", "http://127.0.0.1:9100/"}, "must be a ws:// URL"},
-		{[]string{"--connections", "0"}, "--connections must be 1 to 2000"},
-		{[]string{"--connections", "5000"}, "--connections must be 1 to 2000"},
+		{[]string{"--connections", "0"}, "--connections must be 1 to 10000"},
+		{[]string{"--connections", "20000"}, "--connections must be 1 to 10000"},
+		{[]string{"--idle", "20000", "--spawn", "bin/car-server"}, "--idle must be 0 to 10000"},
+		{[]string{"--spawn", "bin/car-server", "--url", "ws://127.0.0.1:9100/"}, "--spawn starts the daemon it loads; drop --url"},
+		{[]string{"--url", "ws://127.0.0.1:9100/", "--url", "ws://10.0.0.5:9100/"}, "must point at loopback"},
+		{[]string{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/", "--idle", "5", "--pid", "7"}, "--idle reads one daemon's memory"},
 		{[]string{"--actions", "20000"}, "--actions must be 1 to 10000"},
 		{[]string{"--connections", "2000", "--proposals", "100"}, "at most 100000 proposals in all"},
 		{[]string{"--duration", "2h"}, "--duration must be positive and at most 30m0s"},
@@ -41,11 +45,15 @@ func TestArgumentChecks(t *testing.T) {
 	}
 	for _, ok := range [][]string{
 		{"--url", "ws://127.0.0.1:9100/"}, {"--url", "ws://[::1]:9100/"}, {"--url", "ws://localhost:9100/"},
-		{"--spawn", "bin/car-server", "--idle", "1000", "--connections", "1000"},
+		{"--spawn", "bin/car-server", "--idle", "10000", "--connections", "10000", "--proposals", "3"},
+		{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {
 			t.Errorf("%v: %v", ok, err)
 		}
+	}
+	if o, err := parseArgs(nil, io.Discard); err != nil || len(o.URLs) != 1 || o.URLs[0] != "ws://127.0.0.1:9100/" {
+		t.Errorf("no --url: %v %v, want the default daemon", o.URLs, err)
 	}
 	if code := run([]string{"--connections", "0"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("a bad argument exits %d, want 2", code)
@@ -64,15 +72,15 @@ func TestSummarizeAndReport(t *testing.T) {
 	if summarize(nil).Count != 0 {
 		t.Fatal("empty input")
 	}
-	r := &report{Connections: 2, ProposalsPerConnection: 3, ActionsPerProposal: 4, ProposalsDone: 6, WallSecs: 1.5,
-		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25,
+	r := &report{Connections: 2, Daemons: 2, ProposalsPerConnection: 3, ActionsPerProposal: 4, ProposalsDone: 6, WallSecs: 1.5,
+		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25, P99ToRoundTripP99: 99,
 		Idle: &idleReport{Connections: 10, RSSBeforeKiB: 100, RSSAfterKiB: 500, PerConnectionKiB: 40}}
 	r.addError("boom")
 	var text bytes.Buffer
 	if err := r.writeText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 connections × 3 proposals × 4 actions", "p99 99.000", "1.25×", "40.0 KiB per connection", "errors", "boom"} {
+	for _, want := range []string{"2 connections over 2 daemons × 3 proposals × 4 actions", "p99 99.000", "1.25×", "99.000 ms / 1.000 ms = 99.00×", "40.0 KiB per connection", "errors", "boom"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

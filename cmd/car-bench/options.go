@@ -15,10 +15,10 @@ import (
 
 // Bounds: the load tool must never become a denial of service of its own.
 const (
-	maxConnections = 2000
+	maxConnections = 10_000
 	maxProposals   = 100_000
 	maxActions     = 10_000
-	maxIdle        = 5000
+	maxIdle        = 10_000
 	maxDuration    = 30 * time.Minute
 )
 
@@ -26,7 +26,7 @@ var errHelp = errors.New("help")
 
 // options are one run's settings.
 type options struct {
-	URL         string
+	URLs        []string // daemons, given connections round-robin
 	Token       string
 	Spawn       string // a car-server binary to start on a temporary state root
 	Connections int
@@ -43,7 +43,7 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := pflag.NewFlagSet("car-bench", pflag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.URL, "url", "ws://127.0.0.1:9100/", "the daemon's WebSocket URL (loopback only)")
+	fs.StringArrayVar(&o.URLs, "url", nil, "a daemon's WebSocket URL, loopback only (default ws://127.0.0.1:9100/); repeat it to spread the connections over several daemons, round-robin")
 	fs.StringVar(&o.Token, "token", os.Getenv("CAR_AUTH_TOKEN"), "auth token (default $CAR_AUTH_TOKEN)")
 	fs.StringVar(&o.Spawn, "spawn", "", "start this car-server binary on a temporary state root, and stop it after")
 	fs.IntVar(&o.Connections, "connections", 10, fmt.Sprintf("concurrent connections submitting proposals (1-%d)", maxConnections))
@@ -87,9 +87,20 @@ func (o *options) validate() error {
 	if o.Idle > 0 && o.Spawn == "" && o.PID == 0 {
 		errs = append(errs, "--idle needs --spawn or --pid to read the daemon's memory")
 	}
+	switch {
+	case o.Spawn != "" && len(o.URLs) > 0:
+		errs = append(errs, "--spawn starts the daemon it loads; drop --url")
+	case o.Spawn == "" && len(o.URLs) == 0:
+		o.URLs = []string{"ws://127.0.0.1:9100/"}
+	}
+	if o.Idle > 0 && len(o.URLs) > 1 {
+		errs = append(errs, "--idle reads one daemon's memory; give one --url (with --pid), or --spawn")
+	}
 	if o.Spawn == "" {
-		if err := loopbackOnly(o.URL); err != nil {
-			errs = append(errs, err.Error())
+		for _, u := range o.URLs {
+			if err := loopbackOnly(u); err != nil {
+				errs = append(errs, err.Error())
+			}
 		}
 	}
 	if len(errs) > 0 {

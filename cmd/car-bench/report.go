@@ -30,6 +30,7 @@ type idleReport struct {
 // report is one run's result.
 type report struct {
 	Connections            int         `json:"connections"`
+	Daemons                int         `json:"daemons"` // the connections are spread over them round-robin
 	ProposalsPerConnection int         `json:"proposals_per_connection"`
 	ActionsPerProposal     int         `json:"actions_per_proposal"`
 	GoMaxProcs             int         `json:"gomaxprocs"`
@@ -88,13 +89,17 @@ func (r *report) writeJSON(w io.Writer) error {
 
 func (r *report) writeText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "load\t%d connections × %d proposals × %d actions (GOMAXPROCS %d)\n", r.Connections, r.ProposalsPerConnection, r.ActionsPerProposal, r.GoMaxProcs)
+	over := ""
+	if r.Daemons > 1 {
+		over = fmt.Sprintf(" over %d daemons", r.Daemons)
+	}
+	fmt.Fprintf(tw, "load\t%d connections%s × %d proposals × %d actions (GOMAXPROCS %d)\n", r.Connections, over, r.ProposalsPerConnection, r.ActionsPerProposal, r.GoMaxProcs)
 	fmt.Fprintf(tw, "done\t%d proposals in %.2fs: %.1f proposals/s, %.0f actions/s\n", r.ProposalsDone, r.WallSecs, r.ProposalsPerSec, r.ActionsPerSec)
 	fmt.Fprintf(tw, "proposal latency\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P95Ms, r.Latency.P99Ms, r.Latency.MaxMs)
 	fmt.Fprintf(tw, "baseline round trip\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connections, same run)\n", r.Baseline.MeanMs, r.Baseline.P50Ms, r.Baseline.P95Ms, r.Baseline.P99Ms, r.Baseline.Count)
 	if r.Baseline.Count > 0 {
 		fmt.Fprintf(tw, "per action / round trip\t%.2f×\n", r.ActionToRoundTrip)
-		fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.2f×\n", r.P99ToRoundTripP99)
+		fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Baseline.P99Ms, r.P99ToRoundTripP99)
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)

@@ -29,6 +29,7 @@ import (
 // down gracefully: stop accepting, let in-flight requests finish within the
 // grace period, close connections with 1001, remove the token file.
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan os.Signal) error {
+	raiseFileLimit(log, cfg.MaxConnections)
 	if err := ensureDir(cfg.Home); err != nil {
 		return err
 	}
@@ -101,6 +102,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,
+		MaxStarting:              cfg.MaxStarting,
 		ToolTimeout:              cfg.ToolTimeout,
 		Idempotency:              shared.Idempotency,
 		Approvals:                shared.Approvals,
@@ -195,6 +197,17 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 			log.Warn("could not remove the host token file", zap.String("path", cfg.HostTokenPath), zap.Error(err))
 		}
 	}()
+
+	if cfg.Pprof != "" {
+		stopPprof, err := startPprof(cfg.Pprof, log)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+		defer stopPprof()
+	}
 
 	errs := make(chan error, len(listeners))
 	var wg sync.WaitGroup

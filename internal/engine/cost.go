@@ -45,10 +45,10 @@ func spendOf(e *Event) (agent string, in, out int64, cost float64, ok bool) {
 
 // foldSpend adds events' spend to s, and its split by agent; the cumulative
 // cost is the caller's.
-func foldSpend(events []Event, s *MetricsSummary) {
+func foldSpend(events eventSeq, s *MetricsSummary) {
 	by := map[string]*AgentCost{}
-	for i := range events {
-		agent, in, out, cost, ok := spendOf(&events[i])
+	for i := range events.len() {
+		agent, in, out, cost, ok := spendOf(events.at(i))
 		if !ok {
 			continue
 		}
@@ -78,7 +78,7 @@ func (l *EventLog) CostByAgent() []AgentCost {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var s MetricsSummary
-	foldSpend(l.events, &s)
+	foldSpend(&l.events, &s)
 	return s.CostByAgent
 }
 

@@ -118,7 +118,7 @@ type MetricsSummary struct {
 // methods taking a context) read that. It is safe for concurrent use.
 type EventLog struct {
 	mu       sync.Mutex
-	events   []Event
+	events   eventRing
 	seq      uint64
 	capacity int
 	chained  bool
@@ -252,7 +252,7 @@ func (l *EventLog) record(e Event) Event {
 	if l.chained {
 		l.lastHash = e.Hash
 	}
-	l.events = append(l.events, e)
+	l.events.push(e)
 	if _, _, _, cost, ok := spendOf(&e); ok {
 		l.cumulativeCost += cost
 	}
@@ -260,14 +260,8 @@ func (l *EventLog) record(e Event) Event {
 	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
 		limit = int(*l.policy.MaxEvents)
 	}
-	if over := len(l.events) - limit; over > 0 {
-		// Drop the oldest by reslicing; copy into a fresh array only once the
-		// dropped prefix is as large as what is kept, so a full log costs
-		// amortized O(1) per append.
-		l.events = l.events[over:]
-		if cap(l.events) > 2*limit+1024 {
-			l.events = append(make([]Event, 0, limit+limit/4+16), l.events...)
-		}
+	if over := l.events.len() - limit; over > 0 {
+		l.events.dropOldest(over)
 	}
 	return e
 }
@@ -276,7 +270,7 @@ func (l *EventLog) record(e Event) Event {
 func (l *EventLog) Count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.events)
+	return l.events.len()
 }
 
 // Query returns the matching events, newest first.
@@ -284,8 +278,8 @@ func (l *EventLog) Query(q EventQuery) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Event
-	for i := len(l.events) - 1; i >= 0; i-- {
-		e := &l.events[i]
+	for i := l.events.len() - 1; i >= 0; i-- {
+		e := l.events.at(i)
 		if q.AfterCursor > 0 && e.Seq <= q.AfterCursor {
 			break // Seq grows along the log
 		}
@@ -362,8 +356,8 @@ func (l *EventLog) VerifyChain() (verified int, tampered int) {
 	defer l.mu.Unlock()
 	prev := ""
 	seenChained := false
-	for i := range l.events {
-		e := &l.events[i]
+	for i := range l.events.len() {
+		e := l.events.at(i)
 		if e.Hash == "" {
 			if seenChained {
 				return verified, i // an unchained event inside the chain
@@ -389,21 +383,18 @@ func (l *EventLog) SetRetention(p RetentionPolicy) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.policy = p
-	before := len(l.events)
-	keep := l.events
+	drop := 0
 	if p.MaxAgeSecs != nil {
 		cutoff := l.now().Add(-time.Duration(*p.MaxAgeSecs) * time.Second)
-		i := 0
-		for i < len(keep) && keep[i].Timestamp.Before(cutoff) {
-			i++
+		for drop < l.events.len() && l.events.at(drop).Timestamp.Before(cutoff) {
+			drop++
 		}
-		keep = keep[i:]
 	}
-	if p.MaxEvents != nil && uint64(len(keep)) > *p.MaxEvents {
-		keep = keep[uint64(len(keep))-*p.MaxEvents:]
+	if keep := l.events.len() - drop; p.MaxEvents != nil && uint64(keep) > *p.MaxEvents {
+		drop += int(uint64(keep) - *p.MaxEvents)
 	}
-	l.events = append(l.events[:0:0], keep...)
-	return before - len(l.events)
+	l.events.dropOldest(drop)
+	return drop
 }
 
 // Retention returns the installed policy.
@@ -417,19 +408,19 @@ func (l *EventLog) Retention() RetentionPolicy {
 func (l *EventLog) Summary() MetricsSummary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := summarize(l.events)
+	s := summarize(&l.events)
 	s.CumulativeCostUSD = l.cumulativeCost
 	return s
 }
 
 // summarize folds events into a MetricsSummary, all but the cumulative cost.
-func summarize(events []Event) MetricsSummary {
-	s := MetricsSummary{TotalEvents: len(events)}
+func summarize(events eventSeq) MetricsSummary {
+	s := MetricsSummary{TotalEvents: events.len()}
 	var latency float64
 	var timed int
 	var callbacks []float64
-	for i := range events {
-		e := &events[i]
+	for i := range events.len() {
+		e := events.at(i)
 		switch e.Kind {
 		case EventProposalReceived:
 			s.ProposalsReceived++

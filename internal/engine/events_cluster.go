@@ -326,7 +326,7 @@ func (l *EventLog) SummaryAll(ctx context.Context) (MetricsSummary, error) {
 	if err != nil {
 		return MetricsSummary{}, err
 	}
-	s := summarize(events)
+	s := summarize(eventSlice(events))
 	n := len(events)
 	s.TotalEvents, s.SummarizedEvents, s.CumulativeCostUSD = total, &n, s.CostUSD
 	return s, nil

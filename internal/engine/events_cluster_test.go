@@ -282,7 +282,7 @@ func TestAloneTheLogIsAsBefore(t *testing.T) {
 	if err != nil || string(mustJSON(t, rep)) != `{"verified":1}` {
 		t.Fatalf("verify alone: %s, %v", mustJSON(t, rep), err)
 	}
-	l.events[0].Kind = EventActionFailed
+	l.events.at(0).Kind = EventActionFailed
 	if rep, _ := l.VerifyAll(ctxT(t)); string(mustJSON(t, rep)) != `{"tampered_at":0}` {
 		t.Fatalf("tampered alone: %s", mustJSON(t, rep))
 	}

@@ -23,13 +23,19 @@ func TestChainDetectsTampering(t *testing.T) {
 		tamper func(l *EventLog)
 		at     int
 	}{
-		{"edit data", func(l *EventLog) { l.events[3].Data = map[string]any{"i": 99} }, 3},
-		{"edit kind", func(l *EventLog) { l.events[2].Kind = EventActionFailed }, 2},
-		{"delete interior", func(l *EventLog) { l.events = append(l.events[:2], l.events[3:]...) }, 2},
-		{"reorder", func(l *EventLog) { l.events[2], l.events[3] = l.events[3], l.events[2] }, 2},
+		{"edit data", func(l *EventLog) { l.events.at(3).Data = map[string]any{"i": 99} }, 3},
+		{"edit kind", func(l *EventLog) { l.events.at(2).Kind = EventActionFailed }, 2},
+		{"delete interior", func(l *EventLog) {
+			for i := 2; i < l.events.len()-1; i++ {
+				*l.events.at(i) = *l.events.at(i + 1)
+			}
+			l.events.blocks[0] = l.events.blocks[0][:len(l.events.blocks[0])-1]
+			l.events.n--
+		}, 2},
+		{"reorder", func(l *EventLog) { *l.events.at(2), *l.events.at(3) = *l.events.at(3), *l.events.at(2) }, 2},
 		{"rehash an edit", func(l *EventLog) {
-			l.events[2].ActionID = "evil"
-			l.events[2].Hash = eventHash(&l.events[2]) // the next link still breaks
+			l.events.at(2).ActionID = "evil"
+			l.events.at(2).Hash = eventHash(l.events.at(2)) // the next link still breaks
 		}, 3},
 	}
 	for _, tc := range cases {
@@ -83,8 +89,8 @@ func TestEventLogStaysBoundedUnderManyAppends(t *testing.T) {
 	if len(got) != 3 || got[0].Seq != 5000 || got[2].Seq != 4998 {
 		t.Fatalf("kept %d events, newest %d", len(got), got[0].Seq)
 	}
-	if c := cap(l.events); c > 2*3+1024 {
-		t.Fatalf("backing array grew to %d", c)
+	if b := len(l.events.blocks); b > 2 {
+		t.Fatalf("3 events kept in %d blocks", b)
 	}
 }
 

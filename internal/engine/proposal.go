@@ -34,6 +34,8 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer rt.running.track(p.ID, sub.Session.ID, cancel)()
+	release := rt.admission.wait(ctx, sub.Session.ID) // while it waits it can be cancelled: it is tracked
+	defer release()
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	rt.restoring.RLock() // a checkpoint restore waits for no proposal: it is refused while any runs

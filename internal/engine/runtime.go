@@ -20,6 +20,7 @@ type Options struct {
 	MaxActions         int               // actions per proposal (10,000)
 	MaxTools           int               // tools a connection may register, built-ins not counted (1,000)
 	MaxConcurrency     int               // actions of one proposal running at once (16)
+	MaxStarting        int               // proposals in their first 100 ms at once, across sessions; more wait in arrival order (0: 16 per CPU; negative: no bound)
 	ToolTimeout        time.Duration     // budget of a tool call without timeout_ms (300 s)
 	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
 	RetryCap           time.Duration     // longest retry backoff (5 s)
@@ -103,6 +104,7 @@ type Runtime struct {
 	operator    atomic.Pointer[policy.Engine]
 	gates       []AdmissionGate // built-in gates, then Options.Gates
 	inFlight    atomic.Int64    // proposals being executed
+	admission   *admission      // starts proposals in arrival order, a few at a time
 	started     time.Time
 	checks      []ActionCheck // built-in checks, then Options.Checks
 	running     running       // proposals being executed, for Cancel
@@ -117,10 +119,11 @@ type Runtime struct {
 func NewRuntime(opts Options) *Runtime {
 	opts.setDefaults()
 	rt := &Runtime{
-		State:    opts.State,
-		Events:   NewEventLog(opts.EventCapacity),
-		opts:     opts,
-		sessions: make(map[string]*Session),
+		State:     opts.State,
+		Events:    NewEventLog(opts.EventCapacity),
+		opts:      opts,
+		sessions:  make(map[string]*Session),
+		admission: newAdmission(opts.MaxStarting),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)

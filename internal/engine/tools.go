@@ -61,18 +61,20 @@ func schemaErrorText(err error) string {
 // use.
 type ToolRegistry struct {
 	mu    sync.RWMutex
-	tools map[string]*Tool
-	max   int // client-registered tools held at once; 0 is unbounded
+	tools map[string]*Tool // the client's; nil until it registers one
+	max   int              // client-registered tools held at once; 0 is unbounded
 }
+
+// builtinMessaging is the built-in messaging.send every registry holds: one
+// for all of them, never changed.
+var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true}
 
 // NewToolRegistry returns a registry holding the built-in messaging.send,
 // and at most max tools a client registers (0: unbounded). The built-in's
 // parameters are checked by the verb's own parser, whose errors name the
 // field and the accepted shape, so its schema is advertised, not compiled.
 func NewToolRegistry(max int) *ToolRegistry {
-	r := &ToolRegistry{tools: make(map[string]*Tool), max: max}
-	r.tools[messaging.ToolName] = &Tool{Schema: messaging.Schema(), builtin: true}
-	return r
+	return &ToolRegistry{max: max}
 }
 
 // Register compiles every schema first and registers all of the tools or none
@@ -92,12 +94,7 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.max > 0 {
-		held := 0
-		for _, t := range r.tools {
-			if !t.builtin {
-				held++
-			}
-		}
+		held := len(r.tools)
 		added := map[string]bool{}
 		for _, t := range compiled {
 			if _, ok := r.tools[t.Schema.Name]; !ok {
@@ -108,6 +105,9 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 			return 0, fmt.Errorf("the connection would hold %d tools, over the limit of %d per connection (max_tools); nothing was registered: unregister tools, or raise max_tools", held+len(added), r.max)
 		}
 	}
+	if r.tools == nil {
+		r.tools = make(map[string]*Tool, len(compiled))
+	}
 	for _, t := range compiled {
 		r.tools[t.Schema.Name] = t
 	}
@@ -117,14 +117,13 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 // Unregister removes the named tool and returns 1, or 0 when it was absent.
 // Built-in tools cannot be removed.
 func (r *ToolRegistry) Unregister(name string) (int, error) {
+	if name == messaging.ToolName {
+		return 0, fmt.Errorf("'%s' is built in and cannot be unregistered; deny it with a policy instead", name)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t, ok := r.tools[name]
-	if !ok {
+	if _, ok := r.tools[name]; !ok {
 		return 0, nil
-	}
-	if t.builtin {
-		return 0, fmt.Errorf("'%s' is built in and cannot be unregistered; deny it with a policy instead", name)
 	}
 	delete(r.tools, name)
 	return 1, nil
@@ -132,6 +131,9 @@ func (r *ToolRegistry) Unregister(name string) (int, error) {
 
 // Lookup returns the named tool.
 func (r *ToolRegistry) Lookup(name string) (*Tool, bool) {
+	if name == messaging.ToolName {
+		return builtinMessaging, true
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	t, ok := r.tools[name]
@@ -141,7 +143,8 @@ func (r *ToolRegistry) Lookup(name string) (*Tool, bool) {
 // List returns every schema, sorted by name so two listings can be diffed.
 func (r *ToolRegistry) List() []protocol.ToolSchema {
 	r.mu.RLock()
-	out := make([]protocol.ToolSchema, 0, len(r.tools))
+	out := make([]protocol.ToolSchema, 0, 1+len(r.tools))
+	out = append(out, builtinMessaging.Schema)
 	for _, t := range r.tools {
 		out = append(out, t.Schema)
 	}

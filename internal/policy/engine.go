@@ -49,7 +49,7 @@ type Policy struct {
 type Engine struct {
 	mu       sync.RWMutex
 	policies []Policy
-	byTool   map[string][]int // indexes of ToolScoped policies, by tool
+	byTool   map[string][]int // indexes of ToolScoped policies, by tool; nil while there are none
 	general  []int            // indexes of every other policy
 	now      func() time.Time
 }
@@ -63,16 +63,27 @@ func NewEngine(ps ...Policy) *Engine {
 
 // reindex rebuilds the tool index; callers hold mu (or own e).
 func (e *Engine) reindex() {
-	e.byTool = make(map[string][]int)
+	e.byTool = nil
 	e.general = e.general[:0]
 	for i, p := range e.policies {
-		if ts, ok := p.Rule.(ToolScoped); ok {
-			tool := ts.ScopeTool()
-			e.byTool[tool] = append(e.byTool[tool], i)
-		} else {
-			e.general = append(e.general, i)
-		}
+		e.index(p, i)
 	}
+}
+
+// index files policy i under its tool, or with the general ones; callers
+// hold mu (or own e). The tool index is made with its first entry: every
+// connection has an engine, and most hold no policy.
+func (e *Engine) index(p Policy, i int) {
+	ts, ok := p.Rule.(ToolScoped)
+	if !ok {
+		e.general = append(e.general, i)
+		return
+	}
+	if e.byTool == nil {
+		e.byTool = make(map[string][]int)
+	}
+	tool := ts.ScopeTool()
+	e.byTool[tool] = append(e.byTool[tool], i)
 }
 
 // Add appends a policy. Names need not be unique.
@@ -80,12 +91,7 @@ func (e *Engine) Add(p Policy) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.policies = append(e.policies, p)
-	i := len(e.policies) - 1
-	if ts, ok := p.Rule.(ToolScoped); ok {
-		e.byTool[ts.ScopeTool()] = append(e.byTool[ts.ScopeTool()], i)
-	} else {
-		e.general = append(e.general, i)
-	}
+	e.index(p, len(e.policies)-1)
 }
 
 // Remove drops every policy named name and returns how many it dropped.

@@ -89,7 +89,7 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 	ok := false
 	if c.srv.opts.AgentTokens != nil && p.Token != "" {
 		var err error
-		if ok, err = c.srv.opts.AgentTokens.Verify(c.ctx, p.AgentID, p.Token); err != nil {
+		if ok, err = c.srv.opts.AgentTokens.Verify(c.hctx, p.AgentID, p.Token); err != nil {
 			c.log.Error("agent tokens unreadable", zap.Error(err))
 			return nil, internalError("auth failed: %v", err)
 		}

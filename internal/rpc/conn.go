@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
@@ -24,19 +25,25 @@ import (
 )
 
 // conn is one WebSocket connection and the session it carries.
+//
+// An idle connection holds one goroutine of its own, the JSON-RPC library's
+// read loop, plus the library's close watcher: nothing waits for it to end.
+// When it ends, the library closes its stream, and that starts finish.
 type conn struct {
-	srv   *Server
-	id    string
-	log   *zap.Logger
-	ws    *websocket.Conn
-	rpc   *jsonrpc2.Conn // set once; ready is closed after
-	ready chan struct{}
-	sess  *engine.Session
+	srv *Server
+	id  string
+	log connLog
+	ws  *websocket.Conn
+	// socket is the connection under ws, which holds buffers only while
+	// bytes move.
+	socket *pooledConn
+	rpc    *jsonrpc2.Conn // set once; ready is closed after
+	ready  chan struct{}
+	sess   *engine.Session
 	// remote is the peer's address, set before ready is closed.
 	remote string
 
-	ctx    context.Context // the connection's reads; cancelled when it ends
-	cancel context.CancelFunc
+	authWaited chan struct{} // closed when awaitAuth has returned (at once when auth is off)
 
 	// hctx is the parent of every handler's context. It is cancelled, with
 	// the reason as its cause, when the client disconnects or when shutdown
@@ -83,58 +90,86 @@ type conn struct {
 	budget atomic.Pointer[costBudget]            // session.budget.set; nil is unbounded
 }
 
-// newConn prepares a connection; run serves it.
+// newConn prepares a connection; start serves it.
 func newConn(s *Server, id string, ws *websocket.Conn) *conn {
-	ctx, cancel := context.WithCancel(context.Background())
 	hctx, hcancel := context.WithCancelCause(context.Background())
 	c := &conn{
 		hctx:    hctx,
 		hcancel: hcancel,
 		srv:     s,
 		id:      id,
-		log:     s.log.With(zap.String("conn", id)),
+		log:     connLog{base: s.connLog, id: id},
 		ws:      ws,
-		ctx:     ctx,
-		cancel:  cancel,
 		sem:     make(chan struct{}, s.opts.MaxInFlight),
 		ready:   make(chan struct{}),
 
-		authDone: make(chan struct{}),
-		evict:    make(chan struct{}),
+		authWaited: make(chan struct{}),
+		authDone:   make(chan struct{}),
+		evict:      make(chan struct{}),
 	}
 	c.authed.Store(s.opts.Token == "")
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
 	return c
 }
 
-// run serves the connection until it ends, then waits for its handlers and
-// drops its session.
-func (c *conn) run(remote string) {
+// start serves the connection from now on and returns: the JSON-RPC
+// library reads it on its own goroutine, and when it ends for any reason the
+// library closes its stream, which runs finish. The server has counted the
+// connection in connWG; finish releases it.
+func (c *conn) start(remote string) {
 	c.sess = c.srv.rt.OpenSession(c.id, c)
 	c.remote = remote
-	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
-	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
-	close(c.ready)
 	c.log.Info("connection opened", zap.String("remote", remote))
 	metrics.Connections.Inc()
-	defer metrics.Connections.Dec()
-	authWaited := make(chan struct{})
 	if c.authed.Load() {
-		close(authWaited)
+		close(c.authWaited)
 	} else {
 		go func() {
-			defer close(authWaited)
+			defer close(c.authWaited)
 			c.awaitAuth()
 		}()
 	}
+	// The reads take no context: a read waiting under one would register a
+	// cancel hook per frame. The connection ends by closing it (drain, or
+	// the library's Close), which ends the read.
+	stream := connStream{Stream: wsstream.New(context.Background(), c.ws, c.srv.opts.WriteTimeout, checkFrame), c: c}
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
+	close(c.ready)
+}
 
-	<-c.rpc.DisconnectNotify()
+// connStream is the connection's JSON-RPC stream. The library closes it
+// exactly once, when the connection ends (the peer went away, a read or a
+// write failed, or the daemon closed it), and that starts finish.
+type connStream struct {
+	*wsstream.Stream
+	c *conn
+}
+
+// ReadObject waits for the next message shallow in the stack (see
+// pooledConn), then reads it.
+func (s connStream) ReadObject(v any) error {
+	if s.c.socket != nil {
+		s.c.socket.awaitData()
+	}
+	return s.Stream.ReadObject(v)
+}
+
+func (s connStream) Close() error {
+	go s.c.finish()
+	return s.Stream.Close()
+}
+
+// finish runs once the connection has ended: it waits for its handlers,
+// drops its session, and releases it from the server.
+func (c *conn) finish() {
+	<-c.ready
+	defer c.srv.release(c)
+	defer metrics.Connections.Dec()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.hcancel(errDisconnected)
-	c.cancel()
-	<-authWaited
+	<-c.authWaited
 	c.handlers.Wait()
 	c.exempt.Wait()
 	c.srv.rt.CloseSession(c.sess)
@@ -292,7 +327,7 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 		resp.Error = rerr
 		resp.Result = nil
 	}
-	if sendErr := c.rpc.SendResponse(c.ctx, resp); sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
+	if sendErr := c.rpc.SendResponse(context.Background(), resp); sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
 		c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
 	}
 }
@@ -344,6 +379,7 @@ var notifyHook func(ctx context.Context, c *conn, method string)
 // to the drain-exempt requests it served, then closes the connection with
 // 1001.
 func (c *conn) drain(ctx context.Context) {
+	<-c.ready // start does not block: it is about to close ready if it has not
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
@@ -373,7 +409,7 @@ func (c *conn) drain(ctx context.Context) {
 	}
 	c.exempt.Wait() // no Add can follow: sealed is set
 	_ = c.ws.Close(websocket.StatusGoingAway, "car-server shutting down")
-	c.cancel()
+	_ = c.rpc.Close() // ErrClosed when the close above ended it already
 }
 
 // awaitParkedIntents keeps a supervisor's connection open while proposals
@@ -413,10 +449,29 @@ func errorCode(err error) string {
 }
 
 // jsonrpcLogger sends the jsonrpc2 library's messages to zap at debug level.
-type jsonrpcLogger struct{ l *zap.Logger }
+type jsonrpcLogger struct{ l connLog }
 
 func (j jsonrpcLogger) Printf(format string, v ...any) {
 	j.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// connLog logs for one connection: every entry carries the connection's id.
+// It adds the field per entry, where zap's With would keep an encoded copy
+// of it (a buffer of its own) in every connection, idle or not.
+type connLog struct {
+	base *zap.Logger
+	id   string
+}
+
+func (l connLog) Debug(msg string, fields ...zap.Field) { l.write(zap.DebugLevel, msg, fields) }
+func (l connLog) Info(msg string, fields ...zap.Field)  { l.write(zap.InfoLevel, msg, fields) }
+func (l connLog) Warn(msg string, fields ...zap.Field)  { l.write(zap.WarnLevel, msg, fields) }
+func (l connLog) Error(msg string, fields ...zap.Field) { l.write(zap.ErrorLevel, msg, fields) }
+
+func (l connLog) write(level zapcore.Level, msg string, fields []zap.Field) {
+	if ce := l.base.Check(level, msg); ce != nil {
+		ce.Write(append([]zap.Field{zap.String("conn", l.id)}, fields...)...)
+	}
 }
 
 // methodFunc handles one method's params on a connection.

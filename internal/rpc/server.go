@@ -31,7 +31,7 @@ type Options struct {
 	Home               string            // the state root, reported in host.subscribe's identity
 	AllowedOrigins     []string          // extra Origin host patterns allowed to upgrade (same-host is always allowed)
 	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
-	MaxConnections     int               // concurrent connections (1024)
+	MaxConnections     int               // concurrent connections (16384)
 	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
 	MaxUnauthenticated int               // unauthenticated connections; past it the oldest is closed (64)
 	MaxInFlight        int               // concurrent requests per connection (64)
@@ -68,7 +68,7 @@ func (o *Options) setDefaults() {
 		o.MaxFrameBytes = 16 << 20
 	}
 	if o.MaxConnections <= 0 {
-		o.MaxConnections = 1024
+		o.MaxConnections = 16384
 	}
 	if o.AuthTimeout <= 0 {
 		o.AuthTimeout = 10 * time.Second
@@ -107,6 +107,7 @@ type Server struct {
 	host    *host.Registry // agents, host approvals and host events
 	started time.Time
 	log     *zap.Logger
+	connLog *zap.Logger // log, with the caller one connLog call further up
 	mux     *http.ServeMux
 
 	mu       sync.Mutex
@@ -128,6 +129,7 @@ type Server struct {
 func NewServer(rt *engine.Runtime, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now()}
+	s.connLog = s.log.WithOptions(zap.AddCallerSkip(2))
 	s.host = host.New(host.Options{})
 	if opts.Bus != nil {
 		s.leaveHost = s.host.Join(host.Cluster{Node: opts.Node, Bus: opts.Bus})
@@ -208,41 +210,48 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// draining began still closes with 1001 before the process exits.
 	s.connWG.Add(1)
 	s.mu.Unlock()
-	defer s.connWG.Done()
-	release := func() {
+
+	// pooledHijack: an idle connection holds no read or write buffer.
+	hj := &pooledHijack{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins})
+	if err != nil {
 		s.mu.Lock()
 		s.reserved--
 		s.mu.Unlock()
-	}
-
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.AllowedOrigins})
-	if err != nil {
-		release()
+		s.connWG.Done()
 		// Accept has already answered (403 for a foreign Origin, 400 for a bad upgrade).
 		s.log.Warn("websocket upgrade refused", zap.String("origin", r.Header.Get("Origin")), zap.Error(err))
 		return
 	}
 	c := newConn(s, uuid.NewString(), ws)
+	c.socket = hj.conn
 	s.mu.Lock()
 	s.reserved--
 	if s.draining {
 		s.mu.Unlock()
 		_ = ws.Close(websocket.StatusGoingAway, "car-server shutting down")
+		s.connWG.Done()
 		return
 	}
 	s.conns[c] = struct{}{}
 	s.addPendingLocked(c)
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.dropPendingLocked(c)
-		if c.evicted {
-			s.evicted--
-		}
-		s.mu.Unlock()
-	}()
-	c.run(r.RemoteAddr)
+	// The handler returns: the HTTP server's goroutine, with its request,
+	// response and buffers, is not kept for the life of the connection.
+	c.start(r.RemoteAddr)
+}
+
+// release forgets a connection that has finished, and ends its count in
+// connWG.
+func (s *Server) release(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.dropPendingLocked(c)
+	if c.evicted {
+		s.evicted--
+	}
+	s.mu.Unlock()
+	s.connWG.Done()
 }
 
 // Shutdown stops accepting, lets in-flight requests finish until ctx ends,

@@ -23,7 +23,7 @@ func init() {
 		res, err := c.supervisionDecide(ctx, params)
 		select {
 		case <-decideHeld: // the drain waits for this reply
-		case <-c.ctx.Done(): // the drain closed the connection without it
+		case <-c.rpc.DisconnectNotify(): // the drain closed the connection without it
 		}
 		return res, err
 	}}

@@ -94,7 +94,7 @@ func (c *conn) awaitAuth() {
 	defer timer.Stop()
 	select {
 	case <-c.authDone:
-	case <-c.ctx.Done():
+	case <-c.hctx.Done(): // the connection ended
 	case <-c.evict:
 		_ = c.ws.Close(websocket.StatusPolicyViolation, "closed to admit a newer connection: send session.auth first")
 	case <-timer.C:

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/rpc"
+)
+
+// startServer serves a daemon's JSON-RPC surface on a loopback port until
+// the test ends.
+func startServer(t *testing.T) (*rpc.Server, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(engine.NewRuntime(engine.Options{}), rpc.Options{Token: "tok"})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return srv, "ws://" + l.Addr().String() + "/"
+}
+
+// TestConnectionsRoundRobin: repeated --url spreads the connections over the
+// daemons in turn, and a run over them completes.
+func TestConnectionsRoundRobin(t *testing.T) {
+	a, urlA := startServer(t)
+	b, urlB := startServer(t)
+	o, err := parseArgs([]string{"--url", urlA, "--url", urlB, "--token", "tok", "--connections", "5", "--proposals", "2", "--actions", "3", "--baseline", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients, err := dialAll(ctx, o, o.Connections, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := a.ConnectionCount(), b.ConnectionCount()
+	closeAll(clients)
+	if na != 3 || nb != 2 {
+		t.Fatalf("5 connections went %d and %d, want 3 and 2", na, nb)
+	}
+	rep, err := runLoad(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors != 0 || rep.ProposalsDone != 10 || rep.Baseline.Count != 10 {
+		t.Fatalf("report: %d errors %v, %d proposals, %d round trips", rep.Errors, rep.ErrorSamples, rep.ProposalsDone, rep.Baseline.Count)
+	}
+}
