@@ -71,6 +71,7 @@ load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 20 --actions 1000 --baseline 2000
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1000 --proposals 5 --actions 5 --baseline 5
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 1000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --chain 300 --proposals 10 --baseline 3000
 
 clean:
 	rm -rf bin
