@@ -35,6 +35,7 @@ check:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./internal/rpc:FuzzCheckFrame \
+	./internal/wsstream:FuzzDecodeMessage \
 	./protocol:FuzzDecodeValue \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \

@@ -9,6 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -26,23 +29,38 @@ type Stream struct {
 	ctx          context.Context
 	writeTimeout time.Duration
 	check        Check
+
+	// Reads and writes take no context of their own, which would cost a
+	// timer or a context registration per frame: the end of ctx closes the
+	// connection once (stopRead), and one timer bounds the write under way.
+	stopRead  func() bool
+	writeMu   sync.Mutex
+	writeLate *time.Timer // closes the connection when a write overruns
+	overran   atomic.Bool // writeLate fired
 }
 
-// New returns a Stream reading under ctx. Writes give up after writeTimeout
-// (0 means 30 s), which closes the connection: a peer that stops reading
-// cannot stall its writers forever. check may be nil.
+// New returns a Stream reading until ctx ends, which closes the connection.
+// Writes give up after writeTimeout (0 means 30 s), which closes the
+// connection: a peer that stops reading cannot stall its writers forever.
+// check may be nil.
 func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, check Check) *Stream {
 	if writeTimeout <= 0 {
 		writeTimeout = 30 * time.Second
 	}
-	return &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
+	s := &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
+	s.stopRead = context.AfterFunc(ctx, func() { _ = conn.CloseNow() })
+	return s
 }
 
 // ReadObject reads the next frame that passes the check into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		typ, data, err := s.conn.Read(s.ctx)
+		// A fresh buffer per frame: the decoded message keeps slices of it.
+		typ, data, err := s.conn.Read(context.Background())
 		if err != nil {
+			if s.ctx.Err() != nil {
+				return s.ctx.Err()
+			}
 			return err
 		}
 		if typ == websocket.MessageText && !utf8.Valid(data) {
@@ -62,26 +80,56 @@ func (s *Stream) ReadObject(v any) error {
 			}
 			data = pass
 		}
-		return json.Unmarshal(data, v)
+		return decodeInto(data, v)
 	}
 }
 
 // WriteObject writes v as one text frame.
 func (s *Stream) WriteObject(v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
+	bp := buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBuffer {
+			buffers.Put(bp)
+		}
+	}()
+	data, ok := encode((*bp)[:0], v)
+	*bp = data
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return err
+		}
+		data = lowerNegativeID(data)
 	}
-	return s.write(lowerNegativeID(data))
+	return s.write(data)
 }
 
+// write sends one text frame; it closes the connection when the frame is
+// not written within the write timeout.
 func (s *Stream) write(data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
-	defer cancel()
-	return s.conn.Write(ctx, websocket.MessageText, data)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.writeLate == nil {
+		s.writeLate = time.AfterFunc(s.writeTimeout, s.overrun)
+	} else {
+		s.writeLate.Reset(s.writeTimeout)
+	}
+	err := s.conn.Write(context.Background(), websocket.MessageText, data)
+	s.writeLate.Stop()
+	if err != nil && s.overran.Load() {
+		return fmt.Errorf("the peer took no frame for %s; closed the connection: %w", s.writeTimeout, context.DeadlineExceeded)
+	}
+	return err
+}
+
+// overrun ends a write that took longer than the write timeout.
+func (s *Stream) overrun() {
+	s.overran.Store(true)
+	_ = s.conn.CloseNow()
 }
 
 // Close closes the connection with a normal closure.
 func (s *Stream) Close() error {
+	s.stopRead()
 	return s.conn.Close(websocket.StatusNormalClosure, "")
 }
