@@ -42,7 +42,8 @@ func messageOf(v any) *message {
 		if !hasMessageLayout(t) {
 			return nil
 		}
-		messageType.Store(&t)
+		checked := t
+		messageType.Store(&checked)
 	}
 	return (*message)(reflect.ValueOf(v).UnsafePointer())
 }
