@@ -379,8 +379,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	r.mu.Lock()
 	r.toolCalls++
 	r.mu.Unlock()
-	cctx, cancel := context.WithTimeoutCause(ctx, timeout,
-		fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout, &toolTimeout{tool: a.Tool, timeout: timeout})
 	defer cancel()
 	call := ToolCall{
 		ProposalID: r.sub.Proposal.ID,
@@ -408,6 +407,17 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		return nil, err
 	}
 	return out, nil
+}
+
+// toolTimeout is the cause of an attempt that ran out of time; its text is
+// made only when it is read.
+type toolTimeout struct {
+	tool    string
+	timeout time.Duration
+}
+
+func (e *toolTimeout) Error() string {
+	return fmt.Sprintf("tool '%s' timed out after %s (timeout_ms)", e.tool, e.timeout)
 }
 
 // actionTimeout is the budget of one attempt of a (for a detached tool: its

@@ -387,7 +387,7 @@ func (r *run) finish(i int, out outcome) {
 	var errText string
 	if out.err != nil {
 		errText = out.err.Error()
-		nd.result.Error = &errText
+		nd.result.Error = new(errText)
 	}
 	nd.result.StateChanges = out.changes
 	if nd.result.StateChanges == nil {
