@@ -36,6 +36,8 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./internal/rpc:FuzzCheckFrame \
 	./internal/wsstream:FuzzDecodeMessage \
+	./internal/jsonvalue:FuzzAppend \
+	./protocol:FuzzParseValue \
 	./protocol:FuzzDecodeValue \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \
