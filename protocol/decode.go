@@ -190,7 +190,11 @@ func DecodeValue(raw []byte) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	var v any
+	if json.Valid(raw) {
+		v, _ := parseValue(raw, 0)
+		return v, nil
+	}
+	var v any // for the decoder's error
 	if err := strictDecode(raw, &v); err != nil {
 		return nil, err
 	}
