@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -36,7 +38,16 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		Handle:         call.Handle,
 		AgentID:        c.agentID(),
 	}
-	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	bp := paramBuffers.Get().(*[]byte)
+	encoded, err := appendToolExecute((*bp)[:0], &params)
+	var w jsonrpc2.Waiter
+	if err == nil {
+		// The library copies the params it is given.
+		w, err = c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, json.RawMessage(encoded), jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	}
+	if *bp = encoded; cap(encoded) <= 64<<10 {
+		paramBuffers.Put(bp)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': could not reach the client: %v", call.Tool, disconnectText(err))
 	}
@@ -74,6 +85,40 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		}
 	}
 	return out, nil
+}
+
+// paramBuffers hold tools.execute params while they are encoded.
+var paramBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendToolExecute encodes tools.execute's params exactly as json.Marshal
+// does, without reflecting over the struct and its parameters map.
+func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error) {
+	str := func(name, v string, omitEmpty bool) {
+		if v != "" || !omitEmpty {
+			buf = append(buf, `,"`...)
+			buf = append(buf, name...)
+			buf = append(buf, `":`...)
+			buf = jsonvalue.AppendString(buf, v)
+		}
+	}
+	buf = append(buf, `{"action_id":`...)
+	buf = jsonvalue.AppendString(buf, p.ActionID)
+	str("tool", p.Tool, false)
+	buf = append(buf, `,"parameters":`...)
+	var err error
+	if buf, err = jsonvalue.Append(buf, p.Parameters); err != nil {
+		return buf, err
+	}
+	buf = append(buf, `,"timeout_ms":`...)
+	buf = strconv.AppendUint(buf, p.TimeoutMs, 10)
+	buf = append(buf, `,"attempt":`...)
+	buf = strconv.AppendInt(buf, int64(p.Attempt), 10)
+	str("request_id", p.RequestID, false)
+	str("session_id", p.SessionID, true)
+	str("agent_id", p.AgentID, true)
+	str("invocation_mode", p.InvocationMode, true)
+	str("handle", p.Handle, true)
+	return append(buf, '}'), nil
 }
 
 // abandon remembers a callback given up on. A client that leaves more than
