@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -182,12 +183,43 @@ func (c *Client) Handshake(ctx context.Context) (*protocol.HandshakeResult, erro
 // Call sends a request and decodes its result into result (which may be
 // nil). A JSON-RPC error reply is returned as *jsonrpc2.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.rpc.Call(ctx, method, params, result)
+	if params == nil {
+		return c.rpc.Call(ctx, method, nil, result)
+	}
+	return withJSON(params, func(raw json.RawMessage) error { return c.rpc.Call(ctx, method, raw, result) })
 }
 
 // Notify sends a notification.
 func (c *Client) Notify(ctx context.Context, method string, params any) error {
-	return c.rpc.Notify(ctx, method, params)
+	if params == nil {
+		return c.rpc.Notify(ctx, method, nil)
+	}
+	return withJSON(params, func(raw json.RawMessage) error { return c.rpc.Notify(ctx, method, raw) })
+}
+
+// buffers hold encoded params and results while they are sent.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// withJSON calls use with v as JSON, encoded into a pooled buffer that use
+// must not keep (the library copies params; the stream has written a
+// response before SendResponse returns). jsonvalue.Append writes what
+// json.Marshal would, without reflecting over maps and slices of any.
+func withJSON(v any, use func(json.RawMessage) error) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		return use(raw)
+	}
+	bp := buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			buffers.Put(bp)
+		}
+	}()
+	b, err := jsonvalue.Append((*bp)[:0], v)
+	*bp = b
+	if err != nil {
+		return err
+	}
+	return use(b)
 }
 
 // Done is closed when the connection ends.
@@ -248,7 +280,14 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 				rerr = &jsonrpc2.Error{Code: -32000, Message: err.Error()}
 			}
 			resp.Error = rerr
-		} else if err := resp.SetResult(res); err != nil {
+		} else {
+			err := withJSON(res, func(raw json.RawMessage) error {
+				resp.Result = &raw
+				return conn.SendResponse(ctx, resp)
+			})
+			if resp.Result != nil {
+				return // sent, or the connection is gone
+			}
 			resp.Error = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
 		}
 		_ = conn.SendResponse(ctx, resp)
