@@ -220,6 +220,18 @@ func (r *run) execute(parent context.Context) {
 	running := 0
 	var stop *stopReason
 	for {
+		if stop == nil && running == 0 && len(sched.ready) == 1 {
+			// The only action that can run now, with nothing else running:
+			// no other action can become ready before it ends, so it runs
+			// here rather than on a goroutine of its own, and a chain of
+			// dependent actions takes no goroutine hand-off per step.
+			i, _ := sched.next()
+			r.runGuarded(ctx, i)
+			if stop = r.settle(parent, sched, i); stop != nil {
+				cancel(stop.cause)
+			}
+			continue
+		}
 		for stop == nil && running < r.rt.opts.MaxConcurrency {
 			i, ok := sched.next()
 			if !ok {
@@ -228,13 +240,7 @@ func (r *run) execute(parent context.Context) {
 			running++
 			go func() {
 				defer func() { doneCh <- i }()
-				defer func() {
-					// A bug in one action must not take the daemon down.
-					if p := recover(); p != nil {
-						r.finish(i, outcome{status: protocol.StatusFailed, err: fmt.Errorf("internal error while running this action: %v", p)})
-					}
-				}()
-				r.runAction(ctx, i)
+				r.runGuarded(ctx, i)
 			}()
 		}
 		if running == 0 {
@@ -257,6 +263,17 @@ func (r *run) execute(parent context.Context) {
 		}
 	}
 	r.rollback(stop.cause)
+}
+
+// runGuarded runs action i; a panic in it fails the action instead of
+// taking the daemon down.
+func (r *run) runGuarded(ctx context.Context, i int) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.finish(i, outcome{status: protocol.StatusFailed, err: fmt.Errorf("internal error while running this action: %v", p)})
+		}
+	}()
+	r.runAction(ctx, i)
 }
 
 // stopReason is why a run stopped before every action ran.
