@@ -38,6 +38,7 @@ FUZZ_TARGETS := \
 	./internal/wsstream:FuzzDecodeMessage \
 	./internal/jsonvalue:FuzzAppend \
 	./protocol:FuzzParseValue \
+	./protocol:FuzzFastProposalDecode \
 	./protocol:FuzzDecodeValue \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \

@@ -58,6 +58,15 @@ func DecodeProposal(raw []byte) (*ActionProposal, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, &DecodeError{Msg: "param 'proposal' is required: an ActionProposal object {id?, source?, actions: Action[]}"}
 	}
+	if p, ok := decodeProposalFast(raw); ok {
+		return p, nil
+	}
+	return decodeProposalReflect(raw)
+}
+
+// decodeProposalReflect is DecodeProposal through the reflecting decoder:
+// every proposal, and the words of every error.
+func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 	var head struct {
 		ID        *string           `json:"id"`
 		Source    *string           `json:"source"`
@@ -115,6 +124,12 @@ func decodeActionFields(raw json.RawMessage) (Action, error) {
 	if err := strictDecode(raw, &w); err != nil {
 		return a, errors.New(fieldError(err, "an Action object"))
 	}
+	return fromWire(&w)
+}
+
+// fromWire applies the IR's defaults and checks to a decoded action.
+func fromWire(w *actionWire) (Action, error) {
+	var a Action
 	a.ID = w.ID
 	if w.Type == nil {
 		return a, errors.New("field 'type' is required: one of tool_call, state_write, state_read, assertion")
