@@ -41,7 +41,7 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 		}
 		return append(buf, x...), nil
 	case float64:
-		return appendFloat(buf, x, v)
+		return AppendFloat(buf, x)
 	case int:
 		return strconv.AppendInt(buf, int64(x), 10), nil
 	case int64:
@@ -101,12 +101,12 @@ func appendMarshal(buf []byte, v any) ([]byte, error) {
 	return append(buf, b...), nil
 }
 
-// appendFloat writes a float64 as encoding/json does: plain notation
+// AppendFloat writes a float64 as encoding/json does: plain notation
 // between 1e-6 and 1e21, exponent notation outside, with no leading zero
-// in a negative exponent.
-func appendFloat(buf []byte, f float64, v any) ([]byte, error) {
+// in a negative exponent. Infinities and NaN are json.Marshal's error.
+func AppendFloat(buf []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return appendMarshal(buf, v) // its error
+		return appendMarshal(buf, f) // its error
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {

@@ -27,3 +27,29 @@ func TestToolExecuteParamsEncodeAsMarshal(t *testing.T) {
 		}
 	}
 }
+
+// A proposal's result is encoded by hand: byte for byte what json.Marshal
+// writes.
+func TestProposalResultEncodesAsMarshal(t *testing.T) {
+	errText := "tool 'x' failed: <boom> & \"more\""
+	for _, r := range []protocol.ProposalResult{
+		{},
+		{ProposalID: "p1", Results: []protocol.ActionResult{}},
+		{ProposalID: "p\u2028", Results: []protocol.ActionResult{
+			{ActionID: "a", Status: protocol.StatusSucceeded, Output: map[string]any{"ok": true, "n": json.Number("1.50")}, StateChanges: map[string]any{}, DurationMs: 0.123, Timestamp: "2026-11-30T00:00:00.123456789Z"},
+			{ActionID: "b", Status: protocol.StatusFailed, Error: &errText, DurationMs: 1e-7, CacheHit: "result"},
+			{ActionID: "c", Status: protocol.StatusSkipped, Output: []any{1.5, "x"}, StateChanges: map[string]any{"k": nil}, DurationMs: 12345},
+		}, Cost: protocol.CostSummary{ToolCalls: 3, ActionsExecuted: 2, ActionsSkipped: 1, TotalDurationMs: 12.5, Retries: 1,
+			Budget: &protocol.BudgetReport{Exceeded: "usd"}},
+			Replans: []protocol.Replan{{Attempt: 1, ProposalID: "p2", Outcome: "failed", Error: "e"}}, ReplanError: "gave up"},
+	} {
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendProposalResult(nil, &r)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("\n got  %s (%v)\n want %s", got, err, want)
+		}
+	}
+}

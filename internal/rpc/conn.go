@@ -279,22 +279,26 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 		return
 	}
 	resp := &jsonrpc2.Response{ID: req.ID}
+	send := func(resp *jsonrpc2.Response) error {
+		sendErr := c.rpc.SendResponse(c.ctx, resp)
+		if sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
+			c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
+		}
+		return nil
+	}
 	if err == nil {
-		if err = resp.SetResult(result); err != nil {
-			err = internalError("encode result: %v", err)
+		if err = sendResult(resp, result, send); err == nil {
+			return
 		}
+		err = internalError("encode result: %v", err)
 	}
-	if err != nil {
-		var rerr *jsonrpc2.Error
-		if !errors.As(err, &rerr) {
-			rerr = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
-		}
-		resp.Error = rerr
-		resp.Result = nil
+	var rerr *jsonrpc2.Error
+	if !errors.As(err, &rerr) {
+		rerr = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
 	}
-	if sendErr := c.rpc.SendResponse(c.ctx, resp); sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
-		c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
-	}
+	resp.Error = rerr
+	resp.Result = nil
+	_ = send(resp)
 }
 
 // notify sends a notification under ctx's deadline. The library's write
