@@ -47,8 +47,8 @@ func spendOf(e *Event) (agent string, in, out int64, cost float64, ok bool) {
 // The caller holds l.mu.
 func (l *EventLog) foldSpend(s *MetricsSummary) {
 	by := map[string]*AgentCost{}
-	for i := range l.events {
-		agent, in, out, cost, ok := spendOf(&l.events[i])
+	for i := 0; i < l.events.len(); i++ {
+		agent, in, out, cost, ok := spendOf(l.events.at(i))
 		if !ok {
 			continue
 		}

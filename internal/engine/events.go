@@ -108,7 +108,7 @@ type MetricsSummary struct {
 // hash-chained. It is safe for concurrent use.
 type EventLog struct {
 	mu       sync.Mutex
-	events   []Event
+	events   eventRing
 	seq      uint64
 	capacity int
 	chained  bool
@@ -226,32 +226,31 @@ func (l *EventLog) record(e Event) Event {
 		e.Hash = eventHash(&e)
 		l.lastHash = e.Hash
 	}
-	l.events = append(l.events, e)
+	limit := l.limit()
+	l.events.push(e, limit)
+	l.events.fit(limit)
 	if _, _, _, cost, ok := spendOf(&e); ok {
 		l.cumulativeCost += cost
 	}
 	observe(&e)
+	return e
+}
+
+// limit is how many events the log keeps: its capacity, or fewer when the
+// retention policy says so. The caller holds mu.
+func (l *EventLog) limit() int {
 	limit := l.capacity
-	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
+	if l.policy.MaxEvents != nil && *l.policy.MaxEvents < uint64(limit) {
 		limit = int(*l.policy.MaxEvents)
 	}
-	if over := len(l.events) - limit; over > 0 {
-		// Drop the oldest by reslicing; copy into a fresh array only once the
-		// dropped prefix is as large as what is kept, so a full log costs
-		// amortized O(1) per append.
-		l.events = l.events[over:]
-		if cap(l.events) > 2*limit+1024 {
-			l.events = append(make([]Event, 0, limit+limit/4+16), l.events...)
-		}
-	}
-	return e
+	return limit
 }
 
 // Count is the number of retained events.
 func (l *EventLog) Count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.events)
+	return l.events.len()
 }
 
 // Query returns the matching events, newest first.
@@ -259,8 +258,8 @@ func (l *EventLog) Query(q EventQuery) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Event
-	for i := len(l.events) - 1; i >= 0; i-- {
-		e := &l.events[i]
+	for i := l.events.len() - 1; i >= 0; i-- {
+		e := l.events.at(i)
 		if q.AfterCursor > 0 && e.Seq <= q.AfterCursor {
 			break // Seq grows along the log
 		}
@@ -334,8 +333,8 @@ func (l *EventLog) VerifyChain() (verified int, tampered int) {
 	defer l.mu.Unlock()
 	prev := ""
 	seenChained := false
-	for i := range l.events {
-		e := &l.events[i]
+	for i := 0; i < l.events.len(); i++ {
+		e := l.events.at(i)
 		if e.Hash == "" {
 			if seenChained {
 				return verified, i // an unchained event inside the chain
@@ -361,21 +360,20 @@ func (l *EventLog) SetRetention(p RetentionPolicy) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.policy = p
-	before := len(l.events)
-	keep := l.events
+	before := l.events.len()
 	if p.MaxAgeSecs != nil {
 		cutoff := l.now().Add(-time.Duration(*p.MaxAgeSecs) * time.Second)
 		i := 0
-		for i < len(keep) && keep[i].Timestamp.Before(cutoff) {
+		for i < l.events.len() && l.events.at(i).Timestamp.Before(cutoff) {
 			i++
 		}
-		keep = keep[i:]
+		l.events.dropOldest(i)
 	}
-	if p.MaxEvents != nil && uint64(len(keep)) > *p.MaxEvents {
-		keep = keep[uint64(len(keep))-*p.MaxEvents:]
+	if p.MaxEvents != nil && uint64(l.events.len()) > *p.MaxEvents {
+		l.events.dropOldest(l.events.len() - int(*p.MaxEvents))
 	}
-	l.events = append(l.events[:0:0], keep...)
-	return before - len(l.events)
+	l.events.fit(l.limit())
+	return before - l.events.len()
 }
 
 // Retention returns the installed policy.
@@ -389,12 +387,12 @@ func (l *EventLog) Retention() RetentionPolicy {
 func (l *EventLog) Summary() MetricsSummary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := MetricsSummary{TotalEvents: len(l.events)}
+	s := MetricsSummary{TotalEvents: l.events.len()}
 	var latency float64
 	var timed int
 	var callbacks []float64
-	for i := range l.events {
-		e := &l.events[i]
+	for i := 0; i < l.events.len(); i++ {
+		e := l.events.at(i)
 		switch e.Kind {
 		case EventProposalReceived:
 			s.ProposalsReceived++

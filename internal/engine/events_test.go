@@ -17,19 +17,32 @@ func chainedLog(t *testing.T, n int) *EventLog {
 	return l
 }
 
+// retained hands the retained events, oldest first, to edit and keeps what
+// it returns.
+func retained(l *EventLog, edit func([]Event) []Event) {
+	evs := make([]Event, l.events.len())
+	for i := range evs {
+		evs[i] = *l.events.at(i)
+	}
+	evs = edit(evs)
+	l.events = eventRing{buf: evs, n: len(evs)}
+}
+
 func TestChainDetectsTampering(t *testing.T) {
 	cases := []struct {
 		name   string
 		tamper func(l *EventLog)
 		at     int
 	}{
-		{"edit data", func(l *EventLog) { l.events[3].Data = map[string]any{"i": 99} }, 3},
-		{"edit kind", func(l *EventLog) { l.events[2].Kind = EventActionFailed }, 2},
-		{"delete interior", func(l *EventLog) { l.events = append(l.events[:2], l.events[3:]...) }, 2},
-		{"reorder", func(l *EventLog) { l.events[2], l.events[3] = l.events[3], l.events[2] }, 2},
+		{"edit data", func(l *EventLog) { l.events.at(3).Data = map[string]any{"i": 99} }, 3},
+		{"edit kind", func(l *EventLog) { l.events.at(2).Kind = EventActionFailed }, 2},
+		{"delete interior", func(l *EventLog) {
+			retained(l, func(evs []Event) []Event { return append(evs[:2], evs[3:]...) })
+		}, 2},
+		{"reorder", func(l *EventLog) { *l.events.at(2), *l.events.at(3) = *l.events.at(3), *l.events.at(2) }, 2},
 		{"rehash an edit", func(l *EventLog) {
-			l.events[2].ActionID = "evil"
-			l.events[2].Hash = eventHash(&l.events[2]) // the next link still breaks
+			l.events.at(2).ActionID = "evil"
+			l.events.at(2).Hash = eventHash(l.events.at(2)) // the next link still breaks
 		}, 3},
 	}
 	for _, tc := range cases {
@@ -83,8 +96,49 @@ func TestEventLogStaysBoundedUnderManyAppends(t *testing.T) {
 	if len(got) != 3 || got[0].Seq != 5000 || got[2].Seq != 4998 {
 		t.Fatalf("kept %d events, newest %d", len(got), got[0].Seq)
 	}
-	if c := cap(l.events); c > 2*3+1024 {
+	if c := len(l.events.buf); c > 3 {
 		t.Fatalf("backing array grew to %d", c)
+	}
+}
+
+// Once the log is full each event takes the oldest one's slot: queries,
+// retention, the chain check and the summary read the ring in order.
+func TestEventLogWrapsInOrder(t *testing.T) {
+	l := NewEventLog(5)
+	l.EnableChain()
+	for i := 1; i <= 12; i++ {
+		kind := EventActionSucceeded
+		if i%2 == 0 {
+			kind = EventActionFailed
+		}
+		l.Append(Event{Kind: kind, Data: map[string]any{"duration_ms": float64(i)}})
+	}
+	seqs := func() []uint64 {
+		var out []uint64
+		for _, e := range l.Query(EventQuery{}) {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got := seqs(); len(got) != 5 || got[0] != 12 || got[4] != 8 {
+		t.Fatalf("kept %v, want 12 down to 8", got)
+	}
+	if v, at := l.VerifyChain(); v != 5 || at != -1 {
+		t.Fatalf("chain over the wrapped log: verified %d, broken at %d", v, at)
+	}
+	if s := l.Summary(); s.TotalEvents != 5 || s.ActionsSucceeded != 2 || s.ActionsFailed != 3 || s.AvgLatencyMs != 10 {
+		t.Fatalf("summary %+v", s)
+	}
+	two := uint64(2)
+	if removed := l.SetRetention(RetentionPolicy{MaxEvents: &two}); removed != 3 {
+		t.Fatalf("retention removed %d, want 3", removed)
+	}
+	l.Append(Event{Kind: EventStateChanged})
+	if got := seqs(); len(got) != 2 || got[0] != 13 || got[1] != 12 {
+		t.Fatalf("kept %v after max_events 2, want [13 12]", got)
+	}
+	if got := l.Query(EventQuery{AfterCursor: 12}); len(got) != 1 || got[0].Seq != 13 {
+		t.Fatalf("after cursor 12: %+v", got)
 	}
 }
 
