@@ -33,12 +33,58 @@ func rejectedBy(gate string, err error) *outcome {
 func (r *run) runAction(ctx context.Context, i int) {
 	a := r.nodes[i].action
 	start := time.Now()
-	r.emit(EventActionStarted, a.ID, map[string]any{"type": string(a.Type), "tool": a.Tool})
+	r.rt.Events.Append(Event{Kind: EventActionStarted, ProposalID: r.sub.Proposal.ID, ActionID: a.ID, Connection: r.sub.Session.ID, Data: r.startedData(i)})
 	out := r.perform(ctx, i)
 	r.mu.Lock()
 	r.nodes[i].result.DurationMs = MsSince(start)
 	r.mu.Unlock()
 	r.finish(i, out)
+}
+
+// startedData is the data of an action_started event: its type and tool
+// (and the agent), one map for every action of the run with the same type
+// and tool, since an event's data is never changed once appended.
+func (r *run) startedData(i int) map[string]any {
+	a := r.nodes[i].action
+	key := string(a.Type) + "\x00" + a.Tool
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.started[key]; ok {
+		return d
+	}
+	d := map[string]any{"type": typeValue(a.Type), "tool": r.toolValue(i)}
+	if r.sub.Agent != "" {
+		d["agent"] = r.sub.Agent
+	}
+	if r.started == nil {
+		r.started = map[string]map[string]any{}
+	}
+	r.started[key] = d
+	return d
+}
+
+// typeValue is an action type as an event's data holds it, boxed once.
+func typeValue(t protocol.ActionType) any {
+	switch t {
+	case protocol.ActionToolCall:
+		return string(protocol.ActionToolCall)
+	case protocol.ActionStateWrite:
+		return string(protocol.ActionStateWrite)
+	case protocol.ActionStateRead:
+		return string(protocol.ActionStateRead)
+	case protocol.ActionAssertion:
+		return string(protocol.ActionAssertion)
+	}
+	return string(t)
+}
+
+// toolValue is an action's tool name as an event's data holds it: boxed
+// once per registered tool.
+func (r *run) toolValue(i int) any {
+	if t := r.nodes[i].tool; t != nil && t.nameValue != nil && t.Schema.Name == r.nodes[i].action.Tool {
+		return t.nameValue
+	}
+	return r.nodes[i].action.Tool
 }
 
 // perform runs the stages of runAction and returns the action's outcome.

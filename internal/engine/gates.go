@@ -53,4 +53,7 @@ type Submission struct {
 	// without rebuilding it; flowAt finds an action's step.
 	flowIn *flow.Input
 	flowAt map[string]int
+	// readState reads the submitting tenant's state for the policies; set
+	// by Submit before any action runs.
+	readState func(key string) (any, bool)
 }

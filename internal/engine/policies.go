@@ -90,12 +90,16 @@ type policyCheck struct{ rt *Runtime }
 func (policyCheck) Name() string { return "policy" }
 
 func (c policyCheck) Check(_ context.Context, sub *Submission, a *protocol.Action) error {
-	state := func(key string) (any, bool) { return c.rt.State.Get(sub.Tenant, key) }
+	state := sub.readState
+	if state == nil {
+		state = func(key string) (any, bool) { return c.rt.State.Get(sub.Tenant, key) }
+	}
 	type layer struct {
 		name string
 		e    *policy.Engine
 	}
-	layers := []layer{{protocol.LayerOperator, c.rt.OperatorPolicies()}, {protocol.LayerConnection, sub.Session.Policies}}
+	var held [3]layer
+	layers := append(held[:0], layer{protocol.LayerOperator, c.rt.OperatorPolicies()}, layer{protocol.LayerConnection, sub.Session.Policies})
 	if sub.PolicySession != "" {
 		if e, ok := sub.Session.PolicySession(sub.PolicySession); ok {
 			layers = append(layers, layer{protocol.LayerSession, e})

@@ -30,6 +30,8 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		return nil, err
 	}
 	Normalize(p)
+	// One reader of the tenant's state for every action's policy check.
+	sub.readState = func(key string) (any, bool) { return rt.State.Get(sub.Tenant, key) }
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer rt.running.track(p.ID, sub.Session.ID, cancel)()
@@ -122,6 +124,7 @@ type run struct {
 	retries   int
 	idemKeys  []string                   // idempotency results this proposal recorded
 	handles   map[string]*streams.Handle // action id → its detached invocation
+	started   map[string]map[string]any  // type and tool → the data of their action_started events
 	results   map[string]any             // action id → its awaited stream's result
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
@@ -417,9 +420,10 @@ func (r *run) finish(i int, out outcome) {
 	duration := nd.result.DurationMs
 	r.mu.Unlock()
 
-	data := map[string]any{"type": string(nd.action.Type), "duration_ms": duration}
+	data := make(map[string]any, 4)
+	data["type"], data["duration_ms"] = typeValue(nd.action.Type), duration
 	if nd.action.Tool != "" {
-		data["tool"] = nd.action.Tool
+		data["tool"] = r.toolValue(i)
 	}
 	if out.gate != "" {
 		data["gate"] = out.gate
