@@ -37,6 +37,8 @@ FUZZ_TARGETS := \
 	./internal/rpc:FuzzCheckFrame \
 	./internal/wsstream:FuzzDecodeMessage \
 	./internal/jsonvalue:FuzzAppend \
+	./internal/jsonvalue:FuzzValid \
+	./internal/jsonvalue:FuzzMembers \
 	./protocol:FuzzParseValue \
 	./protocol:FuzzFastProposalDecode \
 	./protocol:FuzzDecodeValue \

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // DecodeError is a malformed proposal; its message names the field and the
@@ -212,7 +214,7 @@ func DecodeValue(raw []byte) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	if json.Valid(raw) {
+	if jsonvalue.Valid(raw) {
 		v, _ := parseValue(raw, 0)
 		return v, nil
 	}

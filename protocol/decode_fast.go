@@ -1,9 +1,10 @@
 package protocol
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // decodeProposalFast decodes, in one walk over the bytes, the proposals
@@ -15,7 +16,7 @@ import (
 // reflecting decoder, which also words the error. What it returns is what
 // that decoder returns (a fuzz test holds the two together).
 func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
-	if !json.Valid(raw) {
+	if !jsonvalue.Valid(raw) {
 		return nil, false
 	}
 	d := &fastDecoder{b: raw}
@@ -42,6 +43,7 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 				return false // required: the thorough decoder says so
 			}
 			sawActions = true
+			actions = make([]Action, 0, d.count())
 			return d.array(func() bool {
 				a, ok := d.action()
 				actions = append(actions, a)
@@ -76,6 +78,50 @@ var actionMembers = []string{"id", "type", "tool", "parameters", "preconditions"
 type fastDecoder struct {
 	b []byte
 	i int
+	// names holds the strings of this proposal worth sharing: tool names,
+	// and action ids, which dependencies name again.
+	names map[string]string
+}
+
+// name reads a string into a string field, shared with an earlier equal
+// name of the proposal (null leaves the field).
+func (d *fastDecoder) name(s *string) bool {
+	if d.null() {
+		return true
+	}
+	if d.b[d.i] != '"' {
+		return false
+	}
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
+	*s, d.i = parseKey(d.b, d.i, d.names)
+	return true
+}
+
+// constants are the values of the IR's enumerations, so that a field that
+// holds one needs no string of its own.
+var constants = func() map[string]*string {
+	m := map[string]*string{}
+	for _, v := range []string{string(ActionToolCall), string(ActionStateWrite), string(ActionStateRead), string(ActionAssertion),
+		ModeOneShot, ModeStreaming, ModeLongRunning, string(Reversible), string(Compensable), string(Irreversible),
+		string(FailAbort), string(FailRetry), string(FailSkip)} {
+		m[v] = &v
+	}
+	return m
+}()
+
+// enum reads a string into a *string field, pointing at the shared
+// constant when it is one (null sets nil).
+func (d *fastDecoder) enum(s **string) bool {
+	if d.b[d.i] == '"' {
+		end := skipStringAt(d.b, d.i)
+		if c, ok := constants[string(d.b[d.i+1:end-1])]; ok {
+			*s, d.i = c, end
+			return true
+		}
+	}
+	return d.optString(s)
 }
 
 // action decodes one action object and applies fromWire.
@@ -89,11 +135,11 @@ func (d *fastDecoder) action() (Action, bool) {
 	ok := d.object(actionMembers, func(key string) bool {
 		switch key {
 		case "id":
-			return d.plainString(&w.ID)
+			return d.name(&w.ID)
 		case "type":
-			return d.optString(&w.Type)
+			return d.enum(&w.Type)
 		case "tool":
-			return d.plainString(&w.Tool)
+			return d.name(&w.Tool)
 		case "parameters":
 			return d.optObject(&w.Parameters)
 		case "expected_effects":
@@ -111,11 +157,18 @@ func (d *fastDecoder) action() (Action, bool) {
 		case "await":
 			return d.strings(&w.Await)
 		case "invocation_mode":
-			return d.plainString(&w.InvocationMode)
+			var mode *string
+			if !d.enum(&mode) {
+				return false
+			}
+			if mode != nil {
+				w.InvocationMode = *mode
+			}
+			return true
 		case "reversibility":
-			return d.optString(&w.Reversibility)
+			return d.enum(&w.Reversibility)
 		case "failure_behavior":
-			return d.optString(&w.FailureBehavior)
+			return d.enum(&w.FailureBehavior)
 		case "idempotent":
 			return d.optBool(&w.Idempotent)
 		case "max_retries":
@@ -215,6 +268,22 @@ func (d *fastDecoder) array(elem func() bool) bool {
 	}
 }
 
+// count is the number of elements of the array at the cursor.
+func (d *fastDecoder) count() int {
+	if d.b[d.i] != '[' {
+		return 0
+	}
+	n, i := 0, skipSpace(d.b, d.i+1)
+	for d.b[i] != ']' {
+		n++
+		i = skipSpace(d.b, skipValueAt(d.b, i))
+		if d.b[i] == ',' {
+			i = skipSpace(d.b, i+1)
+		}
+	}
+	return n
+}
+
 // null consumes a null.
 func (d *fastDecoder) null() bool {
 	if d.b[d.i] == 'n' {
@@ -296,8 +365,11 @@ func (d *fastDecoder) optObject(m *map[string]any) bool {
 	if d.b[d.i] != '{' {
 		return false
 	}
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
 	var v any
-	v, d.i = parseValue(d.b, d.i)
+	v, d.i = parseValueKeys(d.b, d.i, d.names)
 	*m = v.(map[string]any)
 	return true
 }
@@ -311,7 +383,7 @@ func (d *fastDecoder) strings(out *[]string) bool {
 	list := []string{}
 	ok := d.array(func() bool {
 		var s string
-		if !d.plainString(&s) {
+		if !d.name(&s) {
 			return false
 		}
 		list = append(list, s)

@@ -30,6 +30,7 @@ var proposalSeeds = []string{
 	`{"actions":[{"type":"state_write","parameters":{"key":"k","value":[1,2]},"timeout_ms":5,"max_retries":0,"idempotent":true,"failure_behavior":"retry","reversibility":"reversible","invocation_mode":"streaming","await":[],"read_set":["a",null],"write_set":null,"expected_effects":{"k":1},"metadata":{"m":"\u00e9\n"},"state_dependencies":["s"]}]}`,
 	`{"actions":[{"type":"state_read","surprise":{"deep":[1,2]},"x-vendor":"v"}],"extension":42}`,
 	`{"id":null,"source":null,"actions":[{"id":null,"type":"assertion","tool":null,"parameters":null,"idempotent":null,"max_retries":null,"timeout_ms":null}]}`,
+	`{"actions":[{"id":"a\\u0062","type":"tool_call","tool":"t","parameters":{"a\\u0062":1,"a\u0062":2,"x":{"ab":3}},"dependencies":["a\u0062","a\\u0062"]}]}`,
 	// Declined: the reflecting decoder decides these.
 	`{"actions":[{"type":"assertion","max_retries":101}]}`,
 	`{"actions":[{"type":"tool_call","tool":"t","reversibility":"compensable","compensation":{"tool":"u"}}]}`,
@@ -49,7 +50,7 @@ var proposalSeeds = []string{
 
 func TestFastProposalDecodeMatchesDecoder(t *testing.T) {
 	for i, s := range proposalSeeds {
-		if got, want := sameAsReflect(t, []byte(s)), i < 6; got != want {
+		if got, want := sameAsReflect(t, []byte(s)), i < 7; got != want {
 			t.Errorf("%s: decoded in one walk %v, want %v", s, got, want)
 		}
 	}

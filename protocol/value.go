@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -10,6 +11,12 @@ import (
 // past it. It walks the bytes once, without reflection; strings with
 // escapes or other than UTF-8 are left to encoding/json.
 func parseValue(raw []byte, i int) (any, int) {
+	return parseValueKeys(raw, i, nil)
+}
+
+// parseValueKeys is parseValue sharing object keys through keys, when it
+// is not nil: the keys of many parameter objects repeat.
+func parseValueKeys(raw []byte, i int, keys map[string]string) (any, int) {
 	i = skipSpace(raw, i)
 	switch raw[i] {
 	case '{':
@@ -20,10 +27,10 @@ func parseValue(raw []byte, i int) (any, int) {
 		}
 		for {
 			var key string
-			key, i = parseString(raw, i)
+			key, i = parseKey(raw, i, keys)
 			i = skipSpace(raw, i)
 			var v any
-			v, i = parseValue(raw, i+1) // past the colon
+			v, i = parseValueKeys(raw, i+1, keys) // past the colon
 			m[key] = v
 			i = skipSpace(raw, i)
 			if raw[i] == '}' {
@@ -39,7 +46,7 @@ func parseValue(raw []byte, i int) (any, int) {
 		}
 		for {
 			var v any
-			v, i = parseValue(raw, i)
+			v, i = parseValueKeys(raw, i, keys)
 			a = append(a, v)
 			i = skipSpace(raw, i)
 			if raw[i] == ']' {
@@ -61,6 +68,25 @@ func parseValue(raw []byte, i int) (any, int) {
 		end++
 	}
 	return json.Number(raw[i:end]), end
+}
+
+// parseKey is parseString through keys, when it is not nil, for strings
+// without escapes (whose bytes are their text).
+func parseKey(raw []byte, i int, keys map[string]string) (string, int) {
+	if keys == nil {
+		return parseString(raw, i)
+	}
+	end := skipStringAt(raw, i)
+	inner := raw[i+1 : end-1]
+	if bytes.IndexByte(inner, '\\') >= 0 {
+		return parseString(raw, i)
+	}
+	if k, ok := keys[string(inner)]; ok {
+		return k, end
+	}
+	k, end := parseString(raw, i)
+	keys[k] = k
+	return k, end
 }
 
 // parseString decodes the valid JSON string at raw[i:].

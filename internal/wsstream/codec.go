@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -188,10 +189,11 @@ func rawMember(v []byte, slot *json.RawMessage) *json.RawMessage {
 	return slot
 }
 
-// unquote decodes a JSON string; the plain ones without a decoder.
+// unquote decodes a JSON string; the plain ones (no escapes, valid UTF-8,
+// which the decoder would replace) without a decoder.
 func unquote(v []byte) (string, bool) {
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), true
 	}
 	var s string

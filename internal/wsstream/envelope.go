@@ -3,6 +3,8 @@ package wsstream
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // Envelope is a JSON-RPC message's members, each the slice of the frame
@@ -19,31 +21,14 @@ type Envelope struct {
 // with the (unescaped) name of every member that is not a JSON-RPC one. ok
 // is false when the frame is not valid JSON or not an object.
 func ParseEnvelope(frame []byte, other func(name string)) (env Envelope, ok bool) {
-	if !json.Valid(frame) {
+	if !jsonvalue.Valid(frame) {
 		return env, false
 	}
-	i := skipSpace(frame, 0)
-	if i >= len(frame) || frame[i] != '{' {
-		return env, false
-	}
-	i = skipSpace(frame, i+1)
-	if frame[i] == '}' {
-		return env, true
-	}
-	for {
-		// The frame is valid JSON: a member name comes next, then a colon.
-		nameEnd := skipString(frame, i)
-		name := frame[i+1 : nameEnd-1]
-		i = skipSpace(frame, nameEnd)
-		i = skipSpace(frame, i+1) // the colon
-		valueEnd := skipValue(frame, i)
-		env.set(name, frame[i:valueEnd], other)
-		i = skipSpace(frame, valueEnd)
-		if frame[i] == '}' {
-			return env, true
-		}
-		i = skipSpace(frame, i+1) // the comma
-	}
+	ok = jsonvalue.Members(frame, func(name, value []byte) bool {
+		env.set(name, value, other)
+		return true
+	})
+	return env, ok
 }
 
 // set files one member under its name.
@@ -79,59 +64,3 @@ func (env *Envelope) set(name, value []byte, other func(string)) {
 
 // isNull reports whether a member's value is the JSON null.
 func isNull(v []byte) bool { return string(v) == "null" }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipString returns the index just past the string that starts at i.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// skipValue returns the index just past the valid JSON value that starts at i.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	default: // a number, true, false or null
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return i
-			}
-		}
-		return i
-	}
-}
