@@ -43,7 +43,11 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 				return false // required: the thorough decoder says so
 			}
 			sawActions = true
-			actions = make([]Action, 0, d.count())
+			n := d.count()
+			actions = make([]Action, 0, n)
+			if d.names == nil {
+				d.names = make(map[string]string, n+16) // the ids, and a few tools and parameter names
+			}
 			return d.array(func() bool {
 				a, ok := d.action()
 				actions = append(actions, a)
