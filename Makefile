@@ -41,6 +41,7 @@ FUZZ_TARGETS := \
 	./internal/jsonvalue:FuzzMembers \
 	./protocol:FuzzParseValue \
 	./protocol:FuzzFastProposalDecode \
+	./protocol:FuzzResultDecode \
 	./protocol:FuzzDecodeValue \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \

@@ -85,6 +85,9 @@ type fastDecoder struct {
 	// names holds the strings of this proposal worth sharing: tool names,
 	// and action ids, which dependencies name again.
 	names map[string]string
+	// floats reads numbers inside values as float64 (as encoding/json does
+	// into an interface without UseNumber), else as json.Number.
+	floats bool
 }
 
 // name reads a string into a string field, shared with an earlier equal
@@ -372,10 +375,11 @@ func (d *fastDecoder) optObject(m *map[string]any) bool {
 	if d.names == nil {
 		d.names = map[string]string{}
 	}
+	p := valueParser{keys: d.names, floats: d.floats}
 	var v any
-	v, d.i = parseValueKeys(d.b, d.i, d.names)
+	v, d.i = p.parse(d.b, d.i)
 	*m = v.(map[string]any)
-	return true
+	return !p.bad
 }
 
 // strings reads an array of strings (null sets nil; a null element is "").

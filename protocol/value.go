@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -11,12 +12,23 @@ import (
 // past it. It walks the bytes once, without reflection; strings with
 // escapes or other than UTF-8 are left to encoding/json.
 func parseValue(raw []byte, i int) (any, int) {
-	return parseValueKeys(raw, i, nil)
+	return (&valueParser{}).parse(raw, i)
 }
 
-// parseValueKeys is parseValue sharing object keys through keys, when it
-// is not nil: the keys of many parameter objects repeat.
-func parseValueKeys(raw []byte, i int, keys map[string]string) (any, int) {
+// valueParser is parseValue's walk, with its choices.
+type valueParser struct {
+	// keys, when not nil, shares object keys: the keys of many parameter
+	// objects repeat.
+	keys map[string]string
+	// floats reads numbers as float64, as encoding/json does without
+	// UseNumber; else as json.Number.
+	floats bool
+	// bad is set when a number does not fit a float64, where encoding/json
+	// fails.
+	bad bool
+}
+
+func (p *valueParser) parse(raw []byte, i int) (any, int) {
 	i = skipSpace(raw, i)
 	switch raw[i] {
 	case '{':
@@ -27,10 +39,10 @@ func parseValueKeys(raw []byte, i int, keys map[string]string) (any, int) {
 		}
 		for {
 			var key string
-			key, i = parseKey(raw, i, keys)
+			key, i = parseKey(raw, i, p.keys)
 			i = skipSpace(raw, i)
 			var v any
-			v, i = parseValueKeys(raw, i+1, keys) // past the colon
+			v, i = p.parse(raw, i+1) // past the colon
 			m[key] = v
 			i = skipSpace(raw, i)
 			if raw[i] == '}' {
@@ -46,7 +58,7 @@ func parseValueKeys(raw []byte, i int, keys map[string]string) (any, int) {
 		}
 		for {
 			var v any
-			v, i = parseValueKeys(raw, i, keys)
+			v, i = p.parse(raw, i)
 			a = append(a, v)
 			i = skipSpace(raw, i)
 			if raw[i] == ']' {
@@ -67,7 +79,14 @@ func parseValueKeys(raw []byte, i int, keys map[string]string) (any, int) {
 	for end < len(raw) && isNumberByte(raw[end]) {
 		end++
 	}
-	return json.Number(raw[i:end]), end
+	if !p.floats {
+		return json.Number(raw[i:end]), end
+	}
+	f, err := strconv.ParseFloat(string(raw[i:end]), 64)
+	if err != nil {
+		p.bad = true
+	}
+	return f, end
 }
 
 // parseKey is parseString through keys, when it is not nil, for strings
