@@ -6,10 +6,12 @@
 package wsstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +57,7 @@ func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, 
 // ReadObject reads the next frame that passes the check into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		// A fresh buffer per frame: the decoded message keeps slices of it.
-		typ, data, err := s.conn.Read(context.Background())
+		typ, data, err := s.read()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return s.ctx.Err()
@@ -82,6 +83,35 @@ func (s *Stream) ReadObject(v any) error {
 		}
 		return decodeInto(data, v)
 	}
+}
+
+// read reads the next frame into a fresh slice of its exact size (the
+// decoded message keeps slices of it), through a pooled buffer.
+func (s *Stream) read() (websocket.MessageType, []byte, error) {
+	typ, r, err := s.conn.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	bp := buffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	data := bytes.Clone(b)
+	if *bp = b; cap(b) <= maxPooledBuffer {
+		buffers.Put(bp)
+	}
+	return typ, data, nil
 }
 
 // WriteObject writes v as one text frame.
