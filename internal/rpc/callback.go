@@ -203,7 +203,8 @@ func callbackID(call engine.ToolCall, n uint64) string {
 	if call.Handle != "" {
 		return "cb-h" + call.Handle
 	}
-	return "cb-" + strconv.FormatUint(n, 10)
+	var b [24]byte
+	return string(strconv.AppendUint(append(b[:0], "cb-"...), n, 10))
 }
 
 func disconnectText(err error) string {
