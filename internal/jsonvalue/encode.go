@@ -11,8 +11,9 @@ import (
 // Append appends the JSON encoding of v to buf, byte for byte what
 // json.Marshal writes. The values JSON decodes into (objects as
 // map[string]any, arrays as []any, strings, json.Number, float64, bool,
-// nil) and integers are written directly, without reflection; anything else
-// is handed to json.Marshal. On an error buf is to be discarded.
+// nil), lists of strings and integers are written directly, without
+// reflection; anything else is handed to json.Marshal. On an error buf is
+// to be discarded.
 func Append(buf []byte, v any) ([]byte, error) {
 	return appendValue(buf, v, 0)
 }
@@ -48,6 +49,18 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 		return strconv.AppendInt(buf, x, 10), nil
 	case map[string]any:
 		return appendObject(buf, x, depth)
+	case []string:
+		if x == nil {
+			return append(buf, "null"...), nil
+		}
+		buf = append(buf, '[')
+		for i, e := range x {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = AppendString(buf, e)
+		}
+		return append(buf, ']'), nil
 	case []any:
 		if x == nil {
 			return append(buf, "null"...), nil

@@ -34,7 +34,7 @@ func TestAppendMatchesMarshal(t *testing.T) {
 		"\u00e9\u2028\u2029\U0001F600", "bad \xff utf8 \xed\xa0\x80", "\xe2\x80",
 		json.Number("12"), json.Number("-0.5e+10"), json.Number(""), json.Number("1.5e"), json.Number("01"), json.Number("x"),
 		0.0, 1.0, -1.5, 1e-7, 1e21, 123456789012345678901234.0, 1e-6, 5e-324, math.MaxFloat64, math.Inf(1), math.NaN(),
-		3, int64(-7), float32(1.5), uint8(3), []string{"a"}, typed{A: 1}, &typed{A: 2}, map[string]int{"b": 1, "a": 2},
+		3, int64(-7), float32(1.5), uint8(3), []string{"a", "<b>", ""}, []string{}, []string(nil), map[string]any{"deps": []string{"x"}}, typed{A: 1}, &typed{A: 2}, map[string]int{"b": 1, "a": 2},
 		map[string]any(nil), []any(nil), map[string]any{}, []any{},
 		map[string]any{"z": 1.0, "a": []any{json.Number("2"), "x", nil, map[string]any{"k<": true}}, "": false, "é": "u"},
 		map[string]any{"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7, "k8": 8, "k9": 9,
