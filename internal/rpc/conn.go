@@ -52,6 +52,7 @@ type conn struct {
 	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
+	calls       callSlots // tools.execute calls in flight (callback.go)
 
 	// abandoned holds the ids of callbacks the daemon gave up on whose late
 	// reply has not come: the JSON-RPC library keeps each until it does, so
@@ -113,7 +114,7 @@ func (c *conn) run(remote string) {
 	c.sess = c.srv.rt.OpenSession(c.id, c)
 	c.remote = remote
 	stream := wsstream.New(c.ctx, c.ws, c.srv.opts.WriteTimeout, checkFrame)
-	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
+	c.rpc = jsonrpc2.NewConn(c.ctx, stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered), jsonrpc2.OnSend(c.sending))
 	close(c.ready)
 	c.log.Info("connection opened", zap.String("remote", remote))
 	metrics.Connections.Inc()
