@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -42,15 +42,15 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	encoded, err := appendToolExecute((*bp)[:0], &params)
 	*bp = encoded
 	var w jsonrpc2.Waiter
-	slot := &callSlot{params: encoded}
+	slot := &wsstream.Call{Params: encoded}
 	if err == nil {
-		c.calls.put(id, slot)
-		defer c.calls.drop(id)
+		c.calls.Put(id, slot)
+		defer c.calls.Drop(id)
 		// No params here: sending puts the encoded ones on the request, and
-		// answered takes the result off the reply (see callSlot).
+		// answered takes the result off the reply (see wsstream.Call).
 		w, err = c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, nil, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
 	}
-	slot.params = nil // written: the buffer goes back
+	slot.Params = nil // written: the buffer goes back
 	if cap(*bp) <= 64<<10 {
 		paramBuffers.Put(bp)
 	}
@@ -59,7 +59,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	}
 	start := time.Now()
 	err = w.Wait(ctx, nil)
-	raw := slot.result
+	raw := slot.Result
 	outcome := "ok"
 	defer func() { metrics.CallbackSeconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds()) }()
 	switch {
@@ -127,53 +127,14 @@ func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error
 	return append(buf, '}'), nil
 }
 
-// callSlot carries one tools.execute between the library and ExecuteTool,
-// so that neither its params nor its result go through encoding/json again:
-// the library would re-encode params it is given (a validating pass and a
-// copy) and decode a result into what Wait is given (another pass and a
-// copy), while both are already JSON. sending puts params on the request
-// just before the library writes it, and answered takes result off the
-// reply before the library hands it to Wait, which happens after.
-type callSlot struct {
-	params json.RawMessage // until the request is written
-	result json.RawMessage // once the reply is in
-}
-
-// callSlots are a connection's tools.execute calls in flight, by request id.
-type callSlots struct {
-	mu sync.Mutex
-	m  map[string]*callSlot
-}
-
-func (s *callSlots) put(id string, slot *callSlot) {
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = make(map[string]*callSlot)
-	}
-	s.m[id] = slot
-	s.mu.Unlock()
-}
-
-func (s *callSlots) get(id string) *callSlot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m[id]
-}
-
-func (s *callSlots) drop(id string) {
-	s.mu.Lock()
-	delete(s.m, id)
-	s.mu.Unlock()
-}
-
 // sending puts a tools.execute's encoded params on its request as the
 // library sends it.
 func (c *conn) sending(req *jsonrpc2.Request, _ *jsonrpc2.Response) {
 	if req == nil || req.Params != nil || !req.ID.IsString || req.Method != protocol.MethodToolsExecute {
 		return
 	}
-	if slot := c.calls.get(req.ID.Str); slot != nil {
-		req.Params = &slot.params
+	if slot := c.calls.Get(req.ID.Str); slot != nil {
+		req.Params = &slot.Params
 	}
 }
 
@@ -209,8 +170,8 @@ func (c *conn) answered(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	if !resp.ID.IsString {
 		return
 	}
-	if slot := c.calls.get(resp.ID.Str); slot != nil && resp.Error == nil && resp.Result != nil {
-		slot.result = *resp.Result
+	if slot := c.calls.Get(resp.ID.Str); slot != nil && resp.Error == nil && resp.Result != nil {
+		slot.Result = *resp.Result
 	}
 	c.abandonedMu.Lock()
 	delete(c.abandoned, resp.ID.Str)

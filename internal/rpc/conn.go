@@ -52,7 +52,7 @@ type conn struct {
 	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
-	calls       callSlots // tools.execute calls in flight (callback.go)
+	calls       wsstream.Calls[string] // tools.execute calls in flight (callback.go)
 
 	// abandoned holds the ids of callbacks the daemon gave up on whose late
 	// reply has not come: the JSON-RPC library keeps each until it does, so
