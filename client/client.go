@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
@@ -64,6 +65,9 @@ type Client struct {
 	streams  map[string]context.CancelCauseFunc // handle → its running Stream
 	closed   bool                               // guarded by mu; no handler starts after Close
 	inflight sync.WaitGroup
+
+	callSeq atomic.Uint64          // the ids of this client's calls
+	calls   wsstream.Calls[uint64] // calls in flight
 }
 
 // Dial connects to url (ws://host:port/), then authenticates and negotiates
@@ -131,7 +135,7 @@ func New(ws *websocket.Conn) *Client {
 		notes:    make(map[string]NotificationHandler),
 	}
 	c.rpc = jsonrpc2.NewConn(ctx, wsstream.New(ctx, ws, 0, nil), handler{c},
-		jsonrpc2.SetLogger(discard{}))
+		jsonrpc2.SetLogger(discard{}), jsonrpc2.OnSend(c.sending), jsonrpc2.OnRecv(c.received))
 	return c
 }
 
@@ -183,10 +187,59 @@ func (c *Client) Handshake(ctx context.Context) (*protocol.HandshakeResult, erro
 // Call sends a request and decodes its result into result (which may be
 // nil). A JSON-RPC error reply is returned as *jsonrpc2.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	if params == nil {
-		return c.rpc.Call(ctx, method, nil, result)
+	// The call carries its params to the send hook and its result back from
+	// the receive hook (wsstream.Call), under an id of the client's own.
+	id := c.callSeq.Add(1) // from 1: the library takes an id of 0 for unset
+	call := &wsstream.Call{}
+	c.calls.Put(id, call)
+	defer c.calls.Drop(id)
+	var w jsonrpc2.Waiter
+	dispatch := func(raw json.RawMessage) (err error) {
+		call.Params = raw
+		w, err = c.rpc.DispatchCall(ctx, method, nil, jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
+		call.Params = nil // written
+		return err
 	}
-	return withJSON(params, func(raw json.RawMessage) error { return c.rpc.Call(ctx, method, raw, result) })
+	var err error
+	if params == nil {
+		err = dispatch(nil)
+	} else {
+		err = withJSON(params, dispatch)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.Wait(ctx, nil); err != nil || result == nil {
+		return err
+	}
+	raw := call.Result
+	if raw == nil {
+		raw = json.RawMessage("null")
+	}
+	if pr, ok := result.(*protocol.ProposalResult); ok && pr != nil {
+		return pr.UnmarshalJSON(raw) // the stream checked the frame: no second pass
+	}
+	return json.Unmarshal(raw, result)
+}
+
+// sending puts a call's params on its request as the library sends it.
+func (c *Client) sending(req *jsonrpc2.Request, _ *jsonrpc2.Response) {
+	if req == nil || req.Notif || req.Params != nil || req.ID.IsString {
+		return
+	}
+	if call := c.calls.Get(req.ID.Num); call != nil && call.Params != nil {
+		req.Params = &call.Params
+	}
+}
+
+// received takes a call's result off its reply before Wait sees it.
+func (c *Client) received(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if req == nil || resp == nil || resp.ID.IsString || resp.Error != nil || resp.Result == nil {
+		return
+	}
+	if call := c.calls.Get(resp.ID.Num); call != nil {
+		call.Result = *resp.Result
+	}
 }
 
 // Notify sends a notification.
@@ -206,6 +259,10 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 // json.Marshal would, without reflecting over maps and slices of any.
 func withJSON(v any, use func(json.RawMessage) error) error {
 	if raw, ok := v.(json.RawMessage); ok {
+		if !jsonvalue.Valid(raw) {
+			_, err := json.Marshal(raw) // its error, as the library would report it
+			return err
+		}
 		return use(raw)
 	}
 	bp := buffers.Get().(*[]byte)
