@@ -67,11 +67,11 @@ func hasMessageLayout(t reflect.Type) bool {
 
 // decodeInto decodes one frame into v, the library's message: directly
 // when the frame is a plain request or response, else through the
-// library's own decoder. The message keeps slices of data, which must not
-// change afterwards.
-func decodeInto(data []byte, v any) error {
+// library's own decoder. valid says data is known to be valid JSON. The
+// message keeps slices of data, which must not change afterwards.
+func decodeInto(data []byte, v any, valid bool) error {
 	if m := messageOf(v); m != nil {
-		if req, resp, ok := decodeMessage(data); ok {
+		if req, resp, ok := decodeMessage(data, valid); ok {
 			m.request, m.response = req, resp
 			return nil
 		}
@@ -94,8 +94,14 @@ type response struct {
 // decodeMessage decodes a frame as the library would, for the frames it
 // can read without decoding any value but the id: ok is false for anything
 // else.
-func decodeMessage(data []byte) (*jsonrpc2.Request, *jsonrpc2.Response, bool) {
-	env, ok := ParseEnvelope(data, nil)
+func decodeMessage(data []byte, valid bool) (*jsonrpc2.Request, *jsonrpc2.Response, bool) {
+	var env Envelope
+	var ok bool
+	if valid {
+		env, ok = splitEnvelope(data, nil)
+	} else {
+		env, ok = ParseEnvelope(data, nil)
+	}
 	if !ok || env.Other > 0 {
 		return nil, nil, false
 	}

@@ -24,6 +24,12 @@ func ParseEnvelope(frame []byte, other func(name string)) (env Envelope, ok bool
 	if !jsonvalue.Valid(frame) {
 		return env, false
 	}
+	return splitEnvelope(frame, other)
+}
+
+// splitEnvelope is ParseEnvelope for a frame already known to be valid
+// JSON.
+func splitEnvelope(frame []byte, other func(name string)) (env Envelope, ok bool) {
 	ok = jsonvalue.Members(frame, func(name, value []byte) bool {
 		env.set(name, value, other)
 		return true

@@ -22,7 +22,8 @@ import (
 
 // Check inspects a frame before it is decoded. It returns the frame to
 // decode (the one it was given, or a rewritten one), or nil to drop it, with
-// reply (when non-nil) written back.
+// reply (when non-nil) written back. A frame it passes must be valid JSON:
+// the stream does not check it again.
 type Check func(frame []byte) (pass, reply []byte)
 
 // Stream is a jsonrpc2.ObjectStream over a WebSocket connection.
@@ -81,7 +82,7 @@ func (s *Stream) ReadObject(v any) error {
 			}
 			data = pass
 		}
-		return decodeInto(data, v)
+		return decodeInto(data, v, s.check != nil)
 	}
 }
 
