@@ -56,4 +56,7 @@ type Submission struct {
 	// readState reads the submitting tenant's state for the policies; set
 	// by Submit before any action runs.
 	readState func(key string) (any, bool)
+	// graph is the proposal's dependency graph, built once by Submit for
+	// the scheduler and the gates (only its edges and references are read).
+	graph *graph
 }

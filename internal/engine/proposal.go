@@ -40,6 +40,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	rt.restoring.RLock() // a checkpoint restore waits for no proposal: it is refused while any runs
 	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
+	sub.graph = r.graph
 	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
 
 	for i := range p.Actions {
