@@ -220,7 +220,20 @@ func (r *run) execute(parent context.Context) {
 	defer cancel(nil)
 
 	sched := newSchedule(r)
-	doneCh := make(chan int)
+	// Actions that run alongside others run on workers, at most
+	// MaxConcurrency of them, each taking one action after another: a
+	// worker's stack has grown to what an action needs once, not once per
+	// action. Both channels hold up to MaxConcurrency, so that neither the
+	// scheduler nor a worker ever waits on the other to hand over.
+	limit := r.rt.opts.MaxConcurrency
+	work := make(chan int, limit)
+	doneCh := make(chan int, limit)
+	var workers sync.WaitGroup
+	defer func() {
+		close(work)
+		workers.Wait() // idle by now: every action handed over has reported
+	}()
+	started := 0
 	running := 0
 	var stop *stopReason
 	for {
@@ -236,16 +249,24 @@ func (r *run) execute(parent context.Context) {
 			}
 			continue
 		}
-		for stop == nil && running < r.rt.opts.MaxConcurrency {
+		for stop == nil && running < limit {
 			i, ok := sched.next()
 			if !ok {
 				break
 			}
 			running++
-			go func() {
-				defer func() { doneCh <- i }()
-				r.runGuarded(ctx, i)
-			}()
+			if started < running {
+				started++
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					for i := range work {
+						r.runGuarded(ctx, i)
+						doneCh <- i
+					}
+				}()
+			}
+			work <- i
 		}
 		if running == 0 {
 			break
