@@ -16,10 +16,13 @@ import (
 // reflecting decoder, which also words the error. What it returns is what
 // that decoder returns (a fuzz test holds the two together).
 func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
-	if !jsonvalue.Valid(raw) {
+	depth, valid := jsonvalue.ValidDepth(raw)
+	if !valid {
 		return nil, false
 	}
-	d := &fastDecoder{b: raw}
+	// An action is at the third level of a proposal: when nothing nests
+	// deeper than an action may, no action needs measuring on its own.
+	d := &fastDecoder{b: raw, deep: depth > MaxActionDepth+2}
 	d.i = skipSpace(raw, 0)
 	if raw[d.i] != '{' {
 		return nil, false
@@ -88,6 +91,9 @@ type fastDecoder struct {
 	// floats reads numbers inside values as float64 (as encoding/json does
 	// into an interface without UseNumber), else as json.Number.
 	floats bool
+	// deep says something in the proposal nests deeper than an action may,
+	// so that each action's depth is measured.
+	deep bool
 }
 
 // name reads a string into a string field, shared with an earlier equal
@@ -192,7 +198,7 @@ func (d *fastDecoder) action() (Action, bool) {
 		}
 		return false // preconditions, assumptions, compensation
 	})
-	if !ok || nestingDepth(d.b[start:d.i]) > MaxActionDepth {
+	if !ok || (d.deep && nestingDepth(d.b[start:d.i]) > MaxActionDepth) {
 		return Action{}, false
 	}
 	a, err := fromWire(&w)

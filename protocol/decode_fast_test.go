@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -53,6 +54,19 @@ func TestFastProposalDecodeMatchesDecoder(t *testing.T) {
 		if got, want := sameAsReflect(t, []byte(s)), i < 7; got != want {
 			t.Errorf("%s: decoded in one walk %v, want %v", s, got, want)
 		}
+	}
+	// Deep context, shallow actions: each action is measured, and passes.
+	deepContext := `{"context":{"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `},"actions":[{"type":"state_read","parameters":{"key":"k"}}]}`
+	if !sameAsReflect(t, []byte(deepContext)) {
+		t.Error("a proposal whose context nests deep, not its actions, was not decoded in one walk")
+	}
+	// An action nested past the bound is the reflecting decoder's to refuse.
+	deepAction := `{"actions":[{"type":"tool_call","tool":"t","parameters":{"p":` + strings.Repeat("[", MaxActionDepth) + strings.Repeat("]", MaxActionDepth) + `}}]}`
+	if sameAsReflect(t, []byte(deepAction)) {
+		t.Error("an action nested too deep was decoded in one walk")
+	}
+	if _, err := DecodeProposal([]byte(deepAction)); err == nil || !strings.Contains(err.Error(), "levels deep") {
+		t.Errorf("deep action: %v", err)
 	}
 }
 

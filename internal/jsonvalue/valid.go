@@ -6,22 +6,30 @@ package jsonvalue
 // without the decoder's state machine: several times faster on the frames
 // and proposals the daemon reads.
 func Valid(data []byte) bool {
+	_, ok := ValidDepth(data)
+	return ok
+}
+
+// ValidDepth is Valid, and also how deeply data nests (a scalar is 0, an
+// empty array or object 1).
+func ValidDepth(data []byte) (depth int, ok bool) {
 	v := validator{b: data}
 	v.space()
 	if !v.value() {
-		return false
+		return 0, false
 	}
 	v.space()
-	return v.i == len(v.b)
+	return v.deepest, v.i == len(v.b)
 }
 
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
 
 type validator struct {
-	b     []byte
-	i     int
-	depth int
+	b       []byte
+	i       int
+	depth   int
+	deepest int
 }
 
 func (v *validator) space() {
@@ -70,6 +78,7 @@ func (v *validator) object() bool {
 	if v.depth++; v.depth > maxDepth {
 		return false
 	}
+	v.deepest = max(v.deepest, v.depth)
 	v.i++ // {
 	v.space()
 	if v.i < len(v.b) && v.b[v.i] == '}' {
@@ -112,6 +121,7 @@ func (v *validator) array() bool {
 	if v.depth++; v.depth > maxDepth {
 		return false
 	}
+	v.deepest = max(v.deepest, v.depth)
 	v.i++ // [
 	v.space()
 	if v.i < len(v.b) && v.b[v.i] == ']' {

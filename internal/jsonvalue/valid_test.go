@@ -23,6 +23,14 @@ func TestValidMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+func TestValidDepth(t *testing.T) {
+	for s, want := range map[string]int{`1`: 0, `[]`: 1, `{}`: 1, `[[],[[]]]`: 3, `{"a":{"b":[1]},"c":2}`: 3, `"[[["`: 0} {
+		if got, ok := ValidDepth([]byte(s)); !ok || got != want {
+			t.Errorf("%s: depth %d (%v), want %d", s, got, ok, want)
+		}
+	}
+}
+
 func FuzzValid(f *testing.F) {
 	for _, s := range []string{`{"a":[1,2.5e-3,"x\u00e9"],"b":{"c":null}}`, `[true,false]`, `"\ud800"`, `-0.0`, `{"":""}`} {
 		f.Add([]byte(s))
