@@ -11,8 +11,9 @@ import (
 // Append appends the JSON encoding of v to buf, byte for byte what
 // json.Marshal writes. The values JSON decodes into (objects as
 // map[string]any, arrays as []any, strings, json.Number, float64, bool,
-// nil), lists of strings and integers are written directly, without
-// reflection; anything else is handed to json.Marshal. On an error buf is
+// nil), lists of strings, maps of strings or booleans and integers are
+// written directly, without reflection; anything else is handed to
+// json.Marshal. On an error buf is
 // to be discarded.
 func Append(buf []byte, v any) ([]byte, error) {
 	return appendValue(buf, v, 0)
@@ -49,6 +50,10 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 		return strconv.AppendInt(buf, x, 10), nil
 	case map[string]any:
 		return appendObject(buf, x, depth)
+	case map[string]string:
+		return appendFlatObject(buf, x, AppendString), nil
+	case map[string]bool:
+		return appendFlatObject(buf, x, strconv.AppendBool), nil
 	case []string:
 		if x == nil {
 			return append(buf, "null"...), nil
@@ -104,6 +109,29 @@ func appendObject(buf []byte, m map[string]any, depth int) ([]byte, error) {
 		}
 	}
 	return append(buf, '}'), nil
+}
+
+// appendFlatObject writes a map of scalars with its keys sorted.
+func appendFlatObject[V any](buf []byte, m map[string]V, value func([]byte, V) []byte) []byte {
+	if m == nil {
+		return append(buf, "null"...)
+	}
+	var small [16]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = AppendString(buf, k)
+		buf = append(buf, ':')
+		buf = value(buf, m[k])
+	}
+	return append(buf, '}')
 }
 
 func appendMarshal(buf []byte, v any) ([]byte, error) {
