@@ -98,6 +98,12 @@ func set(words ...string) map[string]bool {
 	return m
 }
 
+// The signals most classifications end with, shared: signals are only read.
+var (
+	readOnlyName     = []string{"read-only tool name"}
+	unrecognisedTool = []string{"unrecognised tool: sandbox_edit by default"}
+)
+
 // Classify infers an action's required tier and its reversibility, each on
 // its own axis. An unrecognised tool is sandbox_edit and irreversible.
 func Classify(a *protocol.Action) Classification {
@@ -158,9 +164,9 @@ func Classify(a *protocol.Action) Classification {
 	}
 	if len(c.Signals) == 0 {
 		if c.Tier == ReadOnly {
-			c.Signals = []string{"read-only tool name"}
+			c.Signals = readOnlyName
 		} else {
-			c.Signals = []string{"unrecognised tool: sandbox_edit by default"}
+			c.Signals = unrecognisedTool
 		}
 	}
 	return c
