@@ -19,7 +19,15 @@ type outcome struct {
 	err      error
 	gate     string         // what rejected it, for the event
 	cacheHit string         // the cache that answered, if one did
-	changes  map[string]any // state keys written
+	changes  map[string]any // state keys written, nil for none
+}
+
+// change records a state key the action wrote.
+func (o *outcome) change(key string, value any) {
+	if o.changes == nil {
+		o.changes = map[string]any{}
+	}
+	o.changes[key] = value
 }
 
 // rejectedBy is the outcome of an action a stage refused before it ran.
@@ -109,7 +117,7 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 	}
 	for _, k := range jsonvalue.SortedKeys(effects) {
 		r.write(k, effects[k])
-		out.changes[k] = effects[k]
+		out.change(k, effects[k])
 	}
 	for _, k := range jsonvalue.SortedKeys(out.changes) {
 		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
@@ -211,7 +219,7 @@ func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *ou
 // output and the state keys it wrote.
 func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 	a := r.nodes[i].action
-	out := outcome{changes: map[string]any{}}
+	var out outcome
 	switch a.Type {
 	case protocol.ActionToolCall:
 		out.output, out.cacheHit, out.err = r.callTool(ctx, i, params)
@@ -223,7 +231,7 @@ func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 		}
 		out.output = params["value"]
 		r.write(key, out.output)
-		out.changes[key] = out.output
+		out.change(key, out.output)
 	case protocol.ActionStateRead:
 		out.output = r.readState(params)
 	case protocol.ActionAssertion:

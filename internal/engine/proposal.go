@@ -433,7 +433,7 @@ func (r *run) finish(i int, out outcome) {
 	}
 	nd.result.StateChanges = out.changes
 	if nd.result.StateChanges == nil {
-		nd.result.StateChanges = map[string]any{}
+		nd.result.StateChanges = noChanges
 	}
 	nd.result.Timestamp = now.UTC().Format(time.RFC3339Nano)
 	if out.status == protocol.StatusSucceeded {
@@ -459,6 +459,10 @@ func (r *run) finish(i int, out outcome) {
 	r.emit(statusEvents[out.status], nd.action.ID, data)
 	r.recordTurn(nd.action, out)
 }
+
+// noChanges is the state changes of every action that wrote none: one
+// empty map, since a result's changes are only read once it is recorded.
+var noChanges = map[string]any{}
 
 // statusEvents is the event each final status is recorded with.
 var statusEvents = map[protocol.ActionStatus]EventKind{
