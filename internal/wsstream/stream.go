@@ -3,6 +3,9 @@
 //
 // Both the daemon and the Go client use it; the daemon adds a frame check
 // that answers malformed frames itself instead of tearing the connection down.
+// It reads and writes the library's messages itself (codec.go), in one pass
+// over a frame, and carries a call's params and result past the library's
+// encoding (calls.go).
 package wsstream
 
 import (
