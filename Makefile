@@ -35,6 +35,13 @@ check:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
 	./internal/rpc:FuzzCheckFrame \
+	./internal/wsstream:FuzzDecodeMessage \
+	./internal/jsonvalue:FuzzAppend \
+	./internal/jsonvalue:FuzzValid \
+	./internal/jsonvalue:FuzzMembers \
+	./protocol:FuzzParseValue \
+	./protocol:FuzzFastProposalDecode \
+	./protocol:FuzzResultDecode \
 	./protocol:FuzzDecodeValue \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \
@@ -73,6 +80,7 @@ load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1000 --proposals 5 --actions 5 --baseline 5
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 10000
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 10000 --proposals 3 --actions 3 --baseline 3
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --chain 300 --proposals 10 --baseline 3000
 
 clean:
 	rm -rf bin

@@ -13,10 +13,12 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -63,6 +65,9 @@ type Client struct {
 	streams  map[string]context.CancelCauseFunc // handle → its running Stream
 	closed   bool                               // guarded by mu; no handler starts after Close
 	inflight sync.WaitGroup
+
+	callSeq atomic.Uint64          // the ids of this client's calls
+	calls   wsstream.Calls[uint64] // calls in flight
 }
 
 // Dial connects to url (ws://host:port/), then authenticates and negotiates
@@ -130,7 +135,7 @@ func New(ws *websocket.Conn) *Client {
 		notes:    make(map[string]NotificationHandler),
 	}
 	c.rpc = jsonrpc2.NewConn(ctx, wsstream.New(ctx, ws, 0, nil), handler{c},
-		jsonrpc2.SetLogger(discard{}))
+		jsonrpc2.SetLogger(discard{}), jsonrpc2.OnSend(c.sending), jsonrpc2.OnRecv(c.received))
 	return c
 }
 
@@ -182,12 +187,96 @@ func (c *Client) Handshake(ctx context.Context) (*protocol.HandshakeResult, erro
 // Call sends a request and decodes its result into result (which may be
 // nil). A JSON-RPC error reply is returned as *jsonrpc2.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.rpc.Call(ctx, method, params, result)
+	// The call carries its params to the send hook and its result back from
+	// the receive hook (wsstream.Call), under an id of the client's own.
+	id := c.callSeq.Add(1) // from 1: the library takes an id of 0 for unset
+	call := &wsstream.Call{}
+	c.calls.Put(id, call)
+	defer c.calls.Drop(id)
+	var w jsonrpc2.Waiter
+	dispatch := func(raw json.RawMessage) (err error) {
+		call.Params = raw
+		w, err = c.rpc.DispatchCall(ctx, method, nil, jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
+		call.Params = nil // written
+		return err
+	}
+	var err error
+	if params == nil {
+		err = dispatch(nil)
+	} else {
+		err = withJSON(params, dispatch)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.Wait(ctx, nil); err != nil || result == nil {
+		return err
+	}
+	raw := call.Result
+	if raw == nil {
+		raw = json.RawMessage("null")
+	}
+	if pr, ok := result.(*protocol.ProposalResult); ok && pr != nil {
+		return pr.UnmarshalJSON(raw) // the stream checked the frame: no second pass
+	}
+	return json.Unmarshal(raw, result)
+}
+
+// sending puts a call's params on its request as the library sends it.
+func (c *Client) sending(req *jsonrpc2.Request, _ *jsonrpc2.Response) {
+	if req == nil || req.Notif || req.Params != nil || req.ID.IsString {
+		return
+	}
+	if call := c.calls.Get(req.ID.Num); call != nil && call.Params != nil {
+		req.Params = &call.Params
+	}
+}
+
+// received takes a call's result off its reply before Wait sees it.
+func (c *Client) received(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if req == nil || resp == nil || resp.ID.IsString || resp.Error != nil || resp.Result == nil {
+		return
+	}
+	if call := c.calls.Get(resp.ID.Num); call != nil {
+		call.Result = *resp.Result
+	}
 }
 
 // Notify sends a notification.
 func (c *Client) Notify(ctx context.Context, method string, params any) error {
-	return c.rpc.Notify(ctx, method, params)
+	if params == nil {
+		return c.rpc.Notify(ctx, method, nil)
+	}
+	return withJSON(params, func(raw json.RawMessage) error { return c.rpc.Notify(ctx, method, raw) })
+}
+
+// buffers hold encoded params and results while they are sent.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// withJSON calls use with v as JSON, encoded into a pooled buffer that use
+// must not keep (the library copies params; the stream has written a
+// response before SendResponse returns). jsonvalue.Append writes what
+// json.Marshal would, without reflecting over maps and slices of any.
+func withJSON(v any, use func(json.RawMessage) error) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		if !jsonvalue.Valid(raw) {
+			_, err := json.Marshal(raw) // its error, as the library would report it
+			return err
+		}
+		return use(raw)
+	}
+	bp := buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			buffers.Put(bp)
+		}
+	}()
+	b, err := jsonvalue.Append((*bp)[:0], v)
+	*bp = b
+	if err != nil {
+		return err
+	}
+	return use(b)
 }
 
 // Done is closed when the connection ends.
@@ -248,7 +337,14 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 				rerr = &jsonrpc2.Error{Code: -32000, Message: err.Error()}
 			}
 			resp.Error = rerr
-		} else if err := resp.SetResult(res); err != nil {
+		} else {
+			err := withJSON(res, func(raw json.RawMessage) error {
+				resp.Result = &raw
+				return conn.SendResponse(ctx, resp)
+			})
+			if resp.Result != nil {
+				return // sent, or the connection is gone
+			}
 			resp.Error = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
 		}
 		_ = conn.SendResponse(ctx, resp)

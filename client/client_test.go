@@ -303,3 +303,20 @@ func shortSocketPath(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "d.sock")
 }
+
+// Params already encoded are checked before they go out: a caller's broken
+// JSON is an error at once, not a request the daemon cannot answer.
+func TestCallRefusesInvalidRawParams(t *testing.T) {
+	err := withJSON(json.RawMessage(`{"a":`), func(json.RawMessage) error {
+		t.Fatal("invalid params were sent")
+		return nil
+	})
+	var me *json.MarshalerError
+	if !errors.As(err, &me) {
+		t.Fatalf("err = %v, want json.Marshal's error", err)
+	}
+	sent := false
+	if err := withJSON(json.RawMessage(` {"a": 1} `), func(raw json.RawMessage) error { sent = string(raw) == ` {"a": 1} `; return nil }); err != nil || !sent {
+		t.Fatalf("valid params: sent %v, err %v", sent, err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // DecodeError is a malformed proposal; its message names the field and the
@@ -17,9 +19,9 @@ func (e *DecodeError) Error() string { return e.Msg }
 
 // actionWire is Action as it arrives, with pointers where a default applies.
 type actionWire struct {
-	ID                *string           `json:"id"`
+	ID                string            `json:"id"`
 	Type              *string           `json:"type"`
-	Tool              *string           `json:"tool"`
+	Tool              string            `json:"tool"`
 	Parameters        map[string]any    `json:"parameters"`
 	Preconditions     []Precondition    `json:"preconditions"`
 	ExpectedEffects   map[string]any    `json:"expected_effects"`
@@ -28,7 +30,7 @@ type actionWire struct {
 	ReadSet           []string          `json:"read_set"`
 	WriteSet          []string          `json:"write_set"`
 	Assumptions       []json.RawMessage `json:"assumptions"`
-	InvocationMode    *string           `json:"invocation_mode"`
+	InvocationMode    string            `json:"invocation_mode"`
 	Await             []string          `json:"await"`
 	Reversibility     *string           `json:"reversibility"`
 	Compensation      json.RawMessage   `json:"compensation"`
@@ -58,6 +60,15 @@ func DecodeProposal(raw []byte) (*ActionProposal, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, &DecodeError{Msg: "param 'proposal' is required: an ActionProposal object {id?, source?, actions: Action[]}"}
 	}
+	if p, ok := decodeProposalFast(raw); ok {
+		return p, nil
+	}
+	return decodeProposalReflect(raw)
+}
+
+// decodeProposalReflect is DecodeProposal through the reflecting decoder:
+// every proposal, and the words of every error.
+func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 	var head struct {
 		ID        *string           `json:"id"`
 		Source    *string           `json:"source"`
@@ -92,15 +103,22 @@ func DecodeProposal(raw []byte) (*ActionProposal, error) {
 	return p, nil
 }
 
+// decodeAction decodes one action; when it fails, the action carries the id
+// as far as it can be read, for the message.
 func decodeAction(raw json.RawMessage) (Action, error) {
-	var idOnly struct {
-		ID any `json:"id"`
+	a, err := decodeActionFields(raw)
+	if err != nil {
+		var idOnly struct {
+			ID any `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &idOnly)
+		a.ID, _ = idOnly.ID.(string)
 	}
-	_ = json.Unmarshal(raw, &idOnly)
+	return a, err
+}
+
+func decodeActionFields(raw json.RawMessage) (Action, error) {
 	var a Action
-	if s, ok := idOnly.ID.(string); ok {
-		a.ID = s
-	}
 	if d := nestingDepth(raw); d > MaxActionDepth {
 		return a, fmt.Errorf("nests %d levels deep; at most %d are accepted (the action object is level 1): flatten its parameters", d, MaxActionDepth)
 	}
@@ -108,7 +126,13 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	if err := strictDecode(raw, &w); err != nil {
 		return a, errors.New(fieldError(err, "an Action object"))
 	}
-	a.ID = deref(w.ID)
+	return fromWire(&w)
+}
+
+// fromWire applies the IR's defaults and checks to a decoded action.
+func fromWire(w *actionWire) (Action, error) {
+	var a Action
+	a.ID = w.ID
 	if w.Type == nil {
 		return a, errors.New("field 'type' is required: one of tool_call, state_write, state_read, assertion")
 	}
@@ -118,7 +142,7 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	default:
 		return a, fmt.Errorf("field 'type' must be one of tool_call, state_write, state_read, assertion; got '%s'", *w.Type)
 	}
-	a.Tool = deref(w.Tool)
+	a.Tool = w.Tool
 	if a.Type == ActionToolCall && strings.TrimSpace(a.Tool) == "" {
 		return a, errors.New("field 'tool' is required when type is tool_call")
 	}
@@ -139,7 +163,7 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 	a.StateDependencies = w.StateDependencies
 	a.Dependencies = w.Dependencies
 	a.ReadSet, a.WriteSet, a.Assumptions = w.ReadSet, w.WriteSet, w.Assumptions
-	a.InvocationMode = deref(w.InvocationMode)
+	a.InvocationMode = w.InvocationMode
 	if a.InvocationMode == "" {
 		a.InvocationMode = ModeOneShot
 	}
@@ -190,7 +214,11 @@ func DecodeValue(raw []byte) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
-	var v any
+	if jsonvalue.Valid(raw) {
+		v, _ := parseValue(raw, 0)
+		return v, nil
+	}
+	var v any // for the decoder's error
 	if err := strictDecode(raw, &v); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@
 // reports throughput and proposal latency beside a baseline of raw JSON-RPC
 // round trips measured in the same run, over the same stack. The tools are
 // answered by car-bench itself. It talks to loopback only and is bounded in
-// connections, proposals, actions and time.
+// connections, proposals, actions and time. With --chain it measures the
+// per-action cost of actions that run one after another instead: a chain of
+// tool calls, each depending on the one before.
 package main
 
 import (
@@ -48,7 +50,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer d.stop()
 		opts.URLs, opts.Token, opts.PID = []string{d.url}, d.token, d.pid
 	}
-	rep, err := runLoad(ctx, opts)
+	var rep *report
+	if opts.Chain > 0 {
+		rep, err = runChain(ctx, opts)
+	} else {
+		rep, err = runLoad(ctx, opts)
+	}
 	if rep != nil {
 		rep.Daemons = len(opts.URLs)
 	}

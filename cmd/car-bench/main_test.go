@@ -36,6 +36,10 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--duration", "2h"}, "--duration must be positive and at most 30m0s"},
 		{[]string{"--idle", "10"}, "--idle needs --spawn or --pid"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--chain", "20000"}, "--chain must be 1 to 10000"},
+		{[]string{"--chain", "-1"}, "--chain must be 1 to 10000"},
+		{[]string{"--chain", "300", "--actions", "5"}, "drop --actions, --connections and --idle"},
+		{[]string{"--chain", "300", "--connections", "2"}, "drop --actions, --connections and --idle"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)
@@ -47,6 +51,7 @@ func TestArgumentChecks(t *testing.T) {
 		{"--url", "ws://127.0.0.1:9100/"}, {"--url", "ws://[::1]:9100/"}, {"--url", "ws://localhost:9100/"},
 		{"--spawn", "bin/car-server", "--idle", "10000", "--connections", "10000", "--proposals", "3"},
 		{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"},
+		{"--spawn", "bin/car-server", "--chain", "300", "--baseline", "3000"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {
 			t.Errorf("%v: %v", ok, err)
@@ -92,5 +97,36 @@ func TestSummarizeAndReport(t *testing.T) {
 	var back map[string]any
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back["errors"] != float64(1) || back["action_to_round_trip"] != 1.25 {
 		t.Fatalf("json report: %v %s", err, js.String())
+	}
+}
+
+func TestChainProposalAndReport(t *testing.T) {
+	p := buildChain(3)["proposal"].(map[string]any)["actions"].([]any)
+	if len(p) != 3 {
+		t.Fatalf("%d actions", len(p))
+	}
+	if _, ok := p[0].(map[string]any)["dependencies"]; ok {
+		t.Error("the first action of a chain depends on nothing")
+	}
+	for i := 1; i < 3; i++ {
+		deps, _ := p[i].(map[string]any)["dependencies"].([]string)
+		if want := p[i-1].(map[string]any)["id"]; len(deps) != 1 || deps[0] != want {
+			t.Errorf("action %d depends on %v, want [%v]", i, deps, want)
+		}
+	}
+	o, err := parseArgs([]string{"--chain", "300"}, io.Discard)
+	if err != nil || o.Connections != 1 || o.Chain != 300 {
+		t.Fatalf("--chain 300: %+v %v", o, err)
+	}
+	r := &report{ProposalsPerConnection: 2, Chain: &chainReport{Actions: 300, PerActionMs: 0.3, RoundTripMs: 0.25, Ratio: 1.2},
+		Baseline: stats{Count: 10, MeanMs: 0.25}, ActionToRoundTrip: 1.2}
+	var text bytes.Buffer
+	if err := r.writeText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 proposals of 300 tool calls", "0.300 ms (round trip 0.250 ms)", "1.20×"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
 	}
 }

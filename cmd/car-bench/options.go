@@ -32,6 +32,7 @@ type options struct {
 	Connections int
 	Proposals   int // per connection
 	Actions     int // per proposal
+	Chain       int // actions per chained proposal (0: independent actions)
 	Baseline    int // raw round trips per connection
 	Idle        int // idle connections for the memory measurement
 	PID         int // the daemon's pid, for its memory (set by --spawn)
@@ -49,6 +50,7 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.Connections, "connections", 10, fmt.Sprintf("concurrent connections submitting proposals (1-%d)", maxConnections))
 	fs.IntVar(&o.Proposals, "proposals", 10, fmt.Sprintf("proposals per connection (1-%d in all)", maxProposals))
 	fs.IntVar(&o.Actions, "actions", 10, fmt.Sprintf("independent tool calls per proposal (1-%d)", maxActions))
+	fs.IntVar(&o.Chain, "chain", 0, fmt.Sprintf("instead: proposals of N tool calls, each depending on the one before, on one connection, with the baseline taken before each (1-%d)", maxActions))
 	fs.IntVar(&o.Baseline, "baseline", 200, "raw round trips per connection for the baseline (0 skips it)")
 	fs.IntVar(&o.Idle, "idle", 0, fmt.Sprintf("idle connections to open for the memory-per-connection figure (0-%d; needs --spawn or --pid)", maxIdle))
 	fs.IntVar(&o.PID, "pid", 0, "the daemon's process id, to read its memory (Linux)")
@@ -62,6 +64,12 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.Chain != 0 && (fs.Changed("actions") || fs.Changed("connections") || fs.Changed("idle")) {
+		return o, errors.New("--chain runs on one connection and sets the actions per proposal; drop --actions, --connections and --idle")
+	}
+	if o.Chain != 0 {
+		o.Connections = 1
 	}
 	return o, o.validate()
 }
@@ -77,6 +85,9 @@ func (o *options) validate() error {
 	check("proposals", o.Proposals, 1, maxProposals)
 	check("actions", o.Actions, 1, maxActions)
 	check("baseline", o.Baseline, 0, 100_000)
+	if o.Chain != 0 {
+		check("chain", o.Chain, 1, maxActions)
+	}
 	check("idle", o.Idle, 0, maxIdle)
 	if o.Connections*o.Proposals > maxProposals {
 		errs = append(errs, fmt.Sprintf("--connections × --proposals is %d; at most %d proposals in all", o.Connections*o.Proposals, maxProposals))

@@ -29,22 +29,23 @@ type idleReport struct {
 
 // report is one run's result.
 type report struct {
-	Connections            int         `json:"connections"`
-	Daemons                int         `json:"daemons"` // the connections are spread over them round-robin
-	ProposalsPerConnection int         `json:"proposals_per_connection"`
-	ActionsPerProposal     int         `json:"actions_per_proposal"`
-	GoMaxProcs             int         `json:"gomaxprocs"`
-	ProposalsDone          int         `json:"proposals_done"`
-	WallSecs               float64     `json:"wall_secs"`
-	ProposalsPerSec        float64     `json:"proposals_per_sec"`
-	ActionsPerSec          float64     `json:"actions_per_sec"`
-	Latency                stats       `json:"proposal_latency"`
-	Baseline               stats       `json:"baseline_round_trip"`
-	ActionToRoundTrip      float64     `json:"action_to_round_trip"`
-	P99ToRoundTripP99      float64     `json:"p99_to_round_trip_p99"`
-	Errors                 int         `json:"errors"`
-	ErrorSamples           []string    `json:"error_samples,omitempty"`
-	Idle                   *idleReport `json:"idle,omitempty"`
+	Connections            int          `json:"connections"`
+	Daemons                int          `json:"daemons"` // the connections are spread over them round-robin
+	ProposalsPerConnection int          `json:"proposals_per_connection"`
+	ActionsPerProposal     int          `json:"actions_per_proposal"`
+	GoMaxProcs             int          `json:"gomaxprocs"`
+	ProposalsDone          int          `json:"proposals_done"`
+	WallSecs               float64      `json:"wall_secs"`
+	ProposalsPerSec        float64      `json:"proposals_per_sec"`
+	ActionsPerSec          float64      `json:"actions_per_sec"`
+	Latency                stats        `json:"proposal_latency"`
+	Baseline               stats        `json:"baseline_round_trip"`
+	ActionToRoundTrip      float64      `json:"action_to_round_trip"`
+	P99ToRoundTripP99      float64      `json:"p99_to_round_trip_p99"`
+	Errors                 int          `json:"errors"`
+	ErrorSamples           []string     `json:"error_samples,omitempty"`
+	Idle                   *idleReport  `json:"idle,omitempty"`
+	Chain                  *chainReport `json:"chain,omitempty"`
 
 	mu sync.Mutex
 }
@@ -93,13 +94,22 @@ func (r *report) writeText(w io.Writer) error {
 	if r.Daemons > 1 {
 		over = fmt.Sprintf(" over %d daemons", r.Daemons)
 	}
-	fmt.Fprintf(tw, "load\t%d connections%s × %d proposals × %d actions (GOMAXPROCS %d)\n", r.Connections, over, r.ProposalsPerConnection, r.ActionsPerProposal, r.GoMaxProcs)
+	if r.Chain != nil {
+		fmt.Fprintf(tw, "chain\t%d proposals of %d tool calls, each depending on the one before (GOMAXPROCS %d)\n", r.ProposalsPerConnection, r.Chain.Actions, r.GoMaxProcs)
+	} else {
+		fmt.Fprintf(tw, "load\t%d connections%s × %d proposals × %d actions (GOMAXPROCS %d)\n", r.Connections, over, r.ProposalsPerConnection, r.ActionsPerProposal, r.GoMaxProcs)
+	}
 	fmt.Fprintf(tw, "done\t%d proposals in %.2fs: %.1f proposals/s, %.0f actions/s\n", r.ProposalsDone, r.WallSecs, r.ProposalsPerSec, r.ActionsPerSec)
 	fmt.Fprintf(tw, "proposal latency\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P95Ms, r.Latency.P99Ms, r.Latency.MaxMs)
 	fmt.Fprintf(tw, "baseline round trip\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connections, same run)\n", r.Baseline.MeanMs, r.Baseline.P50Ms, r.Baseline.P95Ms, r.Baseline.P99Ms, r.Baseline.Count)
+	if r.Chain != nil {
+		fmt.Fprintf(tw, "per action\t%.3f ms (round trip %.3f ms)\n", r.Chain.PerActionMs, r.Chain.RoundTripMs)
+	}
 	if r.Baseline.Count > 0 {
 		fmt.Fprintf(tw, "per action / round trip\t%.2f×\n", r.ActionToRoundTrip)
-		fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Baseline.P99Ms, r.P99ToRoundTripP99)
+		if r.Chain == nil {
+			fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Baseline.P99Ms, r.P99ToRoundTripP99)
+		}
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -39,11 +40,30 @@ type line struct {
 // parameters. The action's id is not part of it, so the same operation in
 // a later proposal has the same fingerprint.
 func Fingerprint(a *protocol.Action) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", a.Type, a.Tool)
-	h.Write(jsonvalue.Canonical(a.Parameters))
-	return hex.EncodeToString(h.Sum(nil))[:32]
+	bp := fingerprintBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			fingerprintBuffers.Put(bp)
+		}
+	}()
+	b := append((*bp)[:0], a.Type...)
+	b = append(b, 0)
+	b = append(b, a.Tool...)
+	b = append(b, 0)
+	if params, err := jsonvalue.Append(b, a.Parameters); err == nil {
+		b = params
+	} else {
+		b = append(b, jsonvalue.Canonical(a.Parameters)...)
+	}
+	*bp = b
+	sum := sha256.Sum256(b)
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum[:])
+	return string(text[:32])
 }
+
+// fingerprintBuffers hold what Fingerprint hashes, reused.
+var fingerprintBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // Ledger is the approval ledger over its journal. A decision recorded
 // through any door (permission.approve, host.resolve_approval, the CLI)

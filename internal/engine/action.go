@@ -20,7 +20,15 @@ type outcome struct {
 	err      error
 	gate     string         // what rejected it, for the event
 	cacheHit string         // the cache that answered, if one did
-	changes  map[string]any // state keys written
+	changes  map[string]any // state keys written, nil for none
+}
+
+// change records a state key the action wrote.
+func (o *outcome) change(key string, value any) {
+	if o.changes == nil {
+		o.changes = map[string]any{}
+	}
+	o.changes[key] = value
 }
 
 // rejectedBy is the outcome of an action a stage refused before it ran.
@@ -34,12 +42,58 @@ func rejectedBy(gate string, err error) *outcome {
 func (r *run) runAction(ctx context.Context, i int) {
 	a := r.nodes[i].action
 	start := time.Now()
-	r.emit(EventActionStarted, a.ID, map[string]any{"type": string(a.Type), "tool": a.Tool})
+	r.rt.Events.Append(Event{Kind: EventActionStarted, ProposalID: r.sub.Proposal.ID, ActionID: a.ID, Connection: r.sub.Session.ID, Data: r.startedData(i)})
 	out := r.perform(ctx, i)
 	r.mu.Lock()
 	r.nodes[i].result.DurationMs = MsSince(start)
 	r.mu.Unlock()
 	r.finish(i, out)
+}
+
+// startedData is the data of an action_started event: its type and tool
+// (and the agent), one map for every action of the run with the same type
+// and tool, since an event's data is never changed once appended.
+func (r *run) startedData(i int) map[string]any {
+	a := r.nodes[i].action
+	key := string(a.Type) + "\x00" + a.Tool
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.started[key]; ok {
+		return d
+	}
+	d := map[string]any{"type": typeValue(a.Type), "tool": r.toolValue(i)}
+	if r.sub.Agent != "" {
+		d["agent"] = r.sub.Agent
+	}
+	if r.started == nil {
+		r.started = map[string]map[string]any{}
+	}
+	r.started[key] = d
+	return d
+}
+
+// typeValue is an action type as an event's data holds it, boxed once.
+func typeValue(t protocol.ActionType) any {
+	switch t {
+	case protocol.ActionToolCall:
+		return string(protocol.ActionToolCall)
+	case protocol.ActionStateWrite:
+		return string(protocol.ActionStateWrite)
+	case protocol.ActionStateRead:
+		return string(protocol.ActionStateRead)
+	case protocol.ActionAssertion:
+		return string(protocol.ActionAssertion)
+	}
+	return string(t)
+}
+
+// toolValue is an action's tool name as an event's data holds it: boxed
+// once per registered tool.
+func (r *run) toolValue(i int) any {
+	if t := r.nodes[i].tool; t != nil && t.nameValue != nil && t.Schema.Name == r.nodes[i].action.Tool {
+		return t.nameValue
+	}
+	return r.nodes[i].action.Tool
 }
 
 // perform runs the stages of runAction and returns the action's outcome.
@@ -66,7 +120,7 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 		if err := r.write(ctx, k, effects[k]); err != nil {
 			return failure(ctx, a, outcome{err: fmt.Errorf("the action ran, but its expected effects were not all written: %w", err)})
 		}
-		out.changes[k] = effects[k]
+		out.change(k, effects[k])
 	}
 	for _, k := range jsonvalue.SortedKeys(out.changes) {
 		r.emit(EventStateChanged, a.ID, map[string]any{"key": k, "tenant": r.sub.Tenant})
@@ -175,7 +229,7 @@ func (r *run) admitAction(ctx context.Context, i int, params map[string]any) *ou
 // output and the state keys it wrote.
 func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 	a := r.nodes[i].action
-	out := outcome{changes: map[string]any{}}
+	var out outcome
 	switch a.Type {
 	case protocol.ActionToolCall:
 		out.output, out.cacheHit, out.err = r.callTool(ctx, i, params)
@@ -189,7 +243,7 @@ func (r *run) act(ctx context.Context, i int, params map[string]any) outcome {
 		if out.err = r.write(ctx, key, out.output); out.err != nil {
 			break
 		}
-		out.changes[key] = out.output
+		out.change(key, out.output)
 	case protocol.ActionStateRead:
 		out.output, out.err = r.readState(ctx, params)
 	case protocol.ActionAssertion:
@@ -417,8 +471,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	r.mu.Lock()
 	r.toolCalls++
 	r.mu.Unlock()
-	cctx, cancel := context.WithTimeoutCause(ctx, timeout,
-		fmt.Errorf("tool '%s' timed out after %s (timeout_ms)", a.Tool, timeout))
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout, &toolTimeout{tool: a.Tool, timeout: timeout})
 	defer cancel()
 	call := ToolCall{
 		ProposalID: r.sub.Proposal.ID,
@@ -446,6 +499,17 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		return nil, err
 	}
 	return out, nil
+}
+
+// toolTimeout is the cause of an attempt that ran out of time; its text is
+// made only when it is read.
+type toolTimeout struct {
+	tool    string
+	timeout time.Duration
+}
+
+func (e *toolTimeout) Error() string {
+	return fmt.Sprintf("tool '%s' timed out after %s (timeout_ms)", e.tool, e.timeout)
 }
 
 // actionTimeout is the budget of one attempt of a (for a detached tool: its

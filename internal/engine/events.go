@@ -257,7 +257,7 @@ func (l *EventLog) record(e Event) Event {
 		l.cumulativeCost += cost
 	}
 	limit := l.capacity
-	if l.policy.MaxEvents != nil && int(*l.policy.MaxEvents) < limit {
+	if l.policy.MaxEvents != nil && *l.policy.MaxEvents < uint64(limit) {
 		limit = int(*l.policy.MaxEvents)
 	}
 	if over := l.events.len() - limit; over > 0 {

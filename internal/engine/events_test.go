@@ -94,6 +94,47 @@ func TestEventLogStaysBoundedUnderManyAppends(t *testing.T) {
 	}
 }
 
+// Once the log is full each event takes the oldest one's slot: queries,
+// retention, the chain check and the summary read the ring in order.
+func TestEventLogWrapsInOrder(t *testing.T) {
+	l := NewEventLog(5)
+	l.EnableChain()
+	for i := 1; i <= 12; i++ {
+		kind := EventActionSucceeded
+		if i%2 == 0 {
+			kind = EventActionFailed
+		}
+		l.Append(Event{Kind: kind, Data: map[string]any{"duration_ms": float64(i)}})
+	}
+	seqs := func() []uint64 {
+		var out []uint64
+		for _, e := range l.Query(EventQuery{}) {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got := seqs(); len(got) != 5 || got[0] != 12 || got[4] != 8 {
+		t.Fatalf("kept %v, want 12 down to 8", got)
+	}
+	if v, at := l.VerifyChain(); v != 5 || at != -1 {
+		t.Fatalf("chain over the wrapped log: verified %d, broken at %d", v, at)
+	}
+	if s := l.Summary(); s.TotalEvents != 5 || s.ActionsSucceeded != 2 || s.ActionsFailed != 3 || s.AvgLatencyMs != 10 {
+		t.Fatalf("summary %+v", s)
+	}
+	two := uint64(2)
+	if removed := l.SetRetention(RetentionPolicy{MaxEvents: &two}); removed != 3 {
+		t.Fatalf("retention removed %d, want 3", removed)
+	}
+	l.Append(Event{Kind: EventStateChanged})
+	if got := seqs(); len(got) != 2 || got[0] != 13 || got[1] != 12 {
+		t.Fatalf("kept %v after max_events 2, want [13 12]", got)
+	}
+	if got := l.Query(EventQuery{AfterCursor: 12}); len(got) != 1 || got[0].Seq != 13 {
+		t.Fatalf("after cursor 12: %+v", got)
+	}
+}
+
 func TestSubscribersSeeMatchingEventsInSeqOrder(t *testing.T) {
 	l := NewEventLog(0)
 	l.Append(Event{Kind: EventProposalReceived})

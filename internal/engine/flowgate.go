@@ -67,17 +67,21 @@ func (h *flowHistory) snapshot(tenant string) (map[string]flow.Taint, map[string
 	return tainted, ran
 }
 
-// flowInput is the analysis's input for actions as submitted by sub.
-func (rt *Runtime) flowInput(sub *Submission, actions []protocol.Action) flow.Input {
+// flowInput is the analysis's input for actions as submitted by sub. g is
+// their graph when the caller has it already, else nil.
+func (rt *Runtime) flowInput(sub *Submission, actions []protocol.Action, g *graph) flow.Input {
 	tainted, ran := sub.Session.flowHist.snapshot(sub.Tenant)
-	return flow.Input{Steps: flowSteps(actions), Labels: rt.ToolLabels(), Tainted: tainted, Ran: ran}
+	return flow.Input{Steps: flowSteps(actions, g), Labels: rt.ToolLabels(), Tainted: tainted, Ran: ran}
 }
 
 // flowSteps is the proposal as the analysis sees it: the scheduler's edges,
 // the references of each action, and the literal state keys it reads and
 // writes (a key still holding a reference is judged once it is resolved).
-func flowSteps(actions []protocol.Action) []flow.Step {
-	g := buildGraph(actions)
+// g is the actions' graph, or nil to build it.
+func flowSteps(actions []protocol.Action, g *graph) []flow.Step {
+	if g == nil {
+		g = buildGraph(actions)
+	}
 	literal := func(keys []string) []string {
 		return slices.DeleteFunc(keys, refPattern.MatchString)
 	}
@@ -98,7 +102,7 @@ type flowGate struct{ rt *Runtime }
 func (flowGate) Name() string { return "information_flow" }
 
 func (g flowGate) Admit(ctx context.Context, sub *Submission) error {
-	in := g.rt.flowInput(sub, sub.Proposal.Actions)
+	in := g.rt.flowInput(sub, sub.Proposal.Actions, sub.graph)
 	rep := flow.Analyze(in)
 	sub.flow = rep
 	if in.Labelled() {
@@ -282,7 +286,7 @@ func (rt *Runtime) noteFlow(sub *Submission, res *protocol.ProposalResult) {
 // a forbidden ordering a warning (it would wait for an approval).
 func (rt *Runtime) VerifyFlow(res *VerifyResult, p *protocol.ActionProposal, s *Session) {
 	sub := &Submission{Proposal: p, Session: s}
-	rep := flow.Analyze(rt.flowInput(sub, p.Actions))
+	rep := flow.Analyze(rt.flowInput(sub, p.Actions, nil))
 	c := CheckRecord{Name: "information_flow", Ran: true, Tier: TierDecision,
 		Verifies:     "no secret-labelled data reaches a sink along references and state keys, and no forbidden ordering runs without approval",
 		CannotVerify: "keys named only by references (judged when resolved), and data a tool moves outside the proposal"}

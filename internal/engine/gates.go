@@ -53,4 +53,7 @@ type Submission struct {
 	// without rebuilding it; flowAt finds an action's step.
 	flowIn *flow.Input
 	flowAt map[string]int
+	// graph is the proposal's dependency graph, built once by Submit for
+	// the scheduler and the gates (only its edges and references are read).
+	graph *graph
 }

@@ -96,7 +96,8 @@ func (c policyCheck) Check(ctx context.Context, sub *Submission, a *protocol.Act
 		name string
 		e    *policy.Engine
 	}
-	layers := []layer{{protocol.LayerOperator, c.rt.OperatorPolicies()}, {protocol.LayerConnection, sub.Session.Policies}}
+	var held [3]layer
+	layers := append(held[:0], layer{protocol.LayerOperator, c.rt.OperatorPolicies()}, layer{protocol.LayerConnection, sub.Session.Policies})
 	if sub.PolicySession != "" {
 		if e, ok := sub.Session.PolicySession(sub.PolicySession); ok {
 			layers = append(layers, layer{protocol.LayerSession, e})

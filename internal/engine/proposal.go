@@ -41,6 +41,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	rt.restoring.RLock() // a checkpoint restore waits for no proposal: it is refused while any runs
 	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
+	sub.graph = r.graph
 	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
 
 	for i := range p.Actions {
@@ -125,6 +126,7 @@ type run struct {
 	retries   int
 	idemKeys  []string                   // idempotency results this proposal recorded
 	handles   map[string]*streams.Handle // action id → its detached invocation
+	started   map[string]map[string]any  // type and tool → the data of their action_started events
 	results   map[string]any             // action id → its awaited stream's result
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
@@ -219,26 +221,53 @@ func (r *run) execute(parent context.Context) {
 	defer cancel(nil)
 
 	sched := newSchedule(r)
-	doneCh := make(chan int)
+	// Actions that run alongside others run on workers, at most
+	// MaxConcurrency of them, each taking one action after another: a
+	// worker's stack has grown to what an action needs once, not once per
+	// action. Both channels hold up to MaxConcurrency, so that neither the
+	// scheduler nor a worker ever waits on the other to hand over.
+	limit := r.rt.opts.MaxConcurrency
+	work := make(chan int, limit)
+	doneCh := make(chan int, limit)
+	var workers sync.WaitGroup
+	defer func() {
+		close(work)
+		workers.Wait() // idle by now: every action handed over has reported
+	}()
+	started := 0
 	running := 0
 	var stop *stopReason
 	for {
-		for stop == nil && running < r.rt.opts.MaxConcurrency {
+		if stop == nil && running == 0 && len(sched.ready) == 1 {
+			// The only action that can run now, with nothing else running:
+			// no other action can become ready before it ends, so it runs
+			// here rather than on a goroutine of its own, and a chain of
+			// dependent actions takes no goroutine hand-off per step.
+			i, _ := sched.next()
+			r.runGuarded(ctx, i)
+			if stop = r.settle(parent, sched, i); stop != nil {
+				cancel(stop.cause)
+			}
+			continue
+		}
+		for stop == nil && running < limit {
 			i, ok := sched.next()
 			if !ok {
 				break
 			}
 			running++
-			go func() {
-				defer func() { doneCh <- i }()
-				defer func() {
-					// A bug in one action must not take the daemon down.
-					if p := recover(); p != nil {
-						r.finish(i, outcome{status: protocol.StatusFailed, err: fmt.Errorf("internal error while running this action: %v", p)})
+			if started < running {
+				started++
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					for i := range work {
+						r.runGuarded(ctx, i)
+						doneCh <- i
 					}
 				}()
-				r.runAction(ctx, i)
-			}()
+			}
+			work <- i
 		}
 		if running == 0 {
 			break
@@ -262,6 +291,17 @@ func (r *run) execute(parent context.Context) {
 	// The rollback runs even though the proposal's context may have ended:
 	// it is what puts state back.
 	r.rollback(context.WithoutCancel(parent), stop.cause)
+}
+
+// runGuarded runs action i; a panic in it fails the action instead of
+// taking the daemon down.
+func (r *run) runGuarded(ctx context.Context, i int) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.finish(i, outcome{status: protocol.StatusFailed, err: fmt.Errorf("internal error while running this action: %v", p)})
+		}
+	}()
+	r.runAction(ctx, i)
 }
 
 // stopReason is why a run stopped before every action ran.
@@ -392,11 +432,11 @@ func (r *run) finish(i int, out outcome) {
 	var errText string
 	if out.err != nil {
 		errText = out.err.Error()
-		nd.result.Error = &errText
+		nd.result.Error = new(errText)
 	}
 	nd.result.StateChanges = out.changes
 	if nd.result.StateChanges == nil {
-		nd.result.StateChanges = map[string]any{}
+		nd.result.StateChanges = noChanges
 	}
 	nd.result.Timestamp = now.UTC().Format(time.RFC3339Nano)
 	if out.status == protocol.StatusSucceeded {
@@ -405,9 +445,10 @@ func (r *run) finish(i int, out outcome) {
 	duration := nd.result.DurationMs
 	r.mu.Unlock()
 
-	data := map[string]any{"type": string(nd.action.Type), "duration_ms": duration}
+	data := make(map[string]any, 4)
+	data["type"], data["duration_ms"] = typeValue(nd.action.Type), duration
 	if nd.action.Tool != "" {
-		data["tool"] = nd.action.Tool
+		data["tool"] = r.toolValue(i)
 	}
 	if out.gate != "" {
 		data["gate"] = out.gate
@@ -421,6 +462,10 @@ func (r *run) finish(i int, out outcome) {
 	r.emit(statusEvents[out.status], nd.action.ID, data)
 	r.recordTurn(nd.action, out)
 }
+
+// noChanges is the state changes of every action that wrote none: one
+// empty map, since a result's changes are only read once it is recorded.
+var noChanges = map[string]any{}
 
 // statusEvents is the event each final status is recorded with.
 var statusEvents = map[protocol.ActionStatus]EventKind{

@@ -26,6 +26,7 @@ type Tool struct {
 	tokenEvery time.Duration      // how long the limiter takes to grant one call; 0 without rate_limit
 	cache      *resultCache       // nil without cache_ttl_secs
 	builtin    bool               // run by the daemon (messaging.send), not by a callback
+	nameValue  any                // Schema.Name boxed once, for event data
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -67,7 +68,7 @@ type ToolRegistry struct {
 
 // builtinMessaging is the built-in messaging.send every registry holds: one
 // for all of them, never changed.
-var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true}
+var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true, nameValue: messaging.ToolName}
 
 // NewToolRegistry returns a registry holding the built-in messaging.send,
 // and at most max tools a client registers (0: unbounded). The built-in's
@@ -219,14 +220,18 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if rl := s.RateLimit; rl != nil && (rl.MaxCalls == 0 || rl.IntervalSecs <= 0) {
 		return nil, fmt.Errorf("tool '%s': rate_limit needs max_calls >= 1 and interval_secs > 0", s.Name)
 	}
-	if isAbsent(s.Parameters) {
+	absentParams := isAbsent(s.Parameters)
+	if absentParams {
 		s.Parameters = json.RawMessage(`{}`)
 	}
 	params, err := compileSchema(s.Name, "parameters", s.Parameters)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tool{Schema: s, validator: params}
+	if absentParams {
+		params = nil // the empty schema accepts every value: nothing to check per call
+	}
+	t := &Tool{Schema: s, validator: params, nameValue: s.Name}
 	if !isAbsent(s.Returns) {
 		if t.returns, err = compileSchema(s.Name, "returns", s.Returns); err != nil {
 			return nil, err

@@ -205,7 +205,7 @@ func bigExponent(text string) string {
 // Canonical encodes v with sorted object keys (encoding/json sorts map
 // keys) and numbers as given, so equal values give equal bytes.
 func Canonical(v any) []byte {
-	b, err := json.Marshal(v)
+	b, err := Append(nil, v)
 	if err != nil {
 		return []byte(fmt.Sprintf("%#v", v))
 	}

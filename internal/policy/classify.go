@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -97,6 +98,12 @@ func set(words ...string) map[string]bool {
 	return m
 }
 
+// The signals most classifications end with, shared: signals are only read.
+var (
+	readOnlyName     = []string{"read-only tool name"}
+	unrecognisedTool = []string{"unrecognised tool: sandbox_edit by default"}
+)
+
 // Classify infers an action's required tier and its reversibility, each on
 // its own axis. An unrecognised tool is sandbox_edit and irreversible.
 func Classify(a *protocol.Action) Classification {
@@ -157,9 +164,9 @@ func Classify(a *protocol.Action) Classification {
 	}
 	if len(c.Signals) == 0 {
 		if c.Tier == ReadOnly {
-			c.Signals = []string{"read-only tool name"}
+			c.Signals = readOnlyName
 		} else {
-			c.Signals = []string{"unrecognised tool: sandbox_edit by default"}
+			c.Signals = unrecognisedTool
 		}
 	}
 	return c
@@ -187,6 +194,61 @@ func reversibility(segs []string, readOnly bool) protocol.Reversibility {
 
 // segments splits a tool name at _ - . / and camelCase boundaries, lowercased.
 func segments(name string) []string {
+	var out []string
+	eachSegment(name, func(s string) bool {
+		out = append(out, s)
+		return true
+	})
+	return out
+}
+
+// eachSegment calls f with each of name's segments in order, until f
+// returns false. For an ASCII name it walks bytes, and a segment already in
+// lower case is a slice of name, not a copy.
+func eachSegment(name string, f func(segment string) bool) {
+	if !isASCII(name) {
+		for _, s := range segmentsOfRunes(name) {
+			if !f(s) {
+				return
+			}
+		}
+		return
+	}
+	start := 0
+	flush := func(end int) bool {
+		return end <= start || f(strings.ToLower(name[start:end]))
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '_' || c == '-' || c == '.' || c == '/' || c == ' ' || c == ':':
+			if !flush(i) {
+				return
+			}
+			start = i + 1
+		case isUpper(c) && i > 0 && (isLower(name[i-1]) || (i+1 < len(name) && isLower(name[i+1]))):
+			if !flush(i) {
+				return
+			}
+			start = i
+		}
+	}
+	flush(len(name))
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
+func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
+
+// segmentsOfRunes is segments for names beyond ASCII.
+func segmentsOfRunes(name string) []string {
 	var out []string
 	var cur []rune
 	flush := func() {
@@ -227,11 +289,12 @@ func walkParams(m map[string]any, f func(key string, v any, inCommand, inPath bo
 	walk = func(v any, inCommand, inPath bool) {
 		switch x := v.(type) {
 		case map[string]any:
-			for _, k := range jsonvalue.SortedKeys(x) {
-				f(k, x[k], inCommand, inPath)
+			inKeyOrder(x, func(k string, e any) bool {
+				f(k, e, inCommand, inPath)
 				lk := strings.ToLower(k)
-				walk(x[k], inCommand || commandParams[lk], inPath || pathParams[lk])
-			}
+				walk(e, inCommand || commandParams[lk], inPath || pathParams[lk])
+				return false
+			})
 		case []any:
 			for _, e := range x {
 				walk(e, inCommand, inPath)
@@ -254,9 +317,10 @@ func stringsIn(v any) []string {
 				walk(e)
 			}
 		case map[string]any:
-			for _, k := range jsonvalue.SortedKeys(x) {
-				walk(x[k])
-			}
+			inKeyOrder(x, func(_ string, e any) bool {
+				walk(e)
+				return false
+			})
 		}
 	}
 	walk(v)
@@ -292,51 +356,66 @@ func commandSignal(v any) string {
 // credential ("api_key", "db_password", "auth.token", "headers.0.api_key").
 // The path is written out only for the key it returns.
 func credentialKey(m map[string]any) string {
-	var trail []string
-	var walk func(v any) bool
-	walk = func(v any) bool {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, k := range jsonvalue.SortedKeys(x) {
-				trail = append(trail, k)
-				if namesCredential(k) || walk(x[k]) {
-					return true
-				}
-				trail = trail[:len(trail)-1]
-			}
-		case []any:
-			for i, e := range x {
-				trail = append(trail, strconv.Itoa(i))
-				if walk(e) {
-					return true
-				}
-				trail = trail[:len(trail)-1]
-			}
-		}
-		return false
+	var path []string // innermost first
+	if !credentialIn(m, &path) {
+		return ""
 	}
-	if walk(m) {
-		return strings.Join(trail, ".")
-	}
-	return ""
+	slices.Reverse(path)
+	return strings.Join(path, ".")
 }
 
-// namesCredential reports whether a parameter key names a credential.
-func namesCredential(k string) bool {
-	segs := segments(k)
-	for _, s := range segs {
-		if credentialWords[s] {
-			return true
+// credentialIn reports whether v holds a key naming a credential, and then
+// appends the path to it to *path, innermost first.
+func credentialIn(v any, path *[]string) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		return inKeyOrder(x, func(k string, e any) bool {
+			if namesCredential(k) || credentialIn(e, path) {
+				*path = append(*path, k)
+				return true
+			}
+			return false
+		})
+	case []any:
+		for i, e := range x {
+			if credentialIn(e, path) {
+				*path = append(*path, strconv.Itoa(i))
+				return true
+			}
 		}
 	}
-	joined := " " + strings.Join(segs, " ") + " "
-	for _, p := range credentialPairs {
-		if strings.Contains(joined, " "+p+" ") {
+	return false
+}
+
+// inKeyOrder calls f with m's members in key order until f returns true,
+// and reports whether it did; a map of one member needs no sorting.
+func inKeyOrder(m map[string]any, f func(k string, v any) bool) bool {
+	if len(m) == 1 {
+		for k, v := range m {
+			return f(k, v)
+		}
+	}
+	for _, k := range jsonvalue.SortedKeys(m) {
+		if f(k, m[k]) {
 			return true
 		}
 	}
 	return false
 }
+
+// namesCredential reports whether a parameter key names a credential.
+func namesCredential(k string) bool {
+	found, prev := false, ""
+	eachSegment(k, func(s string) bool {
+		// Every credential pair is two words: two segments in a row.
+		found = credentialWords[s] || (prev != "" && credentialPairSet[prev+" "+s])
+		prev = s
+		return !found
+	})
+	return found
+}
+
+var credentialPairSet = set(credentialPairs...)
 
 // dangerPhrase finds an always-dangerous phrase in any string value, at word
 // boundaries: punctuation (; && $( …) and shell quoting separate nothing.

@@ -84,4 +84,19 @@ func TestSegments(t *testing.T) {
 			t.Errorf("%s: %q, want %q", in, joined, want)
 		}
 	}
+	// The byte walk for ASCII names splits as the rune walk does.
+	for _, in := range []string{"", "_", "a", "A", "aB", "Ab", "ABc", "abC", "a_b-c.d/e f:g", "__x__", "XMLHttpRequest2Go",
+		"getURLForID", "a1B2c3", "UPPER", "lower", "Mixed_Case-Thing.Name", "x/Y/z", "noop", "A_B", "aBC", "AbC"} {
+		got, want := segments(in), segmentsOfRunes(in)
+		if len(got) != len(want) {
+			t.Errorf("%q: %q, the rune walk gives %q", in, got, want)
+			continue
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%q: %q, the rune walk gives %q", in, got, want)
+				break
+			}
+		}
+	}
 }

@@ -20,12 +20,19 @@ import (
 // action (client and daemon together: both live in this process).
 func BenchmarkActionOverhead(b *testing.B) {
 	for _, conc := range []int{1, 16} {
-		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) { benchOverhead(b, conc) })
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) { benchOverhead(b, conc, 1000, false) })
 	}
 }
 
-func benchOverhead(b *testing.B, concurrency int) {
-	const actions = 1000
+// BenchmarkChainOverhead is BenchmarkActionOverhead for a chain of 300 tool
+// calls, each listing the one before in its dependencies: one action at a
+// time whatever the concurrency, so every per-step delay of the scheduler
+// and the wire adds up.
+func BenchmarkChainOverhead(b *testing.B) {
+	benchOverhead(b, 16, 300, true)
+}
+
+func benchOverhead(b *testing.B, concurrency, actions int, chain bool) {
 	ts := startServerWith(b, serverSetup{engine: engine.Options{MaxConcurrency: concurrency}})
 	c, err := client.Dial(context.Background(), ts.url, nil)
 	if err != nil {
@@ -41,7 +48,11 @@ func benchOverhead(b *testing.B, concurrency int) {
 	}
 	list := make([]any, actions)
 	for i := range list {
-		list[i] = map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
+		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
+		if chain && i > 0 {
+			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
+		}
+		list[i] = a
 	}
 	params := map[string]any{"proposal": map[string]any{"actions": list}}
 	probe := map[string]any{"key": "k"}
@@ -69,7 +80,7 @@ func benchOverhead(b *testing.B, concurrency int) {
 		prop += time.Since(start)
 		runtime.ReadMemStats(&ms)
 		allocs += ms.Mallocs - before
-		if res.Cost.ToolCalls != actions {
+		if res.Cost.ToolCalls != actions || res.Cost.ActionsExecuted != actions {
 			b.Fatalf("tool_calls %d", res.Cost.ToolCalls)
 		}
 	}

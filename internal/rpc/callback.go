@@ -2,10 +2,10 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -36,13 +38,28 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		Handle:         call.Handle,
 		AgentID:        c.agentID(),
 	}
-	w, err := c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, params, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	bp := paramBuffers.Get().(*[]byte)
+	encoded, err := appendToolExecute((*bp)[:0], &params)
+	*bp = encoded
+	var w jsonrpc2.Waiter
+	slot := &wsstream.Call{Params: encoded}
+	if err == nil {
+		c.calls.Put(id, slot)
+		defer c.calls.Drop(id)
+		// No params here: sending puts the encoded ones on the request, and
+		// answered takes the result off the reply (see wsstream.Call).
+		w, err = c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, nil, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	}
+	slot.Params = nil // written: the buffer goes back
+	if cap(*bp) <= 64<<10 {
+		paramBuffers.Put(bp)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': could not reach the client: %v", call.Tool, disconnectText(err))
 	}
-	var raw json.RawMessage
 	start := time.Now()
-	err = w.Wait(ctx, &raw)
+	err = w.Wait(ctx, nil)
+	raw := slot.Result
 	outcome := "ok"
 	defer func() { metrics.CallbackSeconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds()) }()
 	switch {
@@ -76,6 +93,51 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	return out, nil
 }
 
+// paramBuffers hold tools.execute params while they are encoded.
+var paramBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendToolExecute encodes tools.execute's params exactly as json.Marshal
+// does, without reflecting over the struct and its parameters map.
+func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error) {
+	str := func(name, v string, omitEmpty bool) {
+		if v != "" || !omitEmpty {
+			buf = append(buf, `,"`...)
+			buf = append(buf, name...)
+			buf = append(buf, `":`...)
+			buf = jsonvalue.AppendString(buf, v)
+		}
+	}
+	buf = append(buf, `{"action_id":`...)
+	buf = jsonvalue.AppendString(buf, p.ActionID)
+	str("tool", p.Tool, false)
+	buf = append(buf, `,"parameters":`...)
+	var err error
+	if buf, err = jsonvalue.Append(buf, p.Parameters); err != nil {
+		return buf, err
+	}
+	buf = append(buf, `,"timeout_ms":`...)
+	buf = strconv.AppendUint(buf, p.TimeoutMs, 10)
+	buf = append(buf, `,"attempt":`...)
+	buf = strconv.AppendInt(buf, int64(p.Attempt), 10)
+	str("request_id", p.RequestID, false)
+	str("session_id", p.SessionID, true)
+	str("agent_id", p.AgentID, true)
+	str("invocation_mode", p.InvocationMode, true)
+	str("handle", p.Handle, true)
+	return append(buf, '}'), nil
+}
+
+// sending puts a tools.execute's encoded params on its request as the
+// library sends it.
+func (c *conn) sending(req *jsonrpc2.Request, _ *jsonrpc2.Response) {
+	if req == nil || req.Params != nil || !req.ID.IsString || req.Method != protocol.MethodToolsExecute {
+		return
+	}
+	if slot := c.calls.Get(req.ID.Str); slot != nil {
+		req.Params = &slot.Params
+	}
+}
+
 // abandon remembers a callback given up on. A client that leaves more than
 // MaxAbandoned of them unanswered is closed: each would otherwise be held
 // until the connection ends.
@@ -107,6 +169,9 @@ func (c *conn) answered(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	}
 	if !resp.ID.IsString {
 		return
+	}
+	if slot := c.calls.Get(resp.ID.Str); slot != nil && resp.Error == nil && resp.Result != nil {
+		slot.Result = *resp.Result
 	}
 	c.abandonedMu.Lock()
 	delete(c.abandoned, resp.ID.Str)
@@ -158,7 +223,8 @@ func callbackID(call engine.ToolCall, n uint64) string {
 	if call.Handle != "" {
 		return "cb-h" + call.Handle
 	}
-	return "cb-" + strconv.FormatUint(n, 10)
+	var b [24]byte
+	return string(strconv.AppendUint(append(b[:0], "cb-"...), n, 10))
 }
 
 func disconnectText(err error) string {

@@ -59,6 +59,7 @@ type conn struct {
 	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
+	calls       wsstream.Calls[string] // tools.execute calls in flight (callback.go)
 
 	// abandoned holds the ids of callbacks the daemon gave up on whose late
 	// reply has not come: the JSON-RPC library keeps each until it does, so
@@ -133,7 +134,7 @@ func (c *conn) start(remote string) {
 	// cancel hook per frame. The connection ends by closing it (drain, or
 	// the library's Close), which ends the read.
 	stream := connStream{Stream: wsstream.New(context.Background(), c.ws, c.srv.opts.WriteTimeout, checkFrame), c: c}
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered))
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered), jsonrpc2.OnSend(c.sending))
 	close(c.ready)
 }
 
@@ -314,22 +315,26 @@ func (c *conn) reply(req *jsonrpc2.Request, result any, err error) {
 		return
 	}
 	resp := &jsonrpc2.Response{ID: req.ID}
+	send := func(resp *jsonrpc2.Response) error {
+		sendErr := c.rpc.SendResponse(context.Background(), resp)
+		if sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
+			c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
+		}
+		return nil
+	}
 	if err == nil {
-		if err = resp.SetResult(result); err != nil {
-			err = internalError("encode result: %v", err)
+		if err = sendResult(resp, result, send); err == nil {
+			return
 		}
+		err = internalError("encode result: %v", err)
 	}
-	if err != nil {
-		var rerr *jsonrpc2.Error
-		if !errors.As(err, &rerr) {
-			rerr = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
-		}
-		resp.Error = rerr
-		resp.Result = nil
+	var rerr *jsonrpc2.Error
+	if !errors.As(err, &rerr) {
+		rerr = &jsonrpc2.Error{Code: protocol.CodeInternal, Message: err.Error()}
 	}
-	if sendErr := c.rpc.SendResponse(context.Background(), resp); sendErr != nil && !errors.Is(sendErr, jsonrpc2.ErrClosed) {
-		c.log.Debug("reply not sent", zap.String("method", req.Method), zap.Error(sendErr))
-	}
+	resp.Error = rerr
+	resp.Result = nil
+	_ = send(resp)
 }
 
 // notify sends a notification under ctx's deadline. The library's write

@@ -29,11 +29,18 @@ func checkFrame(frame []byte) (pass, reply []byte) {
 	if len(trimmed) == 0 {
 		return nil, notJSON(frame)
 	}
-	var members map[string]json.RawMessage
+	var misspelled string
+	var env wsstream.Envelope
 	switch trimmed[0] {
 	case '{':
-		// Unmarshal validates too: the valid frame is scanned once.
-		if err := json.Unmarshal(frame, &members); err != nil {
+		// The envelope is split in the same pass that validates the frame.
+		var ok bool
+		env, ok = wsstream.ParseEnvelope(frame, func(name string) {
+			if misspelled == "" {
+				misspelled = misspelledMember(name)
+			}
+		})
+		if !ok {
 			return nil, notJSON(frame)
 		}
 	case '[':
@@ -49,47 +56,53 @@ func checkFrame(frame []byte) (pass, reply []byte) {
 		return nil, errorFrame(nil, protocol.CodeInvalidRequest,
 			"invalid request: a frame must be a JSON-RPC 2.0 object")
 	}
-	lifted := false
-	if raw, ok := members["id"]; ok {
-		if l, ok := wsstream.LiftID(raw); ok {
-			members["id"], lifted = l, true
-		}
+	var lifted json.RawMessage
+	rawID := env.ID
+	if l, ok := wsstream.LiftID(rawID); ok {
+		lifted, rawID = l, l
 	}
-	id, idOK := validID(members["id"])
+	id, idOK := validID(rawID)
 	invalid := func(message string) ([]byte, []byte) {
 		return nil, errorFrame(id, protocol.CodeInvalidRequest, "invalid request: "+message)
 	}
-	if msg := misspelledMember(members); msg != "" {
-		return invalid(msg)
+	if misspelled != "" {
+		return invalid(misspelled)
 	}
 	if !idOK {
 		return invalid("id must be a string, an integer from -9223372036854775808 to 9223372036854775807, or absent")
 	}
-	var version string
-	if v, ok := members["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != "2.0" {
+	if !isVersion2(env.JSONRPC) {
 		return invalid(`the member "jsonrpc" must be exactly "2.0"`)
 	}
-	rawMethod, isRequest := members["method"]
-	_, hasResult := members["result"]
-	rawError, hasError := members["error"]
-	isResponse := hasResult || hasError
+	isRequest := env.Method != nil
+	hasResult := env.Result != nil
+	isResponse := hasResult || env.Error != nil
 	if !isRequest {
 		if !isResponse {
 			return invalid(`a request needs a "method" string`)
 		}
-		if msg := badResponse(frame, members["result"], hasResult, rawError); msg != "" {
+		if msg := badResponse(frame, env.Result, hasResult, env.Error); msg != "" {
 			return invalid(msg)
 		}
-		return passed(frame, members, lifted)
+		return passed(frame, env.ID, lifted)
 	}
 	if isResponse {
 		return invalid(`a message cannot carry both "method" and "result"/"error"`)
 	}
 	var method string
-	if err := json.Unmarshal(rawMethod, &method); err != nil || method == "" {
+	if err := json.Unmarshal(env.Method, &method); err != nil || method == "" {
 		return invalid(`"method" must be a non-empty string`)
 	}
-	return passed(frame, members, lifted)
+	return passed(frame, env.ID, lifted)
+}
+
+// isVersion2 reports whether the jsonrpc member is the string "2.0".
+func isVersion2(v []byte) bool {
+	if string(v) == `"2.0"` {
+		return true
+	}
+	var version string
+	return v != nil && json.Unmarshal(v, &version) == nil && version == "2.0"
 }
 
 // notJSON is the reply to a frame that does not decode: too deep for the
@@ -103,16 +116,17 @@ func notJSON(frame []byte) []byte {
 		"parse error: the frame is not valid JSON; send one JSON-RPC 2.0 object per text frame")
 }
 
-// passed is the frame to decode: as it came, or re-encoded with its lifted id.
-func passed(frame []byte, members map[string]json.RawMessage, lifted bool) ([]byte, []byte) {
-	if !lifted {
+// passed is the frame to decode: as it came, or with its id (the slice rawID
+// of frame) replaced by the lifted one.
+func passed(frame, rawID, lifted []byte) ([]byte, []byte) {
+	if lifted == nil {
 		return frame, nil
 	}
-	out, err := json.Marshal(members)
-	if err != nil {
-		return nil, errorFrame(nil, protocol.CodeInternal, "internal error: the frame could not be re-encoded")
-	}
-	return out, nil
+	at := cap(frame) - cap(rawID) // where rawID starts within frame
+	out := make([]byte, 0, len(frame)-len(rawID)+len(lifted))
+	out = append(out, frame[:at]...)
+	out = append(out, lifted...)
+	return append(out, frame[at+len(rawID):]...), nil
 }
 
 // maxNesting is the deepest JSON value encoding/json decodes.
@@ -146,13 +160,12 @@ func nestingDepth(frame []byte) int {
 }
 
 // misspelledMember names an envelope member spelled in another case: the
-// JSON-RPC layer would read some such members and ignore others.
-func misspelledMember(members map[string]json.RawMessage) string {
-	for name := range members {
-		for _, want := range envelopeMembers {
-			if name != want && strings.EqualFold(name, want) {
-				return strconv.Quote(name) + ` is not a JSON-RPC member; member names are case-sensitive: write ` + strconv.Quote(want)
-			}
+// JSON-RPC layer would read some such members and ignore others. It is ""
+// for any other name.
+func misspelledMember(name string) string {
+	for _, want := range envelopeMembers {
+		if name != want && strings.EqualFold(name, want) {
+			return strconv.Quote(name) + ` is not a JSON-RPC member; member names are case-sensitive: write ` + strconv.Quote(want)
 		}
 	}
 	return ""
@@ -160,26 +173,62 @@ func misspelledMember(members map[string]json.RawMessage) string {
 
 // badResponse says what keeps a response frame from decoding as the JSON-RPC
 // layer decodes it: a result or an error it cannot hold, or neither.
-func badResponse(frame, result json.RawMessage, hasResult bool, rawError json.RawMessage) string {
+func badResponse(frame, result []byte, hasResult bool, rawError []byte) string {
 	errNull := rawError == nil || string(rawError) == "null"
 	if !hasResult && errNull {
 		return `a response needs a "result" or a non-null "error"`
 	}
-	var v any
-	if hasResult && json.Unmarshal(result, &v) != nil {
+	if hasResult && !numbersFitFloat64(result) {
 		return `"result" holds a number outside the float64 range`
 	}
 	if !errNull {
+		var v any
 		var e jsonrpc2.Error
 		if json.Unmarshal(rawError, &v) != nil || json.Unmarshal(rawError, &e) != nil {
 			return `"error" must be an object {code: integer, message: string, data?: any} with numbers in the float64 range`
 		}
-	}
-	var r jsonrpc2.Response
-	if err := json.Unmarshal(frame, &r); err != nil {
-		return "the response does not decode: " + err.Error()
+		var r jsonrpc2.Response
+		if err := json.Unmarshal(frame, &r); err != nil {
+			return "the response does not decode: " + err.Error()
+		}
 	}
 	return ""
+}
+
+// numbersFitFloat64 reports whether every number in the valid JSON value v
+// is within the float64 range, as the JSON-RPC layer needs; only a number
+// with an exponent or of more than 300 digits can be outside it.
+func numbersFitFloat64(v []byte) bool {
+	inString, escaped := false, false
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '-' || (b >= '0' && b <= '9'):
+			j, long := i, false
+			for j < len(v) && strings.IndexByte("+-0123456789.eE", v[j]) >= 0 {
+				long = long || v[j] == 'e' || v[j] == 'E'
+				j++
+			}
+			if long || j-i > 300 {
+				if _, err := strconv.ParseFloat(string(v[i:j]), 64); err != nil {
+					return false
+				}
+			}
+			i = j - 1
+		}
+	}
+	return true
 }
 
 // validID reports whether raw is an id this server can echo and the JSON-RPC

@@ -1,21 +1,27 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 const submitShape = "{proposal: ActionProposal, session_id?: string, scope?: {tenantId?: string, callerId?: string}}"
 
 func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.SubmitParams
-	if err := decodeParams(params, &p, submitShape); err != nil {
-		return nil, err
+	p, ok := splitSubmit(params)
+	if !ok {
+		if err := decodeParams(params, &p, submitShape); err != nil {
+			return nil, err
+		}
 	}
 	prop, err := protocol.DecodeProposal(p.Proposal)
 	if err != nil {
@@ -39,6 +45,44 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 		return nil, invalidParams("%v", err)
 	}
 	return res, err
+}
+
+// splitSubmit reads proposal.submit's params in one walk, the proposal left
+// as the slice of them it is (DecodeProposal checks it): params come from a
+// frame the frame check found valid. ok is false for anything but plain
+// members of the right types, which decodeParams then reads and words.
+func splitSubmit(params *json.RawMessage) (p protocol.SubmitParams, ok bool) {
+	if params == nil {
+		return p, false
+	}
+	var seen [3]bool
+	ok = jsonvalue.Members(*params, func(name, value []byte) bool {
+		var k int
+		switch string(name) {
+		case "proposal":
+			p.Proposal, k = value, 0
+		case "session_id":
+			if value[0] != '"' || bytes.IndexByte(value, '\\') >= 0 || !utf8.Valid(value) {
+				return false
+			}
+			p.SessionID, k = string(value[1:len(value)-1]), 1
+		case "scope":
+			if json.Unmarshal(value, &p.Scope) != nil {
+				return false
+			}
+			k = 2
+		default:
+			// encoding/json matches names regardless of case and escapes.
+			return bytes.IndexByte(name, '\\') < 0 && !strings.EqualFold(string(name), "proposal") &&
+				!strings.EqualFold(string(name), "session_id") && !strings.EqualFold(string(name), "scope")
+		}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		return true
+	})
+	return p, ok && p.Proposal != nil
 }
 
 // attemptTimeout is the deadline of one attempt of a proposal (each replan

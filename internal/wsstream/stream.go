@@ -3,12 +3,20 @@
 //
 // Both the daemon and the Go client use it; the daemon adds a frame check
 // that answers malformed frames itself instead of tearing the connection down.
+// It reads and writes the library's messages itself (codec.go), in one pass
+// over a frame, and carries a call's params and result past the library's
+// encoding (calls.go).
 package wsstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -17,7 +25,8 @@ import (
 
 // Check inspects a frame before it is decoded. It returns the frame to
 // decode (the one it was given, or a rewritten one), or nil to drop it, with
-// reply (when non-nil) written back.
+// reply (when non-nil) written back. A frame it passes must be valid JSON:
+// the stream does not check it again.
 type Check func(frame []byte) (pass, reply []byte)
 
 // Stream is a jsonrpc2.ObjectStream over a WebSocket connection.
@@ -26,23 +35,37 @@ type Stream struct {
 	ctx          context.Context
 	writeTimeout time.Duration
 	check        Check
+
+	// Reads and writes take no context of their own, which would cost a
+	// timer or a context registration per frame: the end of ctx closes the
+	// connection once (stopRead), and one timer bounds the write under way.
+	stopRead  func() bool
+	writeMu   sync.Mutex
+	writeLate *time.Timer // closes the connection when a write overruns
+	overran   atomic.Bool // writeLate fired
 }
 
-// New returns a Stream reading under ctx. Writes give up after writeTimeout
-// (0 means 30 s), which closes the connection: a peer that stops reading
-// cannot stall its writers forever. check may be nil.
+// New returns a Stream reading until ctx ends, which closes the connection.
+// Writes give up after writeTimeout (0 means 30 s), which closes the
+// connection: a peer that stops reading cannot stall its writers forever.
+// check may be nil.
 func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, check Check) *Stream {
 	if writeTimeout <= 0 {
 		writeTimeout = 30 * time.Second
 	}
-	return &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
+	s := &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
+	s.stopRead = context.AfterFunc(ctx, func() { _ = conn.CloseNow() })
+	return s
 }
 
 // ReadObject reads the next frame that passes the check into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		typ, data, err := s.conn.Read(s.ctx)
+		typ, data, err := s.read()
 		if err != nil {
+			if s.ctx.Err() != nil {
+				return s.ctx.Err()
+			}
 			return err
 		}
 		if typ == websocket.MessageText && !utf8.Valid(data) {
@@ -62,26 +85,85 @@ func (s *Stream) ReadObject(v any) error {
 			}
 			data = pass
 		}
-		return json.Unmarshal(data, v)
+		return decodeInto(data, v, s.check != nil)
 	}
+}
+
+// read reads the next frame into a fresh slice of its exact size (the
+// decoded message keeps slices of it), through a pooled buffer.
+func (s *Stream) read() (websocket.MessageType, []byte, error) {
+	typ, r, err := s.conn.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	bp := buffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	data := bytes.Clone(b)
+	if *bp = b; cap(b) <= maxPooledBuffer {
+		buffers.Put(bp)
+	}
+	return typ, data, nil
 }
 
 // WriteObject writes v as one text frame.
 func (s *Stream) WriteObject(v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
+	bp := buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBuffer {
+			buffers.Put(bp)
+		}
+	}()
+	data, ok := encode((*bp)[:0], v)
+	*bp = data
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return err
+		}
+		data = lowerNegativeID(data)
 	}
-	return s.write(lowerNegativeID(data))
+	return s.write(data)
 }
 
+// write sends one text frame; it closes the connection when the frame is
+// not written within the write timeout.
 func (s *Stream) write(data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
-	defer cancel()
-	return s.conn.Write(ctx, websocket.MessageText, data)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.writeLate == nil {
+		s.writeLate = time.AfterFunc(s.writeTimeout, s.overrun)
+	} else {
+		s.writeLate.Reset(s.writeTimeout)
+	}
+	err := s.conn.Write(context.Background(), websocket.MessageText, data)
+	s.writeLate.Stop()
+	if err != nil && s.overran.Load() {
+		return fmt.Errorf("the peer took no frame for %s; closed the connection: %w", s.writeTimeout, context.DeadlineExceeded)
+	}
+	return err
+}
+
+// overrun ends a write that took longer than the write timeout.
+func (s *Stream) overrun() {
+	s.overran.Store(true)
+	_ = s.conn.CloseNow()
 }
 
 // Close closes the connection with a normal closure.
 func (s *Stream) Close() error {
+	s.stopRead()
 	return s.conn.Close(websocket.StatusNormalClosure, "")
 }
