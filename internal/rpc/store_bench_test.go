@@ -73,7 +73,7 @@ func benchDatabases(b *testing.B) func(testing.TB) string {
 func benchStore(b *testing.B, kind string, newDB func(testing.TB) string, concurrency int, idempotent bool) {
 	const actions = 100
 	ctx := context.Background()
-	st, dbURL := openBenchStore(b, kind, newDB)
+	st, pg, dbURL := openBenchStore(b, kind, newDB)
 	var bus store.Bus
 	if kind != file.Kind {
 		bus = st.Bus // as the daemon does: the file store's bus stays out of rpc
@@ -119,6 +119,10 @@ func benchStore(b *testing.B, kind string, newDB func(testing.TB) string, concur
 	var raw, dbRaw, prop time.Duration
 	var allocs uint64
 	var ms runtime.MemStats
+	var events0 postgres.EventStats
+	if pg != nil {
+		events0 = pg.EventStats()
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Fresh parameters every iteration: an idempotent call never hits.
@@ -179,6 +183,16 @@ func benchStore(b *testing.B, kind string, newDB func(testing.TB) string, concur
 	b.ReportMetric(float64(prop.Nanoseconds())/n, "ns/action")
 	b.ReportMetric(float64(prop)/float64(raw), "action/roundtrip")
 	b.ReportMetric(float64(allocs)/n, "allocs/action")
+	if pg != nil {
+		// Written as the writer got to them: the last proposal's may still
+		// be queued, so these are lower bounds.
+		ev := pg.EventStats()
+		if ev.Dropped != events0.Dropped || ev.Spooled != events0.Spooled {
+			b.Fatalf("events dropped %d, spooled %d: the database did not take them", ev.Dropped-events0.Dropped, ev.Spooled-events0.Spooled)
+		}
+		b.ReportMetric(float64(ev.Written-events0.Written)/n, "events/action")
+		b.ReportMetric(float64(ev.Batches-events0.Batches)/n, "event_batches/action")
+	}
 	if idempotent {
 		claims, commits := idem.claims.Load(), idem.commits.Load()
 		if claims != int64(b.N*actions) || commits != claims {
@@ -224,9 +238,9 @@ func (c *timedClaim) Commit(ctx context.Context, out any) error {
 	return err
 }
 
-// openBenchStore opens a store of kind for b, and returns the URL of its
-// database ("" for the file store). The caller closes it (closeAfter).
-func openBenchStore(b *testing.B, kind string, newDB func(testing.TB) string) (*store.Store, string) {
+// openBenchStore opens a store of kind for b, and for postgres returns its
+// database and URL too. The caller closes it (closeAfter).
+func openBenchStore(b *testing.B, kind string, newDB func(testing.TB) string) (*store.Store, *postgres.DB, string) {
 	b.Helper()
 	dir := b.TempDir()
 	if kind == file.Kind {
@@ -239,7 +253,7 @@ func openBenchStore(b *testing.B, kind string, newDB func(testing.TB) string) (*
 		if err != nil {
 			b.Fatal(err)
 		}
-		return st, ""
+		return st, nil, ""
 	}
 	dbURL := newDB(b)
 	db, err := postgres.Open(context.Background(), postgres.Config{
@@ -250,7 +264,7 @@ func openBenchStore(b *testing.B, kind string, newDB func(testing.TB) string) (*
 	if err != nil {
 		b.Fatal(err)
 	}
-	return db.Store(), dbURL
+	return db.Store(), db, dbURL
 }
 
 // followClusterLog joins rt's event log to the cluster's and follows the
