@@ -135,6 +135,31 @@ func (b *bus) Publish(ctx context.Context, topic string, payload []byte) error {
 	return nil
 }
 
+// PublishEach notifies every daemon's subscribers of topic once per
+// payload, in the order given, in one statement: one round trip and one
+// transaction for the lot. Subscribers receive each payload as from its own
+// Publish, except that PostgreSQL delivers identical payloads sent in one
+// transaction once. A payload NOTIFY cannot carry refuses the whole call.
+//
+// The transaction commits without waiting for its WAL flush
+// (synchronous_commit off for it alone): it writes nothing but its commit
+// record, the notifications go out at commit either way, and one that a
+// crash unwinds only made a subscriber re-read. Waiting would hold the
+// cluster's notification queue lock for a disk flush per publish.
+func (b *bus) PublishEach(ctx context.Context, topic string, payloads []string) error {
+	for _, p := range payloads {
+		if err := checkPayload(topic, []byte(p)); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if _, err := b.pool.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) AS p", channelOf(topic), payloads); err != nil {
+		return fmt.Errorf("publish %d notifications on topic %q: %w", len(payloads), topic, unavailable(err))
+	}
+	return nil
+}
+
 // Subscribe calls fn with every payload published on topic from the moment
 // the listener LISTENs to it (announced by fn(nil)), in order, on the
 // subscription's own goroutine; fn(nil) asks for a resync. cancel stops the

@@ -364,19 +364,71 @@ func (s *idempotency) announce(key string) {
 	}
 }
 
+// notifyBatch bounds the keys one statement publishes.
+const notifyBatch = 256
+
+// batchNotifier publishes many payloads in one statement; the bus does.
+type batchNotifier interface {
+	PublishEach(ctx context.Context, topic string, payloads []string) error
+}
+
+// publishLoop publishes the keys announced, each as its own notification,
+// and what queued while one statement ran goes out in the next: a burst of
+// commits costs one round trip and one notifying transaction, not one each.
+// (Every notifying transaction of the cluster waits its turn at
+// PostgreSQL's notification queue lock until its commit is flushed, so
+// notifications sent one by one cap the commits a cluster can announce.)
 func (s *idempotency) publishLoop() {
 	defer s.wg.Done()
+	keys := make([]string, 0, notifyBatch)
 	for {
 		select {
 		case <-s.stop:
 			return
 		case key := <-s.notify:
-			ctx, cancel := context.WithTimeout(context.Background(), s.bound)
-			if err := s.bus.Publish(ctx, idemTopic, []byte(key)); err != nil {
-				s.log.Debug("idempotency notification not published; waiters will re-check", zap.Error(err))
-			}
-			cancel()
+			keys = append(keys[:0], key)
 		}
+	queued:
+		for len(keys) < notifyBatch {
+			select {
+			case key := <-s.notify:
+				keys = append(keys, key)
+			default:
+				break queued
+			}
+		}
+		s.publish(keys)
+	}
+}
+
+// publish sends keys on the bus. A key the bus cannot carry (too long) is
+// left out: its waiters re-check.
+func (s *idempotency) publish(keys []string) {
+	ok := keys[:0]
+	for _, k := range keys {
+		if err := checkPayload(idemTopic, []byte(k)); err != nil {
+			s.log.Debug("idempotency notification not published; waiters will re-check", zap.Error(err))
+			continue
+		}
+		ok = append(ok, k)
+	}
+	if len(ok) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+	defer cancel()
+	var err error
+	if bn, batches := s.bus.(batchNotifier); batches {
+		err = bn.PublishEach(ctx, idemTopic, ok)
+	} else {
+		for _, k := range ok {
+			if err = s.bus.Publish(ctx, idemTopic, []byte(k)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.log.Debug("idempotency notifications not published; waiters will re-check", zap.Int("keys", len(ok)), zap.Error(err))
 	}
 }
 
