@@ -385,10 +385,14 @@ func (e *events) insertBatch(recs []store.EventRecord) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.bound)
 	defer cancel()
-	// One round trip, one implicit transaction: the lock, then the insert.
+	// One round trip, one implicit transaction: the lock, the insert, and
+	// the announcement on store.TopicEvents that wakes the other daemons'
+	// followers (sent when the transaction commits, so never before the
+	// records can be read).
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, int64(eventsLockID))
 	b.Queue(insertEvents, nodes, seqs, ats, kinds, props, hashes, prevs, bodies)
+	b.Queue(`SELECT pg_notify($1, $2)`, channelOf(store.TopicEvents), e.node)
 	return e.pool.SendBatch(ctx, b).Close()
 }
 

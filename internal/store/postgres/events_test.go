@@ -123,6 +123,36 @@ func TestEventsWrittenInBatches(t *testing.T) {
 	}
 }
 
+// A written batch is announced on store.TopicEvents with its writer's id,
+// so the other daemons' followers read it without waiting for their poll.
+func TestEventsBatchAnnounced(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := openNode(t, url, "a"), openNode(t, url, "b")
+	heard, listening := make(chan string, 16), make(chan struct{}, 16)
+	stop := b.bus.Subscribe(store.TopicEvents, func(p []byte) {
+		if p == nil { // the topic is listened to (or listened to again)
+			listening <- struct{}{}
+			return
+		}
+		heard <- string(p)
+	})
+	defer stop()
+	<-listening
+	(&chain{node: "a"}).append(a, 3)
+	select {
+	case who := <-heard:
+		if who != "a" {
+			t.Fatalf("announcement names %q, want the writer a", who)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no announcement of a's batch reached b")
+	}
+	if n := count(t, a); n != 3 {
+		t.Fatalf("%d records readable when the batch was announced, want 3", n)
+	}
+}
+
 // While the database is down, events go to the spool file; once it is back
 // they are written in order before anything newer, and the spool is emptied.
 func TestEventsSpoolWhileDatabaseDown(t *testing.T) {
