@@ -117,6 +117,14 @@ export interface EventsMissed {
   after_cursor: Integer2AHOqbcQ;
   cursors?: ObjectJNVaTOCK;
 }
+export interface Member {
+  id: StringDoaGddGA;
+  version: StringDoaGddGA;
+  started_at: StringV0UwQeVu;
+  last_heartbeat: StringV0UwQeVu;
+  alive: BooleanVyG3AETh;
+}
+export type UnorderedSetOfMemberIKo60AsA = Member[];
 export interface ApprovalRecord {
   fingerprint: StringDoaGddGA;
   decision: StringDoaGddGA;
@@ -258,8 +266,10 @@ export interface Intent {
   reversibility: StringDoaGddGA;
   created_at: StringV0UwQeVu;
   actions: UnorderedSetOfIntentActionwPU8Pmrk;
+  node?: StringDoaGddGA;
+  actions_omitted?: Integer2AHOqbcQ;
 }
-export type UnorderedSetOfIntenttQXtLtNP = Intent[];
+export type UnorderedSetOfIntentY646S1OC = Intent[];
 export interface HostAgent {
   id: StringDoaGddGA;
   name: StringDoaGddGA;
@@ -292,8 +302,9 @@ export interface HostApproval {
   resolved_by?: StringDoaGddGA;
   approved?: BooleanVyG3AETh;
   notes?: StringDoaGddGA;
+  node?: StringDoaGddGA;
 }
-export type UnorderedSetOfHostApprovaly0BJcnQa = HostApproval[];
+export type UnorderedSetOfHostApprovalaLuRxPCK = HostApproval[];
 export interface HostEventEntry {
   id: StringDoaGddGA;
   timestamp: StringV0UwQeVu;
@@ -301,8 +312,9 @@ export interface HostEventEntry {
   agent_id?: StringDoaGddGA;
   message?: StringDoaGddGA;
   payload: ObjectHAgrRKSz;
+  node?: StringDoaGddGA;
 }
-export type UnorderedSetOfHostEventEntry1TpzsITw = HostEventEntry[];
+export type UnorderedSetOfHostEventEntrylZgrb47I = HostEventEntry[];
 export interface HostIdentity {
   version: StringDoaGddGA;
   pid: Integer2AHOqbcQ;
@@ -436,6 +448,8 @@ export interface IntentNotice {
   reversibility: StringDoaGddGA;
   created_at: StringV0UwQeVu;
   actions: UnorderedSetOfIntentActionwPU8Pmrk;
+  node?: StringDoaGddGA;
+  actions_omitted?: Integer2AHOqbcQ;
   cursor: Integer2AHOqbcQ;
   dropped: Integer2AHOqbcQ;
 }
@@ -451,6 +465,7 @@ export interface HostEventNotice {
   agent_id?: StringDoaGddGA;
   message?: StringDoaGddGA;
   payload: ObjectHAgrRKSz;
+  node?: StringDoaGddGA;
   cursor: Integer2AHOqbcQ;
   dropped: Integer2AHOqbcQ;
 }
@@ -474,6 +489,9 @@ export interface ServerStatusResult {
   version: StringDoaGddGA;
   connections: Integer2AHOqbcQ;
   runtime: ObjectHAgrRKSz;
+  store?: StringDoaGddGA;
+  members: UnorderedSetOfMemberIKo60AsA;
+  members_error?: StringDoaGddGA;
 }
 export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
@@ -584,7 +602,7 @@ export interface SubscriptionResult {
   was_subscribed: BooleanVyG3AETh;
 }
 export interface SupervisionPendingResult {
-  intents: UnorderedSetOfIntenttQXtLtNP;
+  intents: UnorderedSetOfIntentY646S1OC;
 }
 export interface SupervisionDecideResult {
   decided: BooleanVyG3AETh;
@@ -592,16 +610,16 @@ export interface SupervisionDecideResult {
 export interface HostSnapshot {
   subscribed: BooleanVyG3AETh;
   agents: UnorderedSetOfHostAgentjRKNklaP;
-  approvals: UnorderedSetOfHostApprovaly0BJcnQa;
-  events: UnorderedSetOfHostEventEntry1TpzsITw;
+  approvals: UnorderedSetOfHostApprovalaLuRxPCK;
+  events: UnorderedSetOfHostEventEntrylZgrb47I;
   devices: SetOfAnykhpArGaq;
   identity: HostIdentity;
 }
 export interface HostApprovalsResult {
-  approvals: UnorderedSetOfHostApprovaly0BJcnQa;
+  approvals: UnorderedSetOfHostApprovalaLuRxPCK;
 }
 export interface HostEventsResult {
-  events: UnorderedSetOfHostEventEntry1TpzsITw;
+  events: UnorderedSetOfHostEventEntrylZgrb47I;
 }
 export interface OKResult {
   ok: BooleanVyG3AETh;
