@@ -114,7 +114,11 @@ func (rt *Runtime) approveRestore(ctx context.Context, s *Session, id string) er
 	if rt.opts.Approvals == nil {
 		return fmt.Errorf("checkpoint.restore %w, and this daemon has no approval ledger", ErrNeedsApproval)
 	}
-	if rec, ok := rt.opts.Approvals.Decision(row.Fingerprint); ok {
+	rec, ok, err := rt.ledgerDecision(ctx, row.Fingerprint, policy.FullAccess)
+	if err != nil {
+		return fmt.Errorf("checkpoint.restore of '%s' needs an approval, and whether it has one cannot be told: %w", id, err)
+	}
+	if ok {
 		if rec.Decision == approvals.Rejected {
 			return fmt.Errorf("checkpoint.restore of '%s' (fingerprint %s) was rejected by %s: %w", id, row.Fingerprint, rec.Reviewer, ErrNeedsApproval)
 		}

@@ -152,15 +152,17 @@ func (rt *Runtime) escalateOrderings(ctx context.Context, sub *Submission, hits 
 			Required: policy.FullAccess, Reversibility: policy.Classify(a).Reversibility, Granted: sub.Session.Tier(),
 			Reason: why, Signals: []string{"ordering " + h.Rule.First + " → " + h.Rule.Then},
 		}
-		if rt.opts.Approvals != nil {
-			if rec, ok := rt.opts.Approvals.Decision(row.Fingerprint); ok {
-				if rec.Decision == approvals.Rejected {
-					denied = append(denied, fmt.Sprintf("action '%s': %s, and it was rejected by %s (fingerprint %s)", a.ID, why, rec.Reviewer, row.Fingerprint))
-					continue
-				}
-				if approvedAtOrAbove(rec, policy.FullAccess) {
-					continue
-				}
+		rec, ok, err := rt.ledgerDecision(ctx, row.Fingerprint, policy.FullAccess)
+		if err != nil {
+			return fmt.Errorf("action '%s': %s, and whether it was approved cannot be told: %w", a.ID, why, err)
+		}
+		if ok {
+			if rec.Decision == approvals.Rejected {
+				denied = append(denied, fmt.Sprintf("action '%s': %s, and it was rejected by %s (fingerprint %s)", a.ID, why, rec.Reviewer, row.Fingerprint))
+				continue
+			}
+			if approvedAtOrAbove(rec, policy.FullAccess) {
+				continue
 			}
 		}
 		rows = append(rows, row)

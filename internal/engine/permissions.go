@@ -167,6 +167,27 @@ func (rt *Runtime) freshPermissions(ctx context.Context, sub *Submission) (rows 
 	return rows, stale
 }
 
+// ledgerDecision returns fingerprint's decision as the ledger's local copy
+// holds it or, when the copy holds none that rejects it or approves it at
+// tier, as the store holds it now (see freshPermissions: the copy of a
+// shared ledger follows the other daemons a notification behind). An error
+// says the store could not be read; rec and ok are then the copy's.
+func (rt *Runtime) ledgerDecision(ctx context.Context, fingerprint string, tier policy.Tier) (rec approvals.Record, ok bool, err error) {
+	led := rt.opts.Approvals
+	if led == nil {
+		return approvals.Record{}, false, nil
+	}
+	rec, ok = led.Decision(fingerprint)
+	if ok && (rec.Decision == approvals.Rejected || approvedAtOrAbove(rec, tier)) {
+		return rec, true, nil
+	}
+	if err := led.Refresh(ctx, fingerprint); err != nil {
+		return rec, ok, store.Wrap("the approval ledger could not be read for decisions made on the other daemons", err)
+	}
+	rec, ok = led.Decision(fingerprint)
+	return rec, ok, nil
+}
+
 // permissionGate admits a proposal only when every action is allowed for
 // the submitting session's tier and the ledger; otherwise the whole proposal
 // is blocked and the error names what to approve.

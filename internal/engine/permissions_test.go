@@ -82,3 +82,44 @@ func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
 		t.Fatalf("with the store down: %v", err)
 	}
 }
+
+// TestLedgerDecisionReadsThroughForEveryDoor: the doors that ask the ledger
+// outside the permission gate (a checkpoint restore here; an ordering
+// escalation and a supervisor's escalation read the same way) see an
+// approval committed on another daemon that the local copy lacks, do not
+// ask the store for one the copy settles, and say so when the store cannot
+// be read.
+func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
+	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
+	rt := NewRuntime(Options{Approvals: l})
+	s := rt.OpenSession("s", nil)
+	restoreOf := func(id string) string {
+		op := protocol.Action{ID: "restore-" + id, Type: protocol.ActionToolCall, Tool: "checkpoint.restore", Parameters: map[string]any{"checkpoint_id": id}}
+		return approvals.Fingerprint(&op)
+	}
+
+	fp := restoreOf("cp1")
+	l.elsewhere[fp] = approvals.Record{Fingerprint: fp, Decision: approvals.Approved, RequiredTier: "full_access", Reviewer: "conn:elsewhere"}
+	if err := rt.approveRestore(context.Background(), s, "cp1"); err != nil {
+		t.Fatalf("restore approved on another daemon: %v", err)
+	}
+	if !slices.Equal(l.refreshed, []string{fp}) {
+		t.Fatalf("refreshed %v, want %s", l.refreshed, fp)
+	}
+
+	l.refreshed = nil
+	if err := rt.approveRestore(context.Background(), s, "cp1"); err != nil || len(l.refreshed) != 0 {
+		t.Fatalf("a restore the local copy approves: %v, refreshed %v", err, l.refreshed)
+	}
+
+	l.fail = fmt.Errorf("read the decisions: %w", store.ErrUnavailable)
+	err = rt.approveRestore(context.Background(), s, "cp2")
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be told") {
+		t.Fatalf("with the store down: %v", err)
+	}
+}

@@ -453,10 +453,12 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		a := &sub.Proposal.Actions[i]
 		fp := approvals.Fingerprint(a)
 		tier := policy.Classify(a).Tier
-		if led := g.rt.opts.Approvals; led != nil {
-			if rec, ok := led.Decision(fp); ok && approvedAtOrAbove(rec, tier) {
-				continue
-			}
+		rec, ok, err := g.rt.ledgerDecision(ctx, fp, tier)
+		if err != nil {
+			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", p.reviewer, d.Reason, err)
+		}
+		if ok && approvedAtOrAbove(rec, tier) {
+			continue
 		}
 		missing = append(missing, fmt.Sprintf("action '%s': approve fingerprint %s at %s", a.ID, fp, tier))
 	}
