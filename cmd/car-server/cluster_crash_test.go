@@ -182,16 +182,9 @@ func (l *clusterLedger) pick(rng *rand.Rand) []string {
 func (l *clusterLedger) submit(c *client.Client, slot int, keys []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	actions := make([]any, len(keys))
-	for i, k := range keys {
-		actions[i] = map[string]any{"id": fmt.Sprint("a", i), "type": "tool_call", "tool": "book_seat", "parameters": map[string]any{"k": k}}
-	}
-	var res protocol.ProposalResult
-	if err := c.Call(ctx, protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": actions}}, &res); err != nil {
+	res, err := submitCharges(ctx, c, keys)
+	if err != nil {
 		return err
-	}
-	if len(res.Results) != len(keys) {
-		return fmt.Errorf("%d results for %d actions", len(res.Results), len(keys))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

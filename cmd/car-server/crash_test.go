@@ -92,18 +92,28 @@ func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 	return c
 }
 
-// submit sends one proposal of idempotent charges and records what came back.
-func (l *ledger) submit(ctx context.Context, c *client.Client, keys []string) error {
+// submitCharges sends one proposal of idempotent charges, one action per
+// key, and returns its result, one per key.
+func submitCharges(ctx context.Context, c *client.Client, keys []string) (*protocol.ProposalResult, error) {
 	actions := make([]any, len(keys))
 	for i, k := range keys {
 		actions[i] = map[string]any{"id": fmt.Sprint("a", i), "type": "tool_call", "tool": "book_seat", "parameters": map[string]any{"k": k}}
 	}
 	var res protocol.ProposalResult
 	if err := c.Call(ctx, protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": actions}}, &res); err != nil {
-		return err
+		return nil, err
 	}
 	if len(res.Results) != len(keys) {
-		return fmt.Errorf("%d results for %d actions", len(res.Results), len(keys))
+		return nil, fmt.Errorf("%d results for %d actions", len(res.Results), len(keys))
+	}
+	return &res, nil
+}
+
+// submit sends one proposal of idempotent charges and records what came back.
+func (l *ledger) submit(ctx context.Context, c *client.Client, keys []string) error {
+	res, err := submitCharges(ctx, c, keys)
+	if err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
