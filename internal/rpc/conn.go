@@ -37,7 +37,8 @@ type conn struct {
 	// socket is the connection under ws, which holds buffers only while
 	// bytes move.
 	socket *pooledConn
-	rpc    *jsonrpc2.Conn // set once; ready is closed after
+	rpc    *jsonrpc2.Conn   // set once; ready is closed after
+	stream *wsstream.Stream // under rpc; set with it
 	ready  chan struct{}
 	sess   *engine.Session
 	// remote is the peer's address, set before ready is closed.
@@ -133,8 +134,8 @@ func (c *conn) start(remote string) {
 	// The reads take no context: a read waiting under one would register a
 	// cancel hook per frame. The connection ends by closing it (drain, or
 	// the library's Close), which ends the read.
-	stream := connStream{Stream: wsstream.New(context.Background(), c.ws, c.srv.opts.WriteTimeout, checkFrame), c: c}
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered), jsonrpc2.OnSend(c.sending))
+	c.stream = wsstream.New(context.Background(), c.ws, c.srv.opts.WriteTimeout, checkFrame)
+	c.rpc = jsonrpc2.NewConn(context.Background(), connStream{Stream: c.stream, c: c}, c, jsonrpc2.SetLogger(jsonrpcLogger{c.log}), jsonrpc2.OnRecv(c.answered), jsonrpc2.OnSend(c.sending))
 	close(c.ready)
 }
 
@@ -365,6 +366,11 @@ func (c *conn) notify(ctx context.Context, method string, params any) error {
 	}
 	if err == nil {
 		return nil
+	}
+	if c.stream.Overran() && !errors.Is(err, context.DeadlineExceeded) {
+		// A write on the stream missed its own timeout first and closed
+		// the connection; the library then reports this one as closed.
+		err = fmt.Errorf("the peer took no frame for %s: %w", c.srv.opts.WriteTimeout, context.DeadlineExceeded)
 	}
 	_ = c.ws.CloseNow() // a no-op when it is closed already
 	if errors.Is(err, context.DeadlineExceeded) {

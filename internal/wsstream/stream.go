@@ -156,6 +156,11 @@ func (s *Stream) write(data []byte) error {
 	return err
 }
 
+// Overran reports whether a write missed the write timeout, which closed
+// the connection. The JSON-RPC library reports a write failing as the
+// connection ends as closed; this says why it closed.
+func (s *Stream) Overran() bool { return s.overran.Load() }
+
 // overrun ends a write that took longer than the write timeout.
 func (s *Stream) overrun() {
 	s.overran.Store(true)
