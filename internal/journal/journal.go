@@ -36,7 +36,10 @@ type Journal struct {
 	live       map[string][]byte // key -> its last record
 	lines      int               // records in the file
 	closing    bool
-	queue      []pending
+	queue      []pending   // records waiting for the next write, all of them in group
+	gather     int         // while the flusher waits for the queue to reach this length, appenders below it do not wake it
+	group      *flushGroup // the write the queued records wait for; nil while none is queued
+	spare      []pending   // the queue's other slice, reused batch after batch
 	broken     error       // a failed write: no append succeeds until reopened
 	minDead    int         // compaction waits for at least this many dead records
 	retryAt    int         // after a failed automatic compaction, the next waits for this many records
@@ -46,6 +49,12 @@ type Journal struct {
 
 	errorLog   func(error)  // errors no caller receives
 	midRewrite func() error // tests: runs between writing a snapshot and syncing it
+	// tests, set under mu: queued sees the queue's length whenever it
+	// changes, writing the records of each write before it starts, and
+	// gatherFor replaces a quarter of the last write's time.
+	queued    func(records int)
+	writing   func(records int)
+	gatherFor func(took time.Duration) time.Duration
 }
 
 // Option configures a journal at Open.
@@ -71,7 +80,20 @@ type pending struct {
 	key  string
 	line []byte // with its newline
 	tomb bool
-	done chan error
+}
+
+// flushGroup is one write and fsync of the flusher: every record queued
+// while the one before was on its way. Its appenders wait on done, one
+// channel closed for all of them rather than a channel and a send each.
+type flushGroup struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// end answers every appender of the group.
+func (g *flushGroup) end(err error) {
+	g.err = err
+	close(g.done)
 }
 
 // Open replays the journal at path (creating it, 0600, in a 0700 directory)
@@ -272,8 +294,12 @@ func (j *Journal) Append(rec []byte) error {
 // fsynced, or with the first error; after a crash a prefix of the batch may
 // be on disk, never a record without the ones before it.
 func (j *Journal) AppendBatch(recs [][]byte) error {
-	batch := make([]pending, len(recs))
-	for i, rec := range recs {
+	var one [1]pending // a single record queues without a slice of its own
+	batch := one[:0]
+	if len(recs) > 1 {
+		batch = make([]pending, 0, len(recs))
+	}
+	for _, rec := range recs {
 		key, tomb, err := parse(bytes.TrimSuffix(rec, []byte("\n")))
 		if err != nil {
 			return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
@@ -281,23 +307,27 @@ func (j *Journal) AppendBatch(recs [][]byte) error {
 		if bytes.ContainsAny(rec, "\n") {
 			return fmt.Errorf("journal %s: a record must be one line", j.path)
 		}
-		batch[i] = pending{key: string(key), line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, done: make(chan error, 1)}
+		batch = append(batch, pending{key: string(key), line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb})
 	}
 	j.mu.Lock()
 	if err := j.unusable(); err != nil {
 		j.mu.Unlock()
 		return err
 	}
-	j.queue = append(j.queue, batch...)
-	j.work.Signal()
-	j.mu.Unlock()
-	var first error
-	for _, p := range batch {
-		if err := <-p.done; err != nil && first == nil {
-			first = err
-		}
+	if j.group == nil {
+		j.group = &flushGroup{done: make(chan struct{})}
 	}
-	return first
+	g := j.group
+	j.queue = append(j.queue, batch...)
+	if j.gather == 0 || len(j.queue) >= j.gather {
+		j.work.Signal()
+	}
+	if j.queued != nil {
+		j.queued(len(j.queue))
+	}
+	j.mu.Unlock()
+	<-g.done
+	return g.err
 }
 
 // flusher is the journal's one writer: it takes everything queued, writes
@@ -320,28 +350,34 @@ func (j *Journal) flusher() {
 		if len(j.queue) == 0 {
 			return // closing, nothing left
 		}
-		batch := j.queue
-		j.queue = nil
+		batch, g := j.queue, j.group
+		j.queue, j.group = j.spare[:0], nil
+		if j.queued != nil {
+			j.queued(0)
+		}
 		if j.broken != nil {
 			// Never write behind a failed write: the file may end in a torn
 			// line, and a later fsync can succeed for data an earlier one lost.
-			for _, p := range batch {
-				p.done <- j.broken
-			}
+			g.end(j.broken)
+			j.recycle(batch)
 			continue
 		}
 		var buf []byte
 		for _, p := range batch {
 			buf = append(buf, p.line...)
 		}
-		f := j.f
+		f, writing := j.f, j.writing
 		j.mu.Unlock()
+		if writing != nil {
+			writing(len(batch))
+		}
 		start := time.Now()
 		_, err := f.Write(buf)
 		if err == nil {
 			err = f.Sync()
 		}
-		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+		took := time.Since(start)
+		metrics.FsyncSeconds.Observe(took.Seconds())
 		j.mu.Lock()
 		if err != nil {
 			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
@@ -358,11 +394,45 @@ func (j *Journal) flusher() {
 				}
 			}
 		}
-		for _, p := range batch {
-			p.done <- err
-		}
+		g.end(err)
+		j.recycle(batch)
 		j.maybeCompact()
+		if n := len(batch); n > 1 && err == nil {
+			j.gatherAfter(n, took)
+		}
 	}
+}
+
+// gatherAfter waits, after a write that answered n appenders, until they
+// could queue again: until n more records are queued, or a quarter of the
+// write's time has passed. Appenders that append again at once then share
+// the next write with those that queued during this one, instead of the
+// two halves taking turns, each a write of their own. j.mu is held.
+func (j *Journal) gatherAfter(n int, took time.Duration) {
+	j.gather = len(j.queue) + n
+	wait := took / 4
+	if j.gatherFor != nil {
+		wait = j.gatherFor(took)
+	}
+	expired := false
+	t := time.AfterFunc(wait, func() {
+		j.mu.Lock()
+		expired = true
+		j.work.Signal()
+		j.mu.Unlock()
+	})
+	for !expired && len(j.queue) < j.gather && !j.closing && !j.snapshotWritten() {
+		j.work.Wait()
+	}
+	j.gather = 0
+	t.Stop()
+}
+
+// recycle keeps a written batch's slice for the queue after next, holding
+// none of its records; j.mu is held.
+func (j *Journal) recycle(batch []pending) {
+	clear(batch)
+	j.spare = batch[:0]
 }
 
 // Each calls f with every live record, in key order.
