@@ -40,15 +40,31 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	})
 	rep.Baseline = summarize(flatten(base))
 
-	// Proposals of independent tool calls, every connection at once.
+	// Proposals of independent tool calls, every connection at once. Beside
+	// each proposal, at the same moment and on the same connection, one raw
+	// round trip: it meets the same load the proposal does.
 	proposal := buildProposal(o.Actions)
 	lat := make([][]time.Duration, len(clients))
+	beside := make([][]time.Duration, len(clients))
 	start := time.Now()
 	runEach(clients, func(i int, c *client.Client) {
 		for j := 0; j < o.Proposals && ctx.Err() == nil; j++ {
+			probed := make(chan time.Duration, 1)
 			t0 := time.Now()
+			go func() {
+				if err := c.Call(ctx, protocol.MethodStateExists, probe, nil); err != nil {
+					rep.addError("round trip beside a proposal: " + err.Error())
+					probed <- -1
+					return
+				}
+				probed <- time.Since(t0)
+			}()
 			var res protocol.ProposalResult
-			if err := c.Call(ctx, protocol.MethodProposalSubmit, proposal, &res); err != nil {
+			err := c.Call(ctx, protocol.MethodProposalSubmit, proposal, &res)
+			if d := <-probed; d >= 0 {
+				beside[i] = append(beside[i], d)
+			}
+			if err != nil {
 				rep.addError("proposal.submit: " + err.Error())
 				continue
 			}
@@ -73,9 +89,13 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 		rep.ProposalsPerSec = float64(rep.ProposalsDone) / rep.WallSecs
 		rep.ActionsPerSec = float64(rep.ProposalsDone*o.Actions) / rep.WallSecs
 	}
+	rep.Beside = summarize(flatten(beside))
 	if rep.Baseline.Count > 0 && rep.Latency.Count > 0 {
 		rep.ActionToRoundTrip = rep.Latency.MeanMs / float64(o.Actions) / rep.Baseline.MeanMs
 		rep.P99ToRoundTripP99 = rep.Latency.P99Ms / rep.Baseline.P99Ms
+	}
+	if rep.Beside.Count > 0 && rep.Latency.Count > 0 {
+		rep.P99ToBesideP99 = rep.Latency.P99Ms / rep.Beside.P99Ms
 	}
 	if ctx.Err() != nil {
 		rep.addError("stopped early: " + ctx.Err().Error())

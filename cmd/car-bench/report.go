@@ -29,23 +29,33 @@ type idleReport struct {
 
 // report is one run's result.
 type report struct {
-	Connections            int          `json:"connections"`
-	Daemons                int          `json:"daemons"` // the connections are spread over them round-robin
-	ProposalsPerConnection int          `json:"proposals_per_connection"`
-	ActionsPerProposal     int          `json:"actions_per_proposal"`
-	GoMaxProcs             int          `json:"gomaxprocs"`
-	ProposalsDone          int          `json:"proposals_done"`
-	WallSecs               float64      `json:"wall_secs"`
-	ProposalsPerSec        float64      `json:"proposals_per_sec"`
-	ActionsPerSec          float64      `json:"actions_per_sec"`
-	Latency                stats        `json:"proposal_latency"`
-	Baseline               stats        `json:"baseline_round_trip"`
-	ActionToRoundTrip      float64      `json:"action_to_round_trip"`
-	P99ToRoundTripP99      float64      `json:"p99_to_round_trip_p99"`
-	Errors                 int          `json:"errors"`
-	ErrorSamples           []string     `json:"error_samples,omitempty"`
-	Idle                   *idleReport  `json:"idle,omitempty"`
-	Chain                  *chainReport `json:"chain,omitempty"`
+	Connections            int     `json:"connections"`
+	Daemons                int     `json:"daemons"` // the connections are spread over them round-robin
+	ProposalsPerConnection int     `json:"proposals_per_connection"`
+	ActionsPerProposal     int     `json:"actions_per_proposal"`
+	GoMaxProcs             int     `json:"gomaxprocs"`
+	ProposalsDone          int     `json:"proposals_done"`
+	WallSecs               float64 `json:"wall_secs"`
+	ProposalsPerSec        float64 `json:"proposals_per_sec"`
+	ActionsPerSec          float64 `json:"actions_per_sec"`
+	Latency                stats   `json:"proposal_latency"`
+	Baseline               stats   `json:"baseline_round_trip"`
+	// Beside is a round trip sent with each proposal, on its connection at
+	// the same moment: it meets the load the proposals make.
+	Beside            stats   `json:"round_trip_beside_proposals"`
+	ActionToRoundTrip float64 `json:"action_to_round_trip"`
+	// P99ToRoundTripP99 sets the proposals' p99 against the baseline's,
+	// measured before them with every connection making round trips:
+	// it is the cost of a proposal in round trips once the daemon is
+	// saturated. P99ToBesideP99 sets it against the round trips sent
+	// beside the proposals: how much longer a proposal waits than a
+	// single call under the same load.
+	P99ToRoundTripP99 float64      `json:"p99_to_round_trip_p99"`
+	P99ToBesideP99    float64      `json:"p99_to_beside_p99"`
+	Errors            int          `json:"errors"`
+	ErrorSamples      []string     `json:"error_samples,omitempty"`
+	Idle              *idleReport  `json:"idle,omitempty"`
+	Chain             *chainReport `json:"chain,omitempty"`
 
 	mu sync.Mutex
 }
@@ -110,6 +120,10 @@ func (r *report) writeText(w io.Writer) error {
 		if r.Chain == nil {
 			fmt.Fprintf(tw, "proposal p99 / round-trip p99\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Baseline.P99Ms, r.P99ToRoundTripP99)
 		}
+	}
+	if r.Beside.Count > 0 {
+		fmt.Fprintf(tw, "round trip beside each proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connection, same moment)\n", r.Beside.MeanMs, r.Beside.P50Ms, r.Beside.P95Ms, r.Beside.P99Ms, r.Beside.Count)
+		fmt.Fprintf(tw, "proposal p99 / p99 of the round trips beside\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Beside.P99Ms, r.P99ToBesideP99)
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)
