@@ -173,7 +173,7 @@ func (l *EventLog) Follow(ctx context.Context, o FollowOptions) {
 	defer tick.Stop()
 	for {
 		for ctx.Err() == nil {
-			recs, next, err := cl.Since(ctx, cursor, followPage)
+			recs, next, err := cl.Since(ctx, cursor, followPage, node)
 			if err != nil {
 				if ctx.Err() == nil {
 					report(fmt.Errorf("read the other daemons' events from the cluster's log: %w", err))
@@ -181,9 +181,6 @@ func (l *EventLog) Follow(ctx context.Context, o FollowOptions) {
 				break
 			}
 			for i := range recs {
-				if recs[i].Node == node {
-					continue
-				}
 				e, err := decodeRecord(&recs[i])
 				if err != nil {
 					report(err)
@@ -191,9 +188,7 @@ func (l *EventLog) Follow(ctx context.Context, o FollowOptions) {
 				}
 				l.deliverRemote(e)
 			}
-			if len(recs) > 0 {
-				cursor = next
-			}
+			cursor = next
 			if len(recs) < followPage {
 				break
 			}
@@ -384,7 +379,7 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 	var cursor int64
 	index := 0
 	for {
-		recs, next, err := cl.Since(ctx, cursor, verifyPage)
+		recs, next, err := cl.Since(ctx, cursor, verifyPage, "")
 		if err != nil {
 			return protocol.ChainVerifyResult{}, fmt.Errorf("read the cluster's events to verify their chains: %w", err)
 		}

@@ -162,9 +162,13 @@ type EventRecord struct {
 // to disk while the database cannot be reached.
 type Events interface {
 	Append(r EventRecord)
-	// Since returns up to limit records of any daemon with a cluster-wide
-	// position after cursor, and the position of the last one returned.
-	Since(ctx context.Context, cursor int64, limit int) ([]EventRecord, int64, error)
+	// Since returns up to limit records with a cluster-wide position after
+	// cursor, of every daemon but skip ("" skips none), and the cursor to
+	// read on from: the position of the last record returned, or, when
+	// fewer than limit came back, of the newest record looked at, skipped
+	// ones included, so that a daemon reading the others' records does
+	// not pass over its own again.
+	Since(ctx context.Context, cursor int64, limit int, skip string) ([]EventRecord, int64, error)
 	// Query returns the records matching q, oldest first; with a Limit, the
 	// newest Limit of them.
 	Query(ctx context.Context, q EventFilter) ([]EventRecord, error)

@@ -408,13 +408,19 @@ func scanEvent(row pgx.CollectableRow) (store.EventRecord, error) {
 }
 
 // Since returns up to limit records (at most 10000) positioned after cursor,
-// and the position of the last one (cursor when there is none). Records
-// still queued or spooled are not in it yet.
-func (e *events) Since(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error) {
+// of every daemon but skip, and the cursor to read on from. Records still
+// queued or spooled are not in it yet. One statement, so one snapshot,
+// reads the page and the newest position: when the page is not full, every
+// record up to that position that is not skipped is in it (positions
+// become visible in order), and the cursor moves past the skipped ones too.
+func (e *events) Since(ctx context.Context, cursor int64, limit int, skip string) ([]store.EventRecord, int64, error) {
 	if limit <= 0 || limit > eventsQueryMx {
 		limit = eventsQueryMx
 	}
-	rows, err := e.pool.Query(ctx, `SELECT `+eventColumns+` FROM car_events WHERE id > $1 ORDER BY id LIMIT $2`, cursor, limit)
+	// The last row is the newest position, marked by an empty node (every
+	// record names its daemon).
+	rows, err := e.pool.Query(ctx, `(SELECT `+eventColumns+` FROM car_events WHERE id > $1 AND node <> $3 ORDER BY id LIMIT $2)
+		UNION ALL SELECT coalesce(max(id), $1), '', 0, now(), '', '', '', '', '' FROM car_events WHERE id > $1`, cursor, limit, skip)
 	if err != nil {
 		return nil, cursor, fmt.Errorf("read the event log after position %d: %w", cursor, unavailable(err))
 	}
@@ -422,10 +428,19 @@ func (e *events) Since(ctx context.Context, cursor int64, limit int) ([]store.Ev
 	if err != nil {
 		return nil, cursor, fmt.Errorf("read the event log after position %d: %w", cursor, unavailable(err))
 	}
-	if len(recs) > 0 {
-		cursor = recs[len(recs)-1].Pos
+	head := cursor
+	page := recs[:0]
+	for _, r := range recs {
+		if r.Node == "" {
+			head = max(head, r.Pos)
+			continue
+		}
+		page = append(page, r)
 	}
-	return recs, cursor, nil
+	if len(page) == limit {
+		return page, page[len(page)-1].Pos, nil
+	}
+	return page, head, nil
 }
 
 // Query returns the newest records matching q (q.Limit of them, at most

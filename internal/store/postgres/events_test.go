@@ -78,7 +78,7 @@ func count(t *testing.T, db *DB) int {
 // seqsByPos lists node:seq of every stored record in position order.
 func seqsByPos(t *testing.T, db *DB) []string {
 	t.Helper()
-	recs, _, err := db.events.Since(ctxT(t), 0, 10000)
+	recs, _, err := db.events.Since(ctxT(t), 0, 10000, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestEventsSinceContiguousAcrossWriters(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reader saw %d of %d records", len(seen), 2*each)
 		}
-		recs, cur, err := a.events.Since(ctx, cursor, 100)
+		recs, cur, err := a.events.Since(ctx, cursor, 100, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,8 +452,54 @@ func TestEventsChains(t *testing.T) {
 	if err != nil || head < 9 {
 		t.Fatalf("Head = %d %v, want the position of the 9th record", head, err)
 	}
-	if recs, _, err := b.events.Since(ctx, head, 10); err != nil || len(recs) != 0 {
+	if recs, _, err := b.events.Since(ctx, head, 10, ""); err != nil || len(recs) != 0 {
 		t.Fatalf("Since(Head) = %d records %v, want none", len(recs), err)
+	}
+}
+
+// A daemon reading the others' records gets none of its own, and its
+// cursor moves past its own records at the end, so the next read does not
+// look at them again; a full page stops at its last record.
+func TestEventsSinceSkipsANode(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := openNode(t, url, "a"), openNode(t, url, "b")
+	ca, cb := &chain{node: "a"}, &chain{node: "b"}
+	ctx := ctxT(t)
+	ca.append(a, 3)
+	eventually(t, "a's 3 in", func() bool { return count(t, a) == 3 })
+	cb.append(b, 4)
+	eventually(t, "b's 4 in", func() bool { return count(t, a) == 7 })
+	ca.append(a, 5)
+	eventually(t, "a's 5 more in", func() bool { return count(t, a) == 12 })
+	head, err := a.events.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	recs, next, err := a.events.Since(ctx, 0, 100, "a")
+	if err != nil || len(recs) != 4 || next != head {
+		t.Fatalf("Since(0, skip a) = %d records, next %d (head %d), %v; want b's 4 and the head", len(recs), next, head, err)
+	}
+	for i, r := range recs {
+		if r.Node != "b" || r.Seq != uint64(i+1) || len(r.Body) == 0 {
+			t.Fatalf("record %d: %s:%d body %q", i, r.Node, r.Seq, r.Body)
+		}
+	}
+	if more, again, err := a.events.Since(ctx, next, 100, "a"); err != nil || len(more) != 0 || again != head {
+		t.Fatalf("Since(head, skip a) = %d records, next %d, %v; want none and the head", len(more), again, err)
+	}
+
+	page, pnext, err := a.events.Since(ctx, 0, 2, "a")
+	if err != nil || len(page) != 2 || pnext != page[1].Pos || page[1].Seq != 2 {
+		t.Fatalf("a page of 2 = %d records, next %d, %v; want b:1, b:2 and b:2's position", len(page), pnext, err)
+	}
+	rest, rnext, err := a.events.Since(ctx, pnext, 2, "a")
+	if err != nil || len(rest) != 2 || rest[0].Seq != 3 || rnext != rest[1].Pos {
+		t.Fatalf("the next page = %d records, next %d, %v; want b:3, b:4", len(rest), rnext, err)
+	}
+	if all, _, err := a.events.Since(ctx, 0, 100, ""); err != nil || len(all) != 12 {
+		t.Fatalf("Since(0) skipping none = %d records, %v; want 12", len(all), err)
 	}
 }
 

@@ -60,19 +60,22 @@ func (f *Events) check(ctx context.Context) error {
 	return nil
 }
 
-// Since returns up to limit records after position cursor.
-func (f *Events) Since(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error) {
+// Since returns up to limit records after position cursor, of every node
+// but skip.
+func (f *Events) Since(ctx context.Context, cursor int64, limit int, skip string) ([]store.EventRecord, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx); err != nil {
 		return nil, cursor, err
 	}
-	start := min(max(int(cursor), 0), len(f.recs))
-	end := len(f.recs)
-	if limit > 0 {
-		end = min(end, start+limit)
+	var out []store.EventRecord
+	next := min(max(int(cursor), 0), len(f.recs))
+	for ; next < len(f.recs) && (limit <= 0 || len(out) < limit); next++ {
+		if skip == "" || f.recs[next].Node != skip {
+			out = append(out, f.recs[next])
+		}
 	}
-	return cloneRecords(f.recs[start:end]), int64(end), nil
+	return cloneRecords(out), int64(next), nil
 }
 
 // Query returns the newest q.Limit matching records (all, for 0), oldest

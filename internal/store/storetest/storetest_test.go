@@ -54,9 +54,15 @@ func TestEventsSelectsTheNewestAndFailsWhenDown(t *testing.T) {
 	if got, _ := f.Query(ctx, store.EventFilter{Since: at.Add(time.Second), Until: at.Add(3 * time.Second)}); len(got) != 2 {
 		t.Fatalf("since is inclusive, until exclusive: %+v", got)
 	}
-	recs, next, err := f.Since(ctx, 3, 10)
+	recs, next, err := f.Since(ctx, 3, 10, "")
 	if err != nil || len(recs) != 2 || next != 5 {
 		t.Fatalf("since 3: %d records, next %d, %v", len(recs), next, err)
+	}
+	if recs, next, err := f.Since(ctx, 0, 10, "a"); err != nil || len(recs) != 2 || recs[0].Hash != "b1" || recs[1].Hash != "b3" || next != 5 {
+		t.Fatalf("since 0 skipping a: %+v, next %d, %v; want b1, b3 and past a4", recs, next, err)
+	}
+	if recs, next, err := f.Since(ctx, 0, 1, "a"); err != nil || len(recs) != 1 || recs[0].Hash != "b1" || next != 2 {
+		t.Fatalf("one record skipping a: %+v, next %d, %v; want b1, next 2", recs, next, err)
 	}
 	if seq, hash, _ := f.LastOf(ctx, "b"); seq != 2 || hash != "b3" {
 		t.Fatalf("last of b: %d %q", seq, hash)
