@@ -17,6 +17,7 @@ import (
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -45,19 +46,6 @@ func nodeOf(t *testing.T, d *daemon) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// eventually polls cond until it holds, for what is eventual by nature
-// (a notification between daemons, a heartbeat window); waitLimit bounds it.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s", what, waitLimit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // toolbox is one connection to a daemon that registers tools and runs them:
@@ -686,7 +674,7 @@ func TestClusterSharesStateEventsAndMembers(t *testing.T) {
 		t.Fatalf("on A: %s %q", r.Status, r.ErrorText())
 	}
 	// A writes its events in batches, at most 200 ms behind.
-	eventually(t, "B's events.query showing A's proposal", func() bool {
+	testwait.Eventually(t, waitLimit, "B's events.query showing A's proposal", func() bool {
 		return hasKinds(queryEvents(t, onB, map[string]any{"proposal_id": "seen-on-b"}), idA,
 			engine.EventProposalReceived, engine.EventActionSucceeded, engine.EventProposalFinished)
 	})
@@ -695,7 +683,7 @@ func TestClusterSharesStateEventsAndMembers(t *testing.T) {
 		t.Fatalf("members on A: %v, want %s and %s alive", st, idA, idB)
 	}
 	b.kill(t)
-	eventually(t, "B shown dead after its heartbeats stopped", func() bool {
+	testwait.Eventually(t, waitLimit, "B shown dead after its heartbeats stopped", func() bool {
 		st := alive(memberStatus(t, a.home))
 		return len(st) == 2 && st[idA] && !st[idB]
 	})
@@ -758,10 +746,10 @@ func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	running := newBarrier(2)
 	runner.gate(running, "running")
 	runningCh := submitAsync(t, runner.Client, "", toolCall("b", "book_seat", "running"))
-	eventually(t, "the idempotent call reaching the tool", func() bool { return runner.count("running") == 1 })
+	testwait.Eventually(t, waitLimit, "the idempotent call reaching the tool", func() bool { return runner.count("running") == 1 })
 
 	srv.Stop(t)
-	eventually(t, "/healthz saying the store is down", func() bool {
+	testwait.Eventually(t, waitLimit, "/healthz saying the store is down", func() bool {
 		code, body := health(t, a)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "postgres store") && strings.Contains(body, "the shared store is unavailable")
 	})
@@ -800,15 +788,15 @@ func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the shared store is unavailable") {
 		t.Fatalf("permission.approve while the store is down: %v", err)
 	}
-	eventually(t, "B's /healthz saying the store is down", func() bool {
+	testwait.Eventually(t, waitLimit, "B's /healthz saying the store is down", func() bool {
 		code, body := health(t, b)
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "the shared store is unavailable")
 	})
 	// The events of the plain call wait in A's spool.
-	eventually(t, "A spooling its events", func() bool { return spoolSize(t, a) > 0 })
+	testwait.Eventually(t, waitLimit, "A spooling its events", func() bool { return spoolSize(t, a) > 0 })
 
 	srv.Start(t)
-	eventually(t, "/healthz answering 200 again", func() bool {
+	testwait.Eventually(t, waitLimit, "/healthz answering 200 again", func() bool {
 		code, _ := health(t, a)
 		return code == http.StatusOK
 	})
@@ -832,16 +820,16 @@ func TestClusterOutageOfPostgreSQL(t *testing.T) {
 	if err := runner.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{"action": deploy}, nil); err != nil {
 		t.Fatalf("permission.approve after the outage: %v", err)
 	}
-	eventually(t, "B reading the approval recorded on A after the outage", func() bool { return evaluate(t, onB, deploy) == "allow" })
+	testwait.Eventually(t, waitLimit, "B reading the approval recorded on A after the outage", func() bool { return evaluate(t, onB, deploy) == "allow" })
 	if r := mustSubmit(t, runner.Client, "", deploy); r.Status != protocol.StatusSucceeded || runner.count("after-outage") != 1 {
 		t.Fatalf("an approved action after the outage: %s %q", r.Status, r.ErrorText())
 	}
 	idA := nodeOf(t, a)
-	eventually(t, "A's spooled events reaching B", func() bool {
+	testwait.Eventually(t, waitLimit, "A's spooled events reaching B", func() bool {
 		return hasKinds(queryEvents(t, onB, map[string]any{"proposal_id": "plain-during-outage"}), idA,
 			engine.EventProposalReceived, engine.EventActionSucceeded, engine.EventProposalFinished)
 	})
-	eventually(t, "A's spool drained", func() bool { return spoolSize(t, a) == 0 })
+	testwait.Eventually(t, waitLimit, "A's spool drained", func() bool { return spoolSize(t, a) == 0 })
 	// The spooled events kept A's chain.
 	var chains protocol.ChainVerifyResult
 	if err := onB.Call(ctxT(t), protocol.MethodEventsChainVerify, nil, &chains); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/store/storetest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -121,19 +122,6 @@ func result(t *testing.T, ch <-chan submitOutcome) protocol.ActionResult {
 	return o.res.Results[0]
 }
 
-// eventually polls cond until it holds, for what is eventual by nature (a
-// notification between daemons).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never happened", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func pendingIDs(d *daemon) []string {
 	var ids []string
 	for _, in := range d.rt.Supervisors.Pending() {
@@ -231,7 +219,7 @@ func TestAnIntentThatTimesOutOnItsDaemonIsDroppedEverywhere(t *testing.T) {
 	if r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "fail-closed") || b.calls() != 0 {
 		t.Fatalf("timeout on B: %s %q", r.Status, r.ErrorText())
 	}
-	eventually(t, "A dropping B's timed-out intent", func() bool { return len(a.rt.Supervisors.Pending()) == 0 })
+	testwait.Eventually(t, testTimeout, "A dropping B's timed-out intent", func() bool { return len(a.rt.Supervisors.Pending()) == 0 })
 	err := a.rt.Supervisors.Decide(ctxT(t), "sup-a", in.ID, SupervisionDecision{Kind: "allow"})
 	if err == nil || !strings.Contains(err.Error(), "is not pending for you") {
 		t.Fatalf("decision after the timeout: %v", err)
@@ -327,14 +315,14 @@ func TestWithTheOnlySupervisorGoneAProposalRunsUnsupervised(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B hears of it on the bus, and re-reads the registry by itself.
-	eventually(t, "B learning of A's supervisor", func() bool { return b.rt.Supervisors.watching.Load() == 1 })
+	testwait.Eventually(t, testTimeout, "B learning of A's supervisor", func() bool { return b.rt.Supervisors.watching.Load() == 1 })
 	if !a.rt.Supervisors.Unsubscribe("sup-a") {
 		t.Fatal("A's supervisor was not subscribed")
 	}
 	if got := reg.Conns("a"); len(got) != 0 {
 		t.Fatalf("A's subscription is still recorded: %v", got)
 	}
-	eventually(t, "B learning that A's supervisor left", func() bool { return b.rt.Supervisors.watching.Load() == 0 })
+	testwait.Eventually(t, testTimeout, "B learning that A's supervisor left", func() bool { return b.rt.Supervisors.watching.Load() == 0 })
 	if r := result(t, b.submit(t, stage())); r.Status != protocol.StatusSucceeded || b.calls() != 1 {
 		t.Fatalf("unsupervised: %s %q", r.Status, r.ErrorText())
 	}

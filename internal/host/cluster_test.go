@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/store/storetest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 const testTimeout = 10 * time.Second
@@ -45,19 +46,6 @@ func (f feed) next(t *testing.T, kind string) Event {
 	}
 }
 
-// eventually polls cond, for what is eventual by nature (a notification
-// between daemons).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never happened", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func approvalIn(t *testing.T, ev Event) Approval {
 	t.Helper()
 	switch ap := ev.Payload["approval"].(type) {
@@ -87,7 +75,7 @@ func TestApprovalsRaisedOnOneDaemonAreSeenAndResolvedOnAnother(t *testing.T) {
 		t.Fatal("B counts approvers before anyone subscribed")
 	}
 	onA := subscribe(t, a, "dash-a", true)
-	eventually(t, "B counting A's approver", b.HasApprovers)
+	testwait.Eventually(t, testTimeout, "B counting A's approver", b.HasApprovers)
 
 	ap, err := b.RaiseSystem(gateRequest())
 	if err != nil {
@@ -198,11 +186,11 @@ func TestADaemonThatJoinsLearnsWhatAlreadyWaits(t *testing.T) {
 	// now, learns of B's approvals from B's answer to its hello alone.
 	onA.next(t, KindApprovalResolved)
 	c := joined(t, "c", bus, Options{})
-	eventually(t, "C learning of B's pending approval", func() bool {
+	testwait.Eventually(t, testTimeout, "C learning of B's pending approval", func() bool {
 		_, ok := c.Approval(ap.ID)
 		return ok
 	})
-	eventually(t, "C counting B's approver", c.HasApprovers)
+	testwait.Eventually(t, testTimeout, "C counting B's approver", c.HasApprovers)
 	if n := len(c.Approvals()); n != 1 {
 		t.Fatalf("C mirrors %d approvals; only the pending one is re-sent", n)
 	}
@@ -213,7 +201,7 @@ func TestADaemonNotHeardFromIsForgotten(t *testing.T) {
 	a, b := joined(t, "a", bus, Options{}), joined(t, "b", bus, Options{})
 	onA := subscribe(t, a, "dash-a", true)
 	subscribe(t, b, "dash-b", true)
-	eventually(t, "A counting B's approver", func() bool {
+	testwait.Eventually(t, testTimeout, "A counting B's approver", func() bool {
 		a.mu.Lock()
 		defer a.unlock()
 		return a.remoteApproversLocked()
@@ -240,14 +228,14 @@ func TestAnApproverLeavingIsAnnounced(t *testing.T) {
 	bus := storetest.NewBus()
 	a, b := joined(t, "a", bus, Options{}), joined(t, "b", bus, Options{})
 	a.Subscribe("dash-a", true, func(Event) {})
-	eventually(t, "B counting A's approver", b.HasApprovers)
+	testwait.Eventually(t, testTimeout, "B counting A's approver", b.HasApprovers)
 	a.DropConnection("dash-a")
-	eventually(t, "B learning that A's approver left", func() bool { return !b.HasApprovers() })
+	testwait.Eventually(t, testTimeout, "B learning that A's approver left", func() bool { return !b.HasApprovers() })
 	// A watcher that may not approve does not count.
 	a.Subscribe("view-a", false, func(Event) {})
 	defer a.Unsubscribe("view-a")
 	a.Notify("x", NotifyRequest{Kind: "marker"})
-	eventually(t, "B hearing from A", func() bool { return len(b.Events(0)) > 0 })
+	testwait.Eventually(t, testTimeout, "B hearing from A", func() bool { return len(b.Events(0)) > 0 })
 	if b.HasApprovers() {
 		t.Fatal("B counts a watcher that may not approve")
 	}

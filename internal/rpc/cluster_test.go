@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/store/storetest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -65,19 +65,6 @@ func startCluster(t *testing.T, nodes ...string) cluster {
 	return out
 }
 
-// eventually polls cond, for what is eventual by nature (a notification
-// between daemons).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never happened", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestASupervisorOnOneDaemonDecidesWhatWaitsOnAnother(t *testing.T) {
 	d := startCluster(t, "a", "b")
 	sup := newSupervisor(t, d.at["a"], map[string]any{"tools": []string{"stage_site"}})
@@ -122,7 +109,7 @@ func TestASupervisorOnOneDaemonDecidesWhatWaitsOnAnother(t *testing.T) {
 
 	// With A's supervisor gone, B runs unsupervised, as a daemon alone does.
 	sup.Close()
-	eventually(t, "A unregistering its supervisor", func() bool { return len(d.reg.Conns("a")) == 0 })
+	testwait.Eventually(t, testTimeout, "A unregistering its supervisor", func() bool { return len(d.reg.Conns("a")) == 0 })
 	if err := d.at["b"].rt.Supervisors.Refresh(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +122,7 @@ func TestAHostOnOneDaemonApprovesAnActionParkedOnAnother(t *testing.T) {
 	d := startCluster(t, "a", "b")
 	h, _ := subscribeHost(t, d.at["a"], &client.Options{})
 	// B parks rather than rejects: an approver watches on A.
-	eventually(t, "B counting A's approver", d.at["b"].srv.host.HasApprovers)
+	testwait.Eventually(t, testTimeout, "B counting A's approver", d.at["b"].srv.host.HasApprovers)
 	runner := newToolbox(t, d.at["b"], map[string]toolFunc{"deploy_service": echo})
 	ch := submitAsync(t, runner.Client, deployPlan())
 

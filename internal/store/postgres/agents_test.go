@@ -11,6 +11,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // A token issued through daemon a binds on daemon b; a revoke on b is
@@ -153,7 +154,7 @@ func TestPosturesAcrossDaemons(t *testing.T) {
 	if _, err := a.Set(ctx, "alice", agents.Deny, &full, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "alice's posture set on a to be in force on b", func() bool {
+	testwait.Eventually(t, eventualLimit, "alice's posture set on a to be in force on b", func() bool {
 		m, override := b.Resolve("alice", policy.FullAccess)
 		return m == agents.Deny && override
 	})
@@ -163,7 +164,7 @@ func TestPosturesAcrossDaemons(t *testing.T) {
 	if _, err := b.SetDefault(ctx, "cautious", nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the default set on b to be in force on a", func() bool {
+	testwait.Eventually(t, eventualLimit, "the default set on b to be in force on a", func() bool {
 		m, _ := a.Resolve("bob", policy.FullAccess)
 		return m == agents.Deny
 	})
@@ -188,7 +189,7 @@ func TestPosturesAcrossDaemons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "both daemons to hold every writer's override", func() bool {
+	testwait.Eventually(t, eventualLimit, "both daemons to hold every writer's override", func() bool {
 		return len(a.Get().Agents) == 2*each+1 && len(b.Get().Agents) == 2*each+1
 	})
 	pol, err := a.Reset(ctx, "alice")
@@ -207,7 +208,7 @@ func TestAPostureChangeWithoutNotificationIsReadBack(t *testing.T) {
 		VALUES (true, '{"default":{"read_only":"deny"},"agents":{}}', 41, now())`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change made behind the store's back to be read", func() bool {
+	testwait.Eventually(t, eventualLimit, "the change made behind the store's back to be read", func() bool {
 		m, _ := b.Resolve("alice", policy.ReadOnly)
 		return m == agents.Deny
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -242,7 +243,7 @@ func TestApprovalsReconnectRefreshesTheCache(t *testing.T) {
 		t.Fatal("a decision that did not commit is in the cache")
 	}
 	srv.Start(t)
-	eventually(t, "the listener is connected again", func() bool {
+	testwait.Eventually(t, eventualLimit, "the listener is connected again", func() bool {
 		up, _ := b.bus.status()
 		return up
 	})
@@ -280,7 +281,7 @@ func TestApprovalsConcurrentDecisionsConverge(t *testing.T) {
 	if err := sqlConn(t, url).QueryRow(ctxT(t), "SELECT record->>'reviewer' FROM car_approvals WHERE fingerprint = 'hot'").Scan(&want); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both caches hold the last committed decision "+want, func() bool {
+	testwait.Eventually(t, eventualLimit, "both caches hold the last committed decision "+want, func() bool {
 		ra, _ := a.approvals.Decision("hot")
 		rb, _ := b.approvals.Decision("hot")
 		return ra.Reviewer == want && rb.Reviewer == want

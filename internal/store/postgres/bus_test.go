@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // feed records what a subscription is called with.
@@ -185,7 +186,7 @@ func TestBusReconnectResyncs(t *testing.T) {
 	f := subscribe(t, a.bus, "t")
 	f.wantResync(t)
 	srv.Stop(t)
-	eventually(t, "the listener notices the outage", func() bool {
+	testwait.Eventually(t, eventualLimit, "the listener notices the outage", func() bool {
 		up, _ := a.bus.status()
 		return !up
 	})
@@ -195,7 +196,7 @@ func TestBusReconnectResyncs(t *testing.T) {
 		t.Fatalf("after the restart: connected %v, reconnects %d", up, reconnects)
 	}
 	ctx := ctxT(t)
-	eventually(t, "a publish succeeds after the restart", func() bool {
+	testwait.Eventually(t, eventualLimit, "a publish succeeds after the restart", func() bool {
 		return a.bus.Publish(ctx, "t", []byte("back")) == nil
 	})
 	f.want(t, "back")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // testHash stands for the engine's event hash: it hashes what the body says
@@ -114,7 +115,7 @@ func TestEventsWrittenInBatches(t *testing.T) {
 	<-entered // the writer holds record 1
 	c.append(a, 499)
 	close(release)
-	eventually(t, "500 records in the database", func() bool { return count(t, a) == 500 })
+	testwait.Eventually(t, eventualLimit, "500 records in the database", func() bool { return count(t, a) == 500 })
 	if st := a.EventStats(); st.Batches != 2 || st.Written != 500 || st.Dropped != 0 {
 		t.Fatalf("stats %+v, want 2 batches of 500 records in all", st)
 	}
@@ -163,23 +164,23 @@ func TestEventsSpoolWhileDatabaseDown(t *testing.T) {
 	a := openNode(t, url, "a", func(c *Config) { c.SpoolPath = spool; c.ConnectTimeout = time.Second })
 	c := &chain{node: "a"}
 	c.append(a, 10)
-	eventually(t, "the first 10 in the database", func() bool { return count(t, a) == 10 })
+	testwait.Eventually(t, eventualLimit, "the first 10 in the database", func() bool { return count(t, a) == 10 })
 	srv.Stop(t)
 	c.append(a, 50)
-	eventually(t, "50 records spooled", func() bool { return a.EventStats().Spooled == 50 })
+	testwait.Eventually(t, eventualLimit, "50 records spooled", func() bool { return a.EventStats().Spooled == 50 })
 	if lines := spoolLines(t, spool); lines != 50 {
 		t.Fatalf("the spool file holds %d lines, want 50", lines)
 	}
 	srv.Start(t)
 	c.append(a, 20) // behind the spool, whatever the writer is doing
-	eventually(t, "all 80 in the database", func() bool {
+	testwait.Eventually(t, eventualLimit, "all 80 in the database", func() bool {
 		n, err := a.events.Count(ctxT(t))
 		return err == nil && n == 80
 	})
 	if got := seqsByPos(t, a); strings.Join(got, ",") != strings.Join(wantSeqs("a", 1, 80), ",") {
 		t.Fatalf("positions do not follow the node's seq: %v", got)
 	}
-	eventually(t, "the spool emptied", func() bool { return a.EventStats().SpoolBytes == 0 })
+	testwait.Eventually(t, eventualLimit, "the spool emptied", func() bool { return a.EventStats().SpoolBytes == 0 })
 	if fi, err := os.Stat(spool); err != nil || fi.Size() != 0 {
 		t.Fatalf("the drained spool file is not empty: %v %v", fi, err)
 	}
@@ -207,7 +208,7 @@ func TestEventsSpoolSurvivesRestart(t *testing.T) {
 	a := openNode(t, url, "a", set)
 	c := &chain{node: "a"}
 	c.append(a, 5)
-	eventually(t, "5 in the database", func() bool { return count(t, a) == 5 })
+	testwait.Eventually(t, eventualLimit, "5 in the database", func() bool { return count(t, a) == 5 })
 	srv.Stop(t)
 	c.append(a, 7)
 	if err := a.Close(); err != nil { // flushes the queue to the spool
@@ -222,7 +223,7 @@ func TestEventsSpoolSurvivesRestart(t *testing.T) {
 	if err != nil || seq != 12 || hash != c.prev {
 		t.Fatalf("LastOf after a restart = %d %q %v, want seq 12 and its hash (from the spool or the database)", seq, hash, err)
 	}
-	eventually(t, "12 in the database", func() bool { return count(t, a2) == 12 })
+	testwait.Eventually(t, eventualLimit, "12 in the database", func() bool { return count(t, a2) == 12 })
 	if got := seqsByPos(t, a2); strings.Join(got, ",") != strings.Join(wantSeqs("a", 1, 12), ",") {
 		t.Fatalf("positions do not follow the node's seq: %v", got)
 	}
@@ -244,7 +245,7 @@ func TestEventsSpoolBound(t *testing.T) {
 	})
 	srv.Stop(t)
 	c.append(a, 30)
-	eventually(t, "30 records spooled or refused", func() bool {
+	testwait.Eventually(t, eventualLimit, "30 records spooled or refused", func() bool {
 		st := a.EventStats()
 		return st.Spooled+st.Dropped == 30
 	})
@@ -255,7 +256,7 @@ func TestEventsSpoolBound(t *testing.T) {
 		t.Fatal("refused events were not logged")
 	}
 	srv.Start(t)
-	eventually(t, "the spooled 10 in the database", func() bool {
+	testwait.Eventually(t, eventualLimit, "the spooled 10 in the database", func() bool {
 		n, err := a.events.Count(ctxT(t))
 		return err == nil && n == 10
 	})
@@ -280,7 +281,7 @@ func TestEventsResentBatchStoredOnce(t *testing.T) {
 	}
 	c := &chain{node: "a"}
 	sent := c.append(a, 20)
-	eventually(t, "the spool drained", func() bool {
+	testwait.Eventually(t, eventualLimit, "the spool drained", func() bool {
 		st := a.EventStats()
 		return st.Spooled > 0 && st.SpoolBytes == 0 && st.Queued == 0
 	})
@@ -288,7 +289,7 @@ func TestEventsResentBatchStoredOnce(t *testing.T) {
 		a.events.Append(r)
 	}
 	c.append(a, 1)
-	eventually(t, "record 21 in the database", func() bool {
+	testwait.Eventually(t, eventualLimit, "record 21 in the database", func() bool {
 		last, _, err := a.events.LastOf(ctxT(t), "a")
 		return err == nil && last == 21 && count(t, a) >= 21
 	})
@@ -370,9 +371,9 @@ func TestEventsQuery(t *testing.T) {
 	for i := range 6 {
 		a.events.Append(ca.next([]string{"proposal_received", "action_succeeded"}[i%2], fmt.Sprint("p", i%3)))
 	}
-	eventually(t, "a's 6 in", func() bool { return count(t, a) == 6 })
+	testwait.Eventually(t, eventualLimit, "a's 6 in", func() bool { return count(t, a) == 6 })
 	b.events.Append(cb.next("action_failed", "p9"))
-	eventually(t, "b's in", func() bool { return count(t, a) == 7 })
+	testwait.Eventually(t, eventualLimit, "b's in", func() bool { return count(t, a) == 7 })
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		q    store.EventFilter
@@ -420,7 +421,7 @@ func TestEventsChains(t *testing.T) {
 	ca, cb := &chain{node: "a"}, &chain{node: "b"}
 	ca.append(a, 5)
 	cb.append(b, 3)
-	eventually(t, "8 in", func() bool { return count(t, a) == 8 })
+	testwait.Eventually(t, eventualLimit, "8 in", func() bool { return count(t, a) == 8 })
 	ctx := ctxT(t)
 	if seq, hash, err := b.events.LastOf(ctx, "a"); err != nil || seq != 5 || hash != ca.prev {
 		t.Fatalf("LastOf(a) = %d %q %v, want 5 and its hash", seq, hash, err)
@@ -430,7 +431,7 @@ func TestEventsChains(t *testing.T) {
 	}
 	// Held in the writer, seq 6 already counts for LastOf. (Reading the
 	// writer's count orders its past inserts before the hook is set.)
-	eventually(t, "a's writer done", func() bool { return a.EventStats().Written == 5 })
+	testwait.Eventually(t, eventualLimit, "a's writer done", func() bool { return a.EventStats().Written == 5 })
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	a.events.beforeInsert = func([]store.EventRecord) {
@@ -446,7 +447,7 @@ func TestEventsChains(t *testing.T) {
 	if err != nil || seq != 6 || hash != ca.prev {
 		t.Fatalf("LastOf with seq 6 queued = %d %q %v, want 6 and its hash", seq, hash, err)
 	}
-	eventually(t, "9 in", func() bool { return count(t, a) == 9 })
+	testwait.Eventually(t, eventualLimit, "9 in", func() bool { return count(t, a) == 9 })
 
 	head, err := b.events.Head(ctx)
 	if err != nil || head < 9 {
@@ -467,11 +468,11 @@ func TestEventsSinceSkipsANode(t *testing.T) {
 	ca, cb := &chain{node: "a"}, &chain{node: "b"}
 	ctx := ctxT(t)
 	ca.append(a, 3)
-	eventually(t, "a's 3 in", func() bool { return count(t, a) == 3 })
+	testwait.Eventually(t, eventualLimit, "a's 3 in", func() bool { return count(t, a) == 3 })
 	cb.append(b, 4)
-	eventually(t, "b's 4 in", func() bool { return count(t, a) == 7 })
+	testwait.Eventually(t, eventualLimit, "b's 4 in", func() bool { return count(t, a) == 7 })
 	ca.append(a, 5)
-	eventually(t, "a's 5 more in", func() bool { return count(t, a) == 12 })
+	testwait.Eventually(t, eventualLimit, "a's 5 more in", func() bool { return count(t, a) == 12 })
 	head, err := a.events.Head(ctx)
 	if err != nil {
 		t.Fatal(err)

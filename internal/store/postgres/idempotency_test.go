@@ -12,6 +12,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // withoutBus leaves db's waiters to their re-check.
@@ -175,7 +176,7 @@ func TestIdempotencyRenewalKeepsClaim(t *testing.T) {
 		t.Fatalf("first Begin: %v", err)
 	}
 	res := beginAsync(ctx, b, "k", "p2")
-	eventually(t, "three leases to pass on the database's clock", func() bool {
+	testwait.Eventually(t, eventualLimit, "three leases to pass on the database's clock", func() bool {
 		var passed bool
 		err := a.pool.QueryRow(ctx, `SELECT now() > recorded_at + interval '3 seconds' FROM car_idempotency WHERE key = 'k'`).Scan(&passed)
 		return err == nil && passed
@@ -247,7 +248,7 @@ func TestIdempotencyReleaseLetsWaiterClaim(t *testing.T) {
 		t.Fatalf("first Begin: %v", err)
 	}
 	onA, onB := beginAsync(ctx, a, "k", "p2"), beginAsync(ctx, b, "k", "p3")
-	eventually(t, "both waiters to wait", func() bool { return waiting(a, "k") && waiting(b, "k") })
+	testwait.Eventually(t, eventualLimit, "both waiters to wait", func() bool { return waiting(a, "k") && waiting(b, "k") })
 	claim.Release()
 	var claims []store.Claim
 	var hits int
@@ -337,7 +338,7 @@ func TestIdempotencyUnavailableAndRecovery(t *testing.T) {
 	srv.Start(t)
 	ctx = ctxT(t) // the stop and start took their time
 	var c store.Claim
-	eventually(t, "Begin to work again", func() bool {
+	testwait.Eventually(t, eventualLimit, "Begin to work again", func() bool {
 		_, _, c, err = a.idem.Begin(ctx, "k", "charge", "p1")
 		return err == nil
 	})

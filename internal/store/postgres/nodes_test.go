@@ -8,6 +8,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // Every daemon heartbeats its row; a member whose heartbeat is older than
@@ -36,7 +37,7 @@ func TestMembersList(t *testing.T) {
 	}
 	// The heartbeat goes on.
 	firstBeat := ms[0].LastHeartbeat
-	eventually(t, "a's heartbeat moves on", func() bool {
+	testwait.Eventually(t, eventualLimit, "a's heartbeat moves on", func() bool {
 		ms, err := b.nodes.List(ctx)
 		return err == nil && ms[0].LastHeartbeat.After(firstBeat)
 	})
@@ -69,7 +70,7 @@ func TestHealthFollowsTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop(t)
-	eventually(t, "health reports the outage", func() bool { return health() != nil })
+	testwait.Eventually(t, eventualLimit, "health reports the outage", func() bool { return health() != nil })
 	err := health()
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "the shared store is unavailable") {
 		t.Fatalf("health during the outage: %v", err)
@@ -78,5 +79,5 @@ func TestHealthFollowsTheDatabase(t *testing.T) {
 		t.Fatalf("Members.List during the outage: %v", err)
 	}
 	srv.Start(t)
-	eventually(t, "health recovers", func() bool { return health() == nil })
+	testwait.Eventually(t, eventualLimit, "health recovers", func() bool { return health() == nil })
 }

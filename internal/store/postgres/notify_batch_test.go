@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // One PublishEach reaches another daemon's subscribers as one notification
@@ -65,7 +66,7 @@ func TestIdempotencyBurstOfCommitsWakesWaitersElsewhere(t *testing.T) {
 	for k := range keys {
 		waiters[k] = beginAsync(ctx, b, fmt.Sprint("key-", k), "p2")
 	}
-	eventually(t, "every waiter on b to wait", func() bool {
+	testwait.Eventually(t, eventualLimit, "every waiter on b to wait", func() bool {
 		for k := range keys {
 			if !waiting(b, fmt.Sprint("key-", k)) {
 				return false

@@ -42,21 +42,12 @@ func sqlConn(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
-// eventually polls cond until it holds, failing t after a deadline: for
-// what is genuinely eventual (a notification, a reconnection, a heartbeat).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Open wires every part of the seam and Close stops them (TestMain checks
 // that no goroutine is left).
+// eventualLimit bounds a wait for what is genuinely eventual (a
+// notification, a reconnection, a heartbeat).
+const eventualLimit = 30 * time.Second
+
 func TestOpenWiresEveryPart(t *testing.T) {
 	t.Parallel()
 	db := openNode(t, pgtest.URL(t), "a")

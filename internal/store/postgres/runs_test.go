@@ -12,6 +12,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 // openRuns is the run traces of db, as a daemon opens them, closed when
@@ -227,7 +228,7 @@ func TestARunStartedAgainElsewhereIsTakenOver(t *testing.T) {
 	// c1 goes away on a; its marker, when it runs, finds the run taken
 	// over and lets it go: a no longer holds it live.
 	a.Orphan("k", "c1")
-	eventually(t, "a's marker to have run", func() bool {
+	testwait.Eventually(t, eventualLimit, "a's marker to have run", func() bool {
 		_, err := a.Subscribe(ctx, "k", "probe", func(runs.Event) {})
 		a.Unsubscribe("k", "probe")
 		var elsewhere *runs.ElsewhereError
@@ -271,7 +272,7 @@ func TestRunsUnavailable(t *testing.T) {
 		}
 	}
 	srv.Start(t)
-	eventually(t, "the database to answer again", func() bool {
+	testwait.Eventually(t, eventualLimit, "the database to answer again", func() bool {
 		_, err := st.Append(ctx, "r", prompts(1, "back"))
 		return err == nil
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -266,7 +267,7 @@ func TestStateUnavailable(t *testing.T) {
 		}
 	}
 	srv.Start(t)
-	eventually(t, "state answers again", func() bool {
+	testwait.Eventually(t, eventualLimit, "state answers again", func() bool {
 		got, ok, err := s.Get(ctx, "", "k")
 		return err == nil && ok && got == "before"
 	})
