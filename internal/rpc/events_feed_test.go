@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -172,13 +173,31 @@ func TestAStalledEventSubscriberGetsAGapItCanBackfill(t *testing.T) {
 	holdNotifications(t, held, release, func(c *conn, method string) bool { return c == stalled.Load() && method == protocol.MethodEventsEvent })
 	const capacity = 4
 	ts := startServer(t, Options{FeedQueue: capacity})
-	runner := newToolbox(t, ts, map[string]toolFunc{"echo": echo})
+	// The first tool call waits until the stalled feed holds its first
+	// event, so that event is taken from the queue before the others
+	// overflow it, whatever the goroutines' timing.
+	firstHeld := make(chan struct{})
+	runner := newToolbox(t, ts, map[string]toolFunc{"echo": func(ctx context.Context, call protocol.ToolExecuteParams) (any, error) {
+		select {
+		case <-firstHeld:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return echo(ctx, call)
+	}})
 	slow := newWatcher(t, ts, nil)
 	stalled.Store(onlyEventSubscriber(t, ts))
 	healthy := newWatcher(t, ts, nil)
 
 	const actions = 10 // 22 events and more: far over the capacity
-	res := awaitResult(t, submitAsync(t, runner.Client, chain(actions)), actions)
+	submitted := submitAsync(t, runner.Client, chain(actions))
+	select {
+	case <-held:
+	case <-time.After(testTimeout):
+		t.Fatal("the stalled subscriber's feed was never held")
+	}
+	close(firstHeld)
+	res := awaitResult(t, submitted, actions)
 	for _, r := range res.Results {
 		if r.Status != protocol.StatusSucceeded {
 			t.Fatalf("%s: %s %q", r.ActionID, r.Status, r.ErrorText())
@@ -200,11 +219,6 @@ func TestAStalledEventSubscriberGetsAGapItCanBackfill(t *testing.T) {
 			t.Fatalf("the healthy subscriber's notification: cursor %d missed %+v after %d: events unaccounted for", n.Cursor, n.Missed, prev)
 		}
 		prev = n.Cursor
-	}
-	select {
-	case <-held:
-	case <-time.After(testTimeout):
-		t.Fatal("the stalled subscriber's feed was never held")
 	}
 	close(release)
 
