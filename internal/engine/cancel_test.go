@@ -28,7 +28,7 @@ func runningIDs(rt *Runtime, id string) int {
 
 func TestCancelStopsOnlyTheCallersRunsOfARepeatedID(t *testing.T) {
 	started := make(chan string, 3)
-	rt := NewRuntime(Options{})
+	rt := newRuntime(t, Options{})
 	sessions := map[string]*Session{"A": rt.OpenSession("A", hangingExecutor(started)), "B": rt.OpenSession("B", hangingExecutor(started))}
 	for _, s := range sessions {
 		if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "hang"}}); err != nil {

@@ -224,7 +224,8 @@ func (r *run) execute(parent context.Context) {
 	// Actions that run alongside others run on workers, at most
 	// MaxConcurrency of them, each taking one action after another: a
 	// worker's stack has grown to what an action needs once, not once per
-	// action. Both channels hold up to MaxConcurrency, so that neither the
+	// action, and the workers are the Runtime's, so not once per run
+	// either. Both channels hold up to MaxConcurrency, so that neither the
 	// scheduler nor a worker ever waits on the other to hand over.
 	limit := r.rt.opts.MaxConcurrency
 	work := make(chan int, limit)
@@ -259,13 +260,13 @@ func (r *run) execute(parent context.Context) {
 			if started < running {
 				started++
 				workers.Add(1)
-				go func() {
+				r.rt.workers.run(func() {
 					defer workers.Done()
 					for i := range work {
 						r.runGuarded(ctx, i)
 						doneCh <- i
 					}
-				}()
+				})
 			}
 			work <- i
 		}
