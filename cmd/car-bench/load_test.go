@@ -19,7 +19,8 @@ func startServer(t *testing.T) (*rpc.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rpc.NewServer(engine.NewRuntime(engine.Options{}), rpc.Options{Token: "tok"})
+	rt := engine.NewRuntime(engine.Options{})
+	srv := rpc.NewServer(rt, rpc.Options{Token: "tok"})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -31,6 +32,7 @@ func startServer(t *testing.T) (*rpc.Server, string) {
 		if err := <-served; err != nil {
 			t.Error(err)
 		}
+		rt.Close()
 	})
 	return srv, "ws://" + l.Addr().String() + "/"
 }

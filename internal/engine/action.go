@@ -55,7 +55,7 @@ func (r *run) runAction(ctx context.Context, i int) {
 // and tool, since an event's data is never changed once appended.
 func (r *run) startedData(i int) map[string]any {
 	a := r.nodes[i].action
-	key := string(a.Type) + "\x00" + a.Tool
+	key := startedKey{a.Type, a.Tool}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d, ok := r.started[key]; ok {
@@ -66,10 +66,16 @@ func (r *run) startedData(i int) map[string]any {
 		d["agent"] = r.sub.Agent
 	}
 	if r.started == nil {
-		r.started = map[string]map[string]any{}
+		r.started = map[startedKey]map[string]any{}
 	}
 	r.started[key] = d
 	return d
+}
+
+// startedKey is what the data of an action_started event depends on.
+type startedKey struct {
+	typ  protocol.ActionType
+	tool string
 }
 
 // typeValue is an action type as an event's data holds it, boxed once.

@@ -16,7 +16,7 @@ import (
 // schemas, answered by exec, and returns its result.
 func runOne(t *testing.T, ctx context.Context, schemas []protocol.ToolSchema, exec ToolExecutor, js string) (*protocol.ProposalResult, *Runtime) {
 	t.Helper()
-	rt := NewRuntime(Options{RetryBase: time.Millisecond})
+	rt := newRuntime(t, Options{RetryBase: time.Millisecond})
 	s := rt.OpenSession("s", exec)
 	if _, err := s.Tools.Register(schemas); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestARateLimitWaitPastTheDeadlineSaysHowLong(t *testing.T) {
 }
 
 func TestARateLimitWaitEndsWithItsCause(t *testing.T) {
-	rt := NewRuntime(Options{})
+	rt := newRuntime(t, Options{})
 	s := rt.OpenSession("s", &countingExecutor{})
 	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "slow", RateLimit: &protocol.ToolRateLimit{MaxCalls: 1, IntervalSecs: 3600}}}); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
 }
 
 func TestBudgetSaturatesAndCountsEveryWait(t *testing.T) {
-	rt := NewRuntime(Options{RetryBase: time.Second, RetryCap: 4 * time.Second})
+	rt := newRuntime(t, Options{RetryBase: time.Second, RetryCap: 4 * time.Second})
 	s := rt.OpenSession("s", nil)
 	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "t"}, {Name: "limited", RateLimit: &protocol.ToolRateLimit{MaxCalls: 1, IntervalSecs: 60}}}); err != nil {
 		t.Fatal(err)

@@ -11,43 +11,58 @@ const DefaultCancelReason = "no reason given"
 
 // running is the registry of proposals being executed, so that proposal.cancel
 // can stop them. Proposal ids come from clients and may repeat, so each id
-// holds a list.
+// holds a list, in the order the runs started.
 type running struct {
 	mu   sync.Mutex
-	byID map[string][]*runningProposal
+	byID map[string]*runningProposal // the first run of each id
 }
 
 // runningProposal is one Submit in progress.
 type runningProposal struct {
 	session   string // the submitting connection
 	cancel    context.CancelCauseFunc
-	cancelled bool // Cancel has stopped it once; later calls leave it be
+	cancelled bool             // Cancel has stopped it once; later calls leave it be
+	next      *runningProposal // the next run of the same id
 }
 
-// track registers a run of proposal id submitted by session; the returned
-// func unregisters it.
-func (rg *running) track(id, session string, cancel context.CancelCauseFunc) (untrack func()) {
+// track registers a run of proposal id submitted by session; untrack
+// unregisters it.
+func (rg *running) track(id, session string, cancel context.CancelCauseFunc) *runningProposal {
 	rp := &runningProposal{session: session, cancel: cancel}
 	rg.mu.Lock()
+	defer rg.mu.Unlock()
 	if rg.byID == nil {
-		rg.byID = make(map[string][]*runningProposal)
+		rg.byID = make(map[string]*runningProposal)
 	}
-	rg.byID[id] = append(rg.byID[id], rp)
-	rg.mu.Unlock()
-	return func() {
-		rg.mu.Lock()
-		defer rg.mu.Unlock()
-		list := rg.byID[id]
-		for i, x := range list {
-			if x == rp {
-				list = append(list[:i:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
+	link := rg.byID[id]
+	if link == nil {
+		rg.byID[id] = rp
+		return rp
+	}
+	for link.next != nil {
+		link = link.next
+	}
+	link.next = rp
+	return rp
+}
+
+// untrack unregisters rp, a run of proposal id.
+func (rg *running) untrack(id string, rp *runningProposal) {
+	rg.mu.Lock()
+	defer rg.mu.Unlock()
+	first := rg.byID[id]
+	if first == rp {
+		if rp.next == nil {
 			delete(rg.byID, id)
 		} else {
-			rg.byID[id] = list
+			rg.byID[id] = rp.next
+		}
+		return
+	}
+	for link := first; link != nil; link = link.next {
+		if link.next == rp {
+			link.next = rp.next
+			return
 		}
 	}
 }
@@ -58,7 +73,7 @@ func (rg *running) take(id, by string, host bool) []*runningProposal {
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	var out []*runningProposal
-	for _, rp := range rg.byID[id] {
+	for rp := rg.byID[id]; rp != nil; rp = rp.next {
 		if rp.cancelled || (rp.session != by && !host) {
 			continue
 		}

@@ -23,12 +23,16 @@ func hangingExecutor(started chan<- string) ToolExecutor {
 func runningIDs(rt *Runtime, id string) int {
 	rt.running.mu.Lock()
 	defer rt.running.mu.Unlock()
-	return len(rt.running.byID[id])
+	n := 0
+	for rp := rt.running.byID[id]; rp != nil; rp = rp.next {
+		n++
+	}
+	return n
 }
 
 func TestCancelStopsOnlyTheCallersRunsOfARepeatedID(t *testing.T) {
 	started := make(chan string, 3)
-	rt := NewRuntime(Options{})
+	rt := newRuntime(t, Options{})
 	sessions := map[string]*Session{"A": rt.OpenSession("A", hangingExecutor(started)), "B": rt.OpenSession("B", hangingExecutor(started))}
 	for _, s := range sessions {
 		if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "hang"}}); err != nil {
@@ -141,5 +145,43 @@ func TestCancellingTheLastRunningActionRollsBack(t *testing.T) {
 	}
 	if stateHas(t, rt, "", "k") {
 		t.Fatal("a proposal whose last action failed on cancel kept its write")
+	}
+}
+
+// TestRunningListsTheRunsOfAnIDInOrder: runs of one id are taken in the
+// order they started, and each untracks itself wherever it is in the list.
+func TestRunningListsTheRunsOfAnIDInOrder(t *testing.T) {
+	var rg running
+	noop := func(error) {}
+	a, b, c := rg.track("p", "A", noop), rg.track("p", "B", noop), rg.track("p", "C", noop)
+	other := rg.track("q", "A", noop)
+	sessions := func() string {
+		var out []string
+		for rp := rg.byID["p"]; rp != nil; rp = rp.next {
+			out = append(out, rp.session)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := sessions(); got != "A,B,C" {
+		t.Fatalf("tracked %s, want A,B,C", got)
+	}
+	if got := rg.take("p", "x", true); len(got) != 3 || got[0] != a || got[1] != b || got[2] != c {
+		t.Fatalf("take returned %v, want the three runs in order", got)
+	}
+	rg.untrack("p", b)
+	if got := sessions(); got != "A,C" {
+		t.Fatalf("after the middle one left: %s", got)
+	}
+	rg.untrack("p", a)
+	if got := sessions(); got != "C" {
+		t.Fatalf("after the first one left: %s", got)
+	}
+	rg.untrack("p", c)
+	if _, ok := rg.byID["p"]; ok {
+		t.Fatal("the id is still held with no run left")
+	}
+	rg.untrack("q", other)
+	if len(rg.byID) != 0 {
+		t.Fatalf("left %d ids", len(rg.byID))
 	}
 }

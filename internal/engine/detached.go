@@ -43,6 +43,9 @@ func (r *run) startDetached(ctx context.Context, i int, params map[string]any) (
 	call.Handle = h.Handle
 	r.mu.Lock()
 	r.toolCalls++
+	if r.handles == nil {
+		r.handles = make(map[string]*streams.Handle)
+	}
 	r.handles[a.ID] = h
 	r.mu.Unlock()
 
@@ -104,6 +107,9 @@ func (r *run) awaitStreams(ctx context.Context, i int) error {
 			return fmt.Errorf("awaited action '%s' (handle %s): its result is not JSON: %w", id, h.Handle, err)
 		}
 		r.mu.Lock()
+		if r.results == nil {
+			r.results = make(map[string]any)
+		}
 		r.results[id] = v
 		r.mu.Unlock()
 	}

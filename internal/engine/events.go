@@ -247,7 +247,8 @@ func (l *EventLog) record(e Event) Event {
 		e.Hash = eventHash(&e)
 	}
 	if l.cluster != nil {
-		l.cluster.Append(durableRecord(&e))
+		kept := e // encoding it takes its address: a copy, so that e stays off the heap elsewhere
+		l.cluster.Append(durableRecord(&kept))
 	}
 	if l.chained {
 		l.lastHash = e.Hash

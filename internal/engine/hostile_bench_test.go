@@ -62,7 +62,7 @@ func writersOnAChain(n int) *protocol.ActionProposal {
 }
 
 func submitBench(b *testing.B, p func() *protocol.ActionProposal) {
-	rt := NewRuntime(Options{})
+	rt := newRuntime(b, Options{})
 	s := rt.OpenSession("bench", nil)
 	defer rt.CloseSession(s)
 	for b.Loop() {

@@ -10,7 +10,8 @@ import (
 )
 
 // TestMain fails the package when a test leaves a goroutine running: the
-// runtime starts one per action and one per supervisor notification.
+// runtime starts workers for the actions of a run and one per supervisor
+// notification.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -47,4 +48,13 @@ func stateKeys(t testing.TB, rt *Runtime, tenant string) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// newRuntime is how these tests make a Runtime: closed with the test, so
+// that the workers it parked between runs are gone when goleak looks.
+func newRuntime(tb testing.TB, opts Options) *Runtime {
+	tb.Helper()
+	rt := NewRuntime(opts)
+	tb.Cleanup(rt.Close)
+	return rt
 }

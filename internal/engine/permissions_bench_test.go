@@ -11,7 +11,7 @@ import (
 // BenchmarkPermissionGate measures the admission gate's work per action:
 // classification, fingerprint and ledger lookup.
 func BenchmarkPermissionGate(b *testing.B) {
-	rt := NewRuntime(Options{})
+	rt := newRuntime(b, Options{})
 	p := &protocol.ActionProposal{ID: "p"}
 	for i := 0; i < 1000; i++ {
 		p.Actions = append(p.Actions, protocol.Action{ID: fmt.Sprint("a", i), Type: protocol.ActionToolCall, Tool: "noop", Parameters: map[string]any{"i": i}})

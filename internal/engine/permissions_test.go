@@ -50,7 +50,7 @@ func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
 	}
 	defer file.Close()
 	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
-	rt := NewRuntime(Options{Approvals: l})
+	rt := newRuntime(t, Options{Approvals: l})
 	s := rt.OpenSession("s", nil)
 	gate := permissionGate{rt}
 	submission := func(a protocol.Action) *Submission {
@@ -96,7 +96,7 @@ func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
 	}
 	defer file.Close()
 	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
-	rt := NewRuntime(Options{Approvals: l})
+	rt := newRuntime(t, Options{Approvals: l})
 	s := rt.OpenSession("s", nil)
 	restoreOf := func(id string) string {
 		op := protocol.Action{ID: "restore-" + id, Type: protocol.ActionToolCall, Tool: "checkpoint.restore", Parameters: map[string]any{"checkpoint_id": id}}

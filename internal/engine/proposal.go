@@ -33,7 +33,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	Normalize(p)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer rt.running.track(p.ID, sub.Session.ID, cancel)()
+	defer rt.running.untrack(p.ID, rt.running.track(p.ID, sub.Session.ID, cancel))
 	release := rt.admission.wait(ctx, sub.Session.ID) // while it waits it can be cancelled: it is tracked
 	defer release()
 	rt.inFlight.Add(1)
@@ -124,10 +124,10 @@ type run struct {
 	undo      []undoEntry
 	toolCalls int
 	retries   int
-	idemKeys  []string                   // idempotency results this proposal recorded
-	handles   map[string]*streams.Handle // action id → its detached invocation
-	started   map[string]map[string]any  // type and tool → the data of their action_started events
-	results   map[string]any             // action id → its awaited stream's result
+	idemKeys  []string                      // idempotency results this proposal recorded
+	handles   map[string]*streams.Handle    // action id → its detached invocation; nil until one starts
+	started   map[startedKey]map[string]any // the data of the action_started events, by type and tool
+	results   map[string]any                // action id → its awaited stream's result; nil until one ends
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
 
@@ -150,9 +150,7 @@ func newRun(rt *Runtime, sub *Submission) *run {
 		graph:   buildGraph(p.Actions),
 		nodes:   make([]node, len(p.Actions)),
 		start:   time.Now(),
-		outputs: make(map[string]any),
-		handles: make(map[string]*streams.Handle),
-		results: make(map[string]any),
+		outputs: make(map[string]any, len(p.Actions)),
 	}
 	for i := range p.Actions {
 		r.nodes[i].action = &p.Actions[i]
@@ -224,7 +222,8 @@ func (r *run) execute(parent context.Context) {
 	// Actions that run alongside others run on workers, at most
 	// MaxConcurrency of them, each taking one action after another: a
 	// worker's stack has grown to what an action needs once, not once per
-	// action. Both channels hold up to MaxConcurrency, so that neither the
+	// action, and the workers are the Runtime's, so not once per run
+	// either. Both channels hold up to MaxConcurrency, so that neither the
 	// scheduler nor a worker ever waits on the other to hand over.
 	limit := r.rt.opts.MaxConcurrency
 	work := make(chan int, limit)
@@ -259,13 +258,13 @@ func (r *run) execute(parent context.Context) {
 			if started < running {
 				started++
 				workers.Add(1)
-				go func() {
+				r.rt.workers.run(func() {
 					defer workers.Done()
 					for i := range work {
 						r.runGuarded(ctx, i)
 						doneCh <- i
 					}
-				}()
+				})
 			}
 			work <- i
 		}
@@ -341,7 +340,12 @@ type schedule struct {
 }
 
 func newSchedule(r *run) *schedule {
-	s := &schedule{r: r, indeg: make([]int, len(r.nodes))}
+	// No action becomes ready twice, so ready never holds more than there
+	// are actions in all: it shares one allocation with indeg and never
+	// grows.
+	n := len(r.nodes)
+	buf := make([]int, 2*n)
+	s := &schedule{r: r, indeg: buf[:n:n], ready: buf[n:n]}
 	for i := range r.nodes {
 		if r.nodes[i].done {
 			continue

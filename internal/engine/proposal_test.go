@@ -45,7 +45,7 @@ func (d denyTool) Check(_ context.Context, _ *Submission, a *protocol.Action) er
 // test.
 func openRuntime(t *testing.T, opts Options, exec ToolExecutor, tools ...string) (*Runtime, *Session) {
 	t.Helper()
-	rt := NewRuntime(opts)
+	rt := newRuntime(t, opts)
 	s := rt.OpenSession("s1", exec)
 	t.Cleanup(func() { rt.CloseSession(s) })
 	defs := make([]protocol.ToolSchema, len(tools))

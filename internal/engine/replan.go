@@ -66,7 +66,7 @@ func (rt *Runtime) Execute(ctx context.Context, sub *Submission, rec Recovery) (
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		defer rt.running.track(sub.Proposal.ID, sub.Session.ID, cancel)()
+		defer rt.running.untrack(sub.Proposal.ID, rt.running.track(sub.Proposal.ID, sub.Session.ID, cancel))
 	}
 	res, err := rt.runAttempt(ctx, sub, rec)
 	if err != nil {

@@ -110,6 +110,7 @@ type Runtime struct {
 	running     running       // proposals being executed, for Cancel
 	labels      atomic.Pointer[flow.Labels]
 	restoring   sync.RWMutex // held shared by every running proposal, exclusively by a checkpoint restore
+	workers     *workers     // goroutines for the actions of a run that run alongside others
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -124,6 +125,7 @@ func NewRuntime(opts Options) *Runtime {
 		opts:      opts,
 		sessions:  make(map[string]*Session),
 		admission: newAdmission(opts.MaxStarting),
+		workers:   newWorkers(maxIdleWorkers, idleSweep),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
@@ -132,6 +134,13 @@ func NewRuntime(opts Options) *Runtime {
 	rt.gates = append([]AdmissionGate{policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
+}
+
+// Close stops the Runtime's idle goroutines and waits for the busy ones to
+// finish; call it once no proposal runs. A worker parked between runs would
+// otherwise exit only after an idle time of its own.
+func (rt *Runtime) Close() {
+	rt.workers.close()
 }
 
 // Status is a snapshot for operators.

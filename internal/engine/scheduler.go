@@ -35,12 +35,13 @@ type graph struct {
 // rejected action are rejected too.
 func buildGraph(actions []protocol.Action) *graph {
 	n := len(actions)
+	edges := make([][]int, 3*n) // deps, dependents and refs, in one allocation
 	g := &graph{
 		actions:    actions,
-		deps:       make([][]int, n),
-		dependents: make([][]int, n),
+		deps:       edges[:n:n],
+		dependents: edges[n : 2*n : 2*n],
 		hasRefs:    make([]bool, n),
-		refs:       make([][]int, n),
+		refs:       edges[2*n:],
 		rejected:   make([]string, n),
 	}
 	byID := make(map[string]int, n)
@@ -183,50 +184,69 @@ func (g *graph) rejectCycles() {
 // in which reachability can be summed up from the dependents back.
 func (g *graph) components() [][]int {
 	n := len(g.actions)
-	index := make([]int, n)
-	low := make([]int, n)
-	onStack := make([]bool, n)
-	for i := range index {
-		index[i] = -1
+	t := tarjan{
+		g:       g,
+		marks:   make([]tarjanMark, n),
+		stack:   make([]int, 0, n),
+		members: make([]int, 0, n),
+		out:     make([][]int, 0, n),
 	}
-	var stack []int
-	var out [][]int
-	next := 0
-	var strong func(v int)
-	strong = func(v int) {
-		index[v], low[v] = next, next
-		next++
-		stack = append(stack, v)
-		onStack[v] = true
-		for _, w := range g.dependents[v] {
-			if index[w] < 0 {
-				strong(w)
-				low[v] = min(low[v], low[w])
-			} else if onStack[w] {
-				low[v] = min(low[v], index[w])
-			}
-		}
-		if low[v] != index[v] {
-			return
-		}
-		var comp []int
-		for {
-			w := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			onStack[w] = false
-			comp = append(comp, w)
-			if w == v {
-				break
-			}
-		}
-		out = append(out, comp)
+	for i := range t.marks {
+		t.marks[i].index = -1
 	}
 	for i := 0; i < n; i++ {
-		if index[i] < 0 {
-			strong(i)
+		if t.marks[i].index < 0 {
+			t.strong(i)
 		}
 	}
-	return out
+	return t.out
+}
+
+// tarjan is the working state of components. Every action is in one
+// component, so the components are consecutive runs of members, and there
+// are at most as many as actions: nothing grows while it runs.
+type tarjan struct {
+	g       *graph
+	marks   []tarjanMark
+	stack   []int
+	members []int
+	out     [][]int
+	next    int
+}
+
+type tarjanMark struct {
+	index, low int
+	onStack    bool
+}
+
+func (t *tarjan) strong(v int) {
+	mv := &t.marks[v]
+	mv.index, mv.low = t.next, t.next
+	t.next++
+	t.stack = append(t.stack, v)
+	mv.onStack = true
+	for _, w := range t.g.dependents[v] {
+		if t.marks[w].index < 0 {
+			t.strong(w)
+			mv.low = min(mv.low, t.marks[w].low)
+		} else if t.marks[w].onStack {
+			mv.low = min(mv.low, t.marks[w].index)
+		}
+	}
+	if mv.low != mv.index {
+		return
+	}
+	start := len(t.members)
+	for {
+		w := t.stack[len(t.stack)-1]
+		t.stack = t.stack[:len(t.stack)-1]
+		t.marks[w].onStack = false
+		t.members = append(t.members, w)
+		if w == v {
+			break
+		}
+	}
+	t.out = append(t.out, t.members[start:len(t.members):len(t.members)])
 }
 
 // cascade rejects every action downstream of a rejected one (car#622).

@@ -14,7 +14,7 @@ import (
 // that answers at once: everything a chain step costs besides the wire.
 func BenchmarkChain(b *testing.B) {
 	const n = 300
-	rt := NewRuntime(Options{})
+	rt := newRuntime(b, Options{})
 	s := rt.OpenSession("s", execFunc(func(context.Context, ToolCall) (any, error) {
 		return map[string]any{"ok": true}, nil
 	}))

@@ -437,7 +437,7 @@ func TestFitIntentRefusesWhatCannotFit(t *testing.T) {
 func BenchmarkUnsupervisedSubmit(b *testing.B) {
 	run := func(b *testing.B, join bool) {
 		exec := &countingExecutor{}
-		rt := NewRuntime(Options{})
+		rt := newRuntime(b, Options{})
 		s := rt.OpenSession("s1", exec)
 		defer rt.CloseSession(s)
 		if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "read"}}); err != nil {

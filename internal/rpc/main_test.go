@@ -130,6 +130,9 @@ func startServerWith(t testing.TB, s serverSetup) *testServer {
 		case <-time.After(testTimeout):
 			errs = append(errs, fmt.Errorf("Serve did not return within %s of shutdown", testTimeout))
 		}
+		if len(errs) == 0 {
+			rt.Close() // the runtime's workers; with the server stuck, they may be too
+		}
 		if s.closeAfter != nil {
 			if err := s.closeAfter(); err != nil {
 				errs = append(errs, fmt.Errorf("close after shutdown: %w", err))

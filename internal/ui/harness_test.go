@@ -34,6 +34,7 @@ type daemon struct {
 	dir       string
 	hostToken string
 	srv       *rpc.Server
+	rt        *engine.Runtime
 	served    chan error
 	ledger    *approvals.Ledger
 }
@@ -59,6 +60,7 @@ func (d *daemon) start(addr string) {
 	}
 	d.ledger = ledger
 	rt := engine.NewRuntime(engine.Options{Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
+	d.rt = rt
 	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test"})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
@@ -77,6 +79,7 @@ func (d *daemon) stop() {
 	if err := <-d.served; err != nil {
 		d.t.Errorf("serve: %v", err)
 	}
+	d.rt.Close()
 	if err := d.ledger.Close(); err != nil {
 		d.t.Errorf("close the ledger: %v", err)
 	}
