@@ -260,6 +260,18 @@ loop:
 		log.Warn("grace period ended before every request finished", zap.Error(err))
 	}
 	wg.Wait()
+	// The engine's parked workers stop; actions still running after the
+	// connections closed are given one more grace period, not more.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		rt.Close()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(cfg.ShutdownGrace):
+		log.Warn("actions still running after the connections closed; stopping without them", zap.String("grace", cfg.ShutdownGrace.String()))
+	}
 	if cfg.Socket != "" {
 		_ = os.Remove(cfg.Socket)
 	}
