@@ -40,8 +40,8 @@ type report struct {
 	ActionsPerSec          float64 `json:"actions_per_sec"`
 	Latency                stats   `json:"proposal_latency"`
 	Baseline               stats   `json:"baseline_round_trip"`
-	// Beside is a round trip sent with each proposal, on its connection at
-	// the same moment: it meets the load the proposals make.
+	// Beside is a round trip sent with one proposal in ten, on its
+	// connection at the same moment: it meets the load the proposals make.
 	Beside            stats   `json:"round_trip_beside_proposals"`
 	ActionToRoundTrip float64 `json:"action_to_round_trip"`
 	// P99ToRoundTripP99 sets the proposals' p99 against the baseline's,
@@ -122,7 +122,7 @@ func (r *report) writeText(w io.Writer) error {
 		}
 	}
 	if r.Beside.Count > 0 {
-		fmt.Fprintf(tw, "round trip beside each proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connection, same moment)\n", r.Beside.MeanMs, r.Beside.P50Ms, r.Beside.P95Ms, r.Beside.P99Ms, r.Beside.Count)
+		fmt.Fprintf(tw, "round trip beside a proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connection, same moment)\n", r.Beside.MeanMs, r.Beside.P50Ms, r.Beside.P95Ms, r.Beside.P99Ms, r.Beside.Count)
 		fmt.Fprintf(tw, "proposal p99 / p99 of the round trips beside\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Beside.P99Ms, r.P99ToBesideP99)
 	}
 	if r.Idle != nil {
