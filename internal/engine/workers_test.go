@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -22,13 +24,7 @@ func (p *workers) state() poolState {
 // function has returned, on its own goroutine.
 func waitPool(t *testing.T, p *workers, want poolState) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for p.state() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool holds %+v, want %+v", p.state(), want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, testTimeout, fmt.Sprintf("the pool holding %+v", want), func() bool { return p.state() == want })
 }
 
 // testPool is a pool whose sweep the test runs by hand: its timer never
