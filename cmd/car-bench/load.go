@@ -50,9 +50,10 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	start := time.Now()
 	runEach(clients, func(i int, c *client.Client) {
 		for j := 0; j < o.Proposals && ctx.Err() == nil; j++ {
-			probed := make(chan time.Duration, 1)
 			t0 := time.Now()
+			var probed chan time.Duration // the round trip beside, when this proposal has one; -1 when it failed
 			if (i+j)%besideEvery == 0 {
+				probed = make(chan time.Duration, 1)
 				go func() {
 					if err := c.Call(ctx, protocol.MethodStateExists, probe, nil); err != nil {
 						rep.addError("round trip beside a proposal: " + err.Error())
@@ -61,29 +62,20 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 					}
 					probed <- time.Since(t0)
 				}()
-			} else {
-				probed <- -1
 			}
 			var res protocol.ProposalResult
 			err := c.Call(ctx, protocol.MethodProposalSubmit, proposal, &res)
-			if d := <-probed; d >= 0 {
-				beside[i] = append(beside[i], d)
+			if probed != nil {
+				if d := <-probed; d >= 0 {
+					beside[i] = append(beside[i], d)
+				}
 			}
 			if err != nil {
 				rep.addError("proposal.submit: " + err.Error())
 				continue
 			}
 			lat[i] = append(lat[i], time.Since(t0))
-			for _, r := range res.Results {
-				if r.Status != protocol.StatusSucceeded {
-					e := ""
-					if r.Error != nil {
-						e = *r.Error
-					}
-					rep.addError(fmt.Sprintf("action %s %s: %s", r.ActionID, r.Status, e))
-					break
-				}
-			}
+			checkResults(rep, &res, o.Actions)
 		}
 	})
 	rep.WallSecs = time.Since(start).Seconds()
