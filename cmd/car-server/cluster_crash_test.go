@@ -114,13 +114,9 @@ func (l *clusterLedger) connect(t *testing.T, m *clusterMember) {
 	c := m.d.dial(t)
 	slot, gen := m.slot, m.gen
 	c.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, raw json.RawMessage) (any, error) {
-		var p protocol.ToolExecuteParams
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("tools.execute params: %w", err)
-		}
-		key, ok := p.Parameters["k"].(string)
-		if !ok {
-			return nil, fmt.Errorf("tools.execute without a string k: %v", p.Parameters)
+		key, err := chargeKey(raw)
+		if err != nil {
+			return nil, err
 		}
 		l.mu.Lock()
 		id := l.nextID

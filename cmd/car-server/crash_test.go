@@ -59,17 +59,26 @@ func (l *ledger) arm(at int, hold bool) <-chan struct{} {
 	return l.crash
 }
 
+// chargeKey is the key k a crash test's tools.execute carries.
+func chargeKey(raw json.RawMessage) (string, error) {
+	var p protocol.ToolExecuteParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", fmt.Errorf("tools.execute params: %w", err)
+	}
+	key, ok := p.Parameters["k"].(string)
+	if !ok {
+		return "", fmt.Errorf("tools.execute without a string k: %v", p.Parameters)
+	}
+	return key, nil
+}
+
 func (l *ledger) connect(t *testing.T, d *daemon) *client.Client {
 	t.Helper()
 	c := d.dial(t)
 	c.HandleRequest(protocol.MethodToolsExecute, func(ctx context.Context, raw json.RawMessage) (any, error) {
-		var p protocol.ToolExecuteParams
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("tools.execute params: %w", err)
-		}
-		key, ok := p.Parameters["k"].(string)
-		if !ok {
-			return nil, fmt.Errorf("tools.execute without a string k: %v", p.Parameters)
+		key, err := chargeKey(raw)
+		if err != nil {
+			return nil, err
 		}
 		l.mu.Lock()
 		l.dispatched[key]++

@@ -39,19 +39,26 @@ func (l *laggingLedger) Refresh(_ context.Context, fingerprints ...string) error
 	return nil
 }
 
+// laggingRuntime is a Runtime over a laggingLedger on a fresh journal, and
+// a session on it.
+func laggingRuntime(t *testing.T) (*laggingLedger, *Runtime, *Session) {
+	t.Helper()
+	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { file.Close() })
+	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
+	rt := newRuntime(t, Options{Approvals: l})
+	return l, rt, rt.OpenSession("s", nil)
+}
+
 // TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing: an approval
 // committed on another daemon that the local copy lacks still admits, read
 // from the store by the gate; an admission needing no approval does not
 // ask the store; a store that cannot be read refuses, saying so.
 func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
-	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
-	rt := newRuntime(t, Options{Approvals: l})
-	s := rt.OpenSession("s", nil)
+	l, rt, s := laggingRuntime(t)
 	gate := permissionGate{rt}
 	submission := func(a protocol.Action) *Submission {
 		return &Submission{Proposal: &protocol.ActionProposal{ID: "p", Actions: []protocol.Action{a}}, Session: s}
@@ -77,7 +84,7 @@ func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
 	}
 
 	l.fail = fmt.Errorf("read the decisions: %w", store.ErrUnavailable)
-	err = gate.Admit(context.Background(), submission(deploy("staging-prod")))
+	err := gate.Admit(context.Background(), submission(deploy("staging-prod")))
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "needs full_access") || !strings.Contains(err.Error(), "the shared store is unavailable") {
 		t.Fatalf("with the store down: %v", err)
 	}
@@ -90,14 +97,7 @@ func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
 // ask the store for one the copy settles, and say so when the store cannot
 // be read.
 func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
-	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
-	rt := newRuntime(t, Options{Approvals: l})
-	s := rt.OpenSession("s", nil)
+	l, rt, s := laggingRuntime(t)
 	restoreOf := func(id string) string {
 		op := protocol.Action{ID: "restore-" + id, Type: protocol.ActionToolCall, Tool: "checkpoint.restore", Parameters: map[string]any{"checkpoint_id": id}}
 		return approvals.Fingerprint(&op)
@@ -118,7 +118,7 @@ func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
 	}
 
 	l.fail = fmt.Errorf("read the decisions: %w", store.ErrUnavailable)
-	err = rt.approveRestore(context.Background(), s, "cp2")
+	err := rt.approveRestore(context.Background(), s, "cp2")
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be told") {
 		t.Fatalf("with the store down: %v", err)
 	}

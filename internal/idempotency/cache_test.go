@@ -47,18 +47,7 @@ func TestRecordLookupInvalidate(t *testing.T) {
 	if err := c.Invalidate(context.Background(), []string{"k2"}, "p1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c, _, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	c = reopen(t, c, path)
 	out, ok := c.Lookup("k1")
 	if !ok || out.(map[string]any)["id"].(json.Number).String() != "12345678901234567890" {
 		t.Fatalf("stored output lost precision or vanished: %v %v", out, ok)
@@ -94,10 +83,20 @@ func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 	if err := claim.Commit(ctx, map[string]any{"id": "ch_1"}); err != nil {
 		t.Fatal(err)
 	}
+	c = reopen(t, c, path)
+	out, hit, claim, err = c.Begin(ctx, "k1", "charge", "p3")
+	if err != nil || !hit || claim != nil || out.(map[string]any)["id"] != "ch_1" {
+		t.Fatalf("a committed result after a reopen: out %v hit %v claim %v err %v", out, hit, claim, err)
+	}
+}
+
+// reopen closes c and opens its journal again, closed when the test ends.
+func reopen(t *testing.T, c *Cache, path string) *Cache {
+	t.Helper()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, _, err = Open(path)
+	c, _, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +105,5 @@ func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	out, hit, claim, err = c.Begin(ctx, "k1", "charge", "p3")
-	if err != nil || !hit || claim != nil || out.(map[string]any)["id"] != "ch_1" {
-		t.Fatalf("a committed result after a reopen: out %v hit %v claim %v err %v", out, hit, claim, err)
-	}
+	return c
 }
