@@ -28,6 +28,12 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	// Baseline: raw round trips over the same stack, every connection at once.
 	probe := map[string]any{"key": "car-bench-probe"}
 	base := make([][]time.Duration, len(clients))
+	daemonPID := 0
+	if len(o.URLs) == 1 {
+		daemonPID = o.PID
+	}
+	cpu := newCPUMeter(daemonPID)
+	phase := cpu.mark()
 	runEach(clients, func(i int, c *client.Client) {
 		for j := 0; j < o.Baseline && ctx.Err() == nil; j++ {
 			start := time.Now()
@@ -39,6 +45,7 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 		}
 	})
 	rep.Baseline = summarize(flatten(base))
+	perRoundTrip, roundTripRead := cpu.per(phase, rep.Baseline.Count)
 
 	// Proposals of independent tool calls, every connection at once. Beside
 	// one proposal in besideEvery, at the same moment and on the same
@@ -48,6 +55,7 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	lat := make([][]time.Duration, len(clients))
 	beside := make([][]time.Duration, len(clients))
 	start := time.Now()
+	phase = cpu.mark()
 	runEach(clients, func(i int, c *client.Client) {
 		for j := 0; j < o.Proposals && ctx.Err() == nil; j++ {
 			t0 := time.Now()
@@ -81,6 +89,10 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	rep.WallSecs = time.Since(start).Seconds()
 	all := flatten(lat)
 	rep.ProposalsDone = len(all)
+	if perProposal, ok := cpu.per(phase, rep.ProposalsDone); ok && roundTripRead && perRoundTrip.total() > 0 {
+		rep.CPU = &cpuReport{PerRoundTrip: perRoundTrip, PerProposal: perProposal}
+		rep.CPU.ProposalToRoundTrip = perProposal.total() / perRoundTrip.total()
+	}
 	rep.Latency = summarize(all)
 	if rep.WallSecs > 0 {
 		rep.ProposalsPerSec = float64(rep.ProposalsDone) / rep.WallSecs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -66,5 +67,13 @@ func TestConnectionsRoundRobin(t *testing.T) {
 	}
 	if rep.P99ToBesideP99 != rep.Latency.P99Ms/rep.Beside.P99Ms || rep.P99ToBesideP99 <= 0 {
 		t.Fatalf("proposal p99 %v over beside p99 %v reported as %v", rep.Latency.P99Ms, rep.Beside.P99Ms, rep.P99ToBesideP99)
+	}
+	// Two daemons, so no daemon's CPU: car-bench's own, per unit of each phase.
+	if runtime.GOOS == "linux" {
+		c := rep.CPU
+		if c == nil || c.PerRoundTrip.BenchUs <= 0 || c.PerProposal.BenchUs <= 0 || c.PerRoundTrip.DaemonUs != 0 || c.PerProposal.DaemonUs != 0 ||
+			c.ProposalToRoundTrip != c.PerProposal.BenchUs/c.PerRoundTrip.BenchUs {
+			t.Fatalf("CPU over two daemons: %+v, want car-bench's alone", c)
+		}
 	}
 }

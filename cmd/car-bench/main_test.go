@@ -80,13 +80,15 @@ func TestSummarizeAndReport(t *testing.T) {
 	r := &report{Connections: 2, Daemons: 2, ProposalsPerConnection: 3, ActionsPerProposal: 4, ProposalsDone: 6, WallSecs: 1.5,
 		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25, P99ToRoundTripP99: 99,
 		Beside: stats{Count: 6, P99Ms: 33}, P99ToBesideP99: 3,
+		CPU:  &cpuReport{PerRoundTrip: cpuCost{DaemonUs: 30, BenchUs: 20}, PerProposal: cpuCost{DaemonUs: 250, BenchUs: 150}, ProposalToRoundTrip: 8},
 		Idle: &idleReport{Connections: 10, RSSBeforeKiB: 100, RSSAfterKiB: 500, PerConnectionKiB: 40}}
 	r.addError("boom")
 	var text bytes.Buffer
 	if err := r.writeText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 connections over 2 daemons × 3 proposals × 4 actions", "p99 99.000", "1.25×", "99.000 ms / 1.000 ms = 99.00×", "p99 33.000 (6 calls, same connection, same moment)", "99.000 ms / 33.000 ms = 3.00×", "40.0 KiB per connection", "errors", "boom"} {
+	for _, want := range []string{"2 connections over 2 daemons × 3 proposals × 4 actions", "p99 99.000", "1.25×", "99.000 ms / 1.000 ms = 99.00×", "p99 33.000 (6 calls, same connection, same moment)", "99.000 ms / 33.000 ms = 3.00×",
+		"daemon 30.0 µs + car-bench 20.0 µs = 50.0 µs (baseline phase)", "daemon 250.0 µs + car-bench 150.0 µs = 400.0 µs = 8.0 round trips", "40.0 KiB per connection", "errors", "boom"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}
@@ -96,7 +98,8 @@ func TestSummarizeAndReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back map[string]any
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back["errors"] != float64(1) || back["action_to_round_trip"] != 1.25 || back["p99_to_beside_p99"] != 3.0 {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back["errors"] != float64(1) || back["action_to_round_trip"] != 1.25 || back["p99_to_beside_p99"] != 3.0 ||
+		back["cpu"].(map[string]any)["proposal_to_round_trip"] != 8.0 {
 		t.Fatalf("json report: %v %s", err, js.String())
 	}
 }

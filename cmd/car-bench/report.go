@@ -50,12 +50,14 @@ type report struct {
 	// saturated. P99ToBesideP99 sets it against the round trips sent
 	// beside the proposals: how much longer a proposal waits than a
 	// single call under the same load.
-	P99ToRoundTripP99 float64      `json:"p99_to_round_trip_p99"`
-	P99ToBesideP99    float64      `json:"p99_to_beside_p99"`
-	Errors            int          `json:"errors"`
-	ErrorSamples      []string     `json:"error_samples,omitempty"`
-	Idle              *idleReport  `json:"idle,omitempty"`
-	Chain             *chainReport `json:"chain,omitempty"`
+	P99ToRoundTripP99 float64  `json:"p99_to_round_trip_p99"`
+	P99ToBesideP99    float64  `json:"p99_to_beside_p99"`
+	Errors            int      `json:"errors"`
+	ErrorSamples      []string `json:"error_samples,omitempty"`
+	// CPU is what the two phases cost in CPU time, when it can be read.
+	CPU   *cpuReport   `json:"cpu,omitempty"`
+	Idle  *idleReport  `json:"idle,omitempty"`
+	Chain *chainReport `json:"chain,omitempty"`
 
 	mu sync.Mutex
 }
@@ -124,6 +126,10 @@ func (r *report) writeText(w io.Writer) error {
 	if r.Beside.Count > 0 {
 		fmt.Fprintf(tw, "round trip beside a proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connection, same moment)\n", r.Beside.MeanMs, r.Beside.P50Ms, r.Beside.P95Ms, r.Beside.P99Ms, r.Beside.Count)
 		fmt.Fprintf(tw, "proposal p99 / p99 of the round trips beside\t%.3f ms / %.3f ms = %.2f×\n", r.Latency.P99Ms, r.Beside.P99Ms, r.P99ToBesideP99)
+	}
+	if c := r.CPU; c != nil {
+		fmt.Fprintf(tw, "CPU per round trip\t%s (baseline phase)\n", c.PerRoundTrip.text())
+		fmt.Fprintf(tw, "CPU per proposal\t%s = %.1f round trips\n", c.PerProposal.text(), c.ProposalToRoundTrip)
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)
