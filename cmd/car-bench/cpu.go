@@ -39,6 +39,11 @@ type cpuReport struct {
 	// processes counted when the daemon's is known, car-bench's alone
 	// otherwise.
 	ProposalToRoundTrip float64 `json:"proposal_to_round_trip"`
+	// P99RatioToCPURatio is the proposal p99 over the round-trip p99,
+	// divided by ProposalToRoundTrip: what of the latency ratio their CPU
+	// does not account for. At 1 or below, proposals waited no longer
+	// than their work and their place in line.
+	P99RatioToCPURatio float64 `json:"p99_ratio_to_cpu_ratio"`
 }
 
 // cpuMeter reads the CPU time of car-bench and, when its process id is

@@ -102,6 +102,9 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	if rep.Baseline.Count > 0 && rep.Latency.Count > 0 {
 		rep.ActionToRoundTrip = rep.Latency.MeanMs / float64(o.Actions) / rep.Baseline.MeanMs
 		rep.P99ToRoundTripP99 = rep.Latency.P99Ms / rep.Baseline.P99Ms
+		if rep.CPU != nil && rep.CPU.ProposalToRoundTrip > 0 {
+			rep.CPU.P99RatioToCPURatio = rep.P99ToRoundTripP99 / rep.CPU.ProposalToRoundTrip
+		}
 	}
 	if rep.Beside.Count > 0 && rep.Latency.Count > 0 {
 		rep.P99ToBesideP99 = rep.Latency.P99Ms / rep.Beside.P99Ms

@@ -72,7 +72,7 @@ func TestConnectionsRoundRobin(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		c := rep.CPU
 		if c == nil || c.PerRoundTrip.BenchUs <= 0 || c.PerProposal.BenchUs <= 0 || c.PerRoundTrip.DaemonUs != 0 || c.PerProposal.DaemonUs != 0 ||
-			c.ProposalToRoundTrip != c.PerProposal.BenchUs/c.PerRoundTrip.BenchUs {
+			c.ProposalToRoundTrip != c.PerProposal.BenchUs/c.PerRoundTrip.BenchUs || c.P99RatioToCPURatio != rep.P99ToRoundTripP99/c.ProposalToRoundTrip {
 			t.Fatalf("CPU over two daemons: %+v, want car-bench's alone", c)
 		}
 	}

@@ -130,6 +130,9 @@ func (r *report) writeText(w io.Writer) error {
 	if c := r.CPU; c != nil {
 		fmt.Fprintf(tw, "CPU per round trip\t%s (baseline phase)\n", c.PerRoundTrip.text())
 		fmt.Fprintf(tw, "CPU per proposal\t%s = %.1f round trips\n", c.PerProposal.text(), c.ProposalToRoundTrip)
+		if c.P99RatioToCPURatio > 0 {
+			fmt.Fprintf(tw, "p99 ratio / CPU ratio\t%.2f× / %.1f = %.2f (1 or below: no wait beyond the proposals' work)\n", r.P99ToRoundTripP99, c.ProposalToRoundTrip, c.P99RatioToCPURatio)
+		}
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)
