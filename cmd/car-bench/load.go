@@ -90,6 +90,9 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	all := flatten(lat)
 	rep.ProposalsDone = len(all)
 	if perProposal, ok := cpu.per(phase, rep.ProposalsDone); ok && roundTripRead && perRoundTrip.total() > 0 {
+		if perProposal.DaemonUs == 0 { // the daemon could not be read to the end: car-bench's alone
+			perRoundTrip.DaemonUs = 0
+		}
 		rep.CPU = &cpuReport{PerRoundTrip: perRoundTrip, PerProposal: perProposal}
 		rep.CPU.ProposalToRoundTrip = perProposal.total() / perRoundTrip.total()
 	}
