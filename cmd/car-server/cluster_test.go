@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -698,20 +697,7 @@ func TestClusterSharesStateEventsAndMembers(t *testing.T) {
 // health is GET /healthz on d: the status code and the body.
 func health(t *testing.T, d *daemon) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+d.addr+"/healthz", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return httpGet(t, "http://"+d.addr+"/healthz")
 }
 
 // spoolSize is the size of d's events spool (0 when there is none).

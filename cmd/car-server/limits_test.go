@@ -59,7 +59,7 @@ func TestOpenFileLimit(t *testing.T) {
 // with the pprof setting it is served on its own loopback address.
 func TestProfilerIsOffUnlessAsked(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	if code := httpGet(t, "http://"+d.addr+"/debug/pprof/"); code != http.StatusNotFound {
+	if code, _ := httpGet(t, "http://"+d.addr+"/debug/pprof/"); code != http.StatusNotFound {
 		t.Fatalf("the daemon's address answers /debug/pprof/ with %d, want 404", code)
 	}
 	d.stop(t)
@@ -82,12 +82,14 @@ func TestProfilerIsOffUnlessAsked(t *testing.T) {
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Fatalf("the profiler listens on %q, want loopback", addr)
 	}
-	if code := httpGet(t, "http://"+addr+"/debug/pprof/cmdline"); code != http.StatusOK {
+	if code, _ := httpGet(t, "http://"+addr+"/debug/pprof/cmdline"); code != http.StatusOK {
 		t.Fatalf("the profiler answered %d", code)
 	}
 }
 
-func httpGet(t *testing.T, url string) int {
+// httpGet is GET url on a connection of its own: the status code and the
+// body.
+func httpGet(t *testing.T, url string) (code int, body string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, url, nil)
 	if err != nil {
@@ -99,6 +101,9 @@ func httpGet(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
 }

@@ -227,31 +227,21 @@ func (p *postures) Watch(fn func()) (cancel func()) {
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(p.recheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			cctx, cancel := p.bound(ctx)
-			var version int64
-			err := p.pool.QueryRow(cctx, "SELECT version FROM car_agent_postures WHERE id").Scan(&version)
-			cancel()
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				continue // an outage: the next tick retries
-			}
-			p.mu.Lock()
-			behind := version != p.seen
-			p.mu.Unlock()
-			if behind {
-				fn()
-			}
+	go every(ctx, p.recheck, done, func(ctx context.Context) {
+		cctx, cancel := p.bound(ctx)
+		var version int64
+		err := p.pool.QueryRow(cctx, "SELECT version FROM car_agent_postures WHERE id").Scan(&version)
+		cancel()
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return // an outage: the next tick retries
 		}
-	}()
+		p.mu.Lock()
+		behind := version != p.seen
+		p.mu.Unlock()
+		if behind {
+			fn()
+		}
+	})
 	var once sync.Once
 	key := new(int)
 	cancel = func() {

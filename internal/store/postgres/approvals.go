@@ -85,7 +85,11 @@ func openLedger(ctx context.Context, pool *pgxpool.Pool, b *bus, node string, ti
 	}
 	rctx, stop := context.WithCancel(context.Background())
 	l.stop = stop
-	go l.recheck(rctx, recheck)
+	go every(rctx, recheck, l.done, func(ctx context.Context) {
+		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		_ = l.check(cctx) // an outage: the next tick retries
+		cancel()
+	})
 	return l, nil
 }
 
@@ -169,23 +173,6 @@ func (l *ledger) notified(payload []byte) {
 		return // this daemon recorded it, or already read it
 	}
 	_ = l.readRow(ctx, fp)
-}
-
-// recheck runs check every interval until ctx ends.
-func (l *ledger) recheck(ctx context.Context, interval time.Duration) {
-	defer close(l.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			cctx, cancel := context.WithTimeout(ctx, l.timeout)
-			_ = l.check(cctx) // an outage: the next tick retries
-			cancel()
-		}
-	}
 }
 
 // check reloads the ledger when the database's sum of seqs differs from

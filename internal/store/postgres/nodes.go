@@ -46,27 +46,15 @@ func startNodes(ctx context.Context, pool *pgxpool.Pool, id, version string, int
 	}
 	bctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
-	go n.run(bctx)
+	go every(bctx, n.interval, n.done, func(ctx context.Context) {
+		_ = n.beat(ctx) // Health reports a failure
+	})
 	return n, nil
 }
 
 func (n *nodes) close() {
 	n.stop()
 	<-n.done
-}
-
-func (n *nodes) run(ctx context.Context) {
-	defer close(n.done)
-	t := time.NewTicker(n.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = n.beat(ctx) // Health reports a failure
-		}
-	}
 }
 
 // beat stamps the row with the database's clock and records the outcome.

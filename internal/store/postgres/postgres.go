@@ -174,3 +174,19 @@ func MigrateStatus(ctx context.Context, cfg Config) ([]MigrationStatus, int64, e
 	current, _, err := m.versions(ctx)
 	return st, current, err
 }
+
+// every calls fn every interval until ctx ends, then closes done: the
+// periodic re-checks and the heartbeat.
+func every(ctx context.Context, interval time.Duration, done chan<- struct{}, fn func(ctx context.Context)) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
+}
