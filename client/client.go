@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
@@ -251,7 +252,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 }
 
 // buffers hold encoded params and results while they are sent.
-var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+var buffers = bufpool.New(1024, 64<<10)
 
 // withJSON calls use with v as JSON, encoded into a pooled buffer that use
 // must not keep (the library copies params; the stream has written a
@@ -265,13 +266,9 @@ func withJSON(v any, use func(json.RawMessage) error) error {
 		}
 		return use(raw)
 	}
-	bp := buffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 64<<10 {
-			buffers.Put(bp)
-		}
-	}()
-	b, err := jsonvalue.Append((*bp)[:0], v)
+	bp := buffers.Get()
+	defer buffers.Put(bp)
+	b, err := jsonvalue.Append(*bp, v)
 	*bp = b
 	if err != nil {
 		return err

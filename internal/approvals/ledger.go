@@ -12,9 +12,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
@@ -40,13 +40,9 @@ type line struct {
 // parameters. The action's id is not part of it, so the same operation in
 // a later proposal has the same fingerprint.
 func Fingerprint(a *protocol.Action) string {
-	bp := fingerprintBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 64<<10 {
-			fingerprintBuffers.Put(bp)
-		}
-	}()
-	b := append((*bp)[:0], a.Type...)
+	bp := fingerprintBuffers.Get()
+	defer fingerprintBuffers.Put(bp)
+	b := append(*bp, a.Type...)
 	b = append(b, 0)
 	b = append(b, a.Tool...)
 	b = append(b, 0)
@@ -63,7 +59,7 @@ func Fingerprint(a *protocol.Action) string {
 }
 
 // fingerprintBuffers hold what Fingerprint hashes, reused.
-var fingerprintBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+var fingerprintBuffers = bufpool.New(512, 64<<10)
 
 // Ledger is the approval ledger over its journal. A decision recorded
 // through any door (permission.approve, host.resolve_approval, the CLI)

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
@@ -38,8 +38,8 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		Handle:         call.Handle,
 		AgentID:        c.agentID(),
 	}
-	bp := paramBuffers.Get().(*[]byte)
-	encoded, err := appendToolExecute((*bp)[:0], &params)
+	bp := paramBuffers.Get()
+	encoded, err := appendToolExecute(*bp, &params)
 	*bp = encoded
 	var w jsonrpc2.Waiter
 	slot := &wsstream.Call{Params: encoded}
@@ -51,9 +51,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		w, err = c.rpc.DispatchCall(ctx, protocol.MethodToolsExecute, nil, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
 	}
 	slot.Params = nil // written: the buffer goes back
-	if cap(*bp) <= 64<<10 {
-		paramBuffers.Put(bp)
-	}
+	paramBuffers.Put(bp)
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': could not reach the client: %v", call.Tool, disconnectText(err))
 	}
@@ -94,7 +92,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 }
 
 // paramBuffers hold tools.execute params while they are encoded.
-var paramBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+var paramBuffers = bufpool.New(512, 64<<10)
 
 // appendToolExecute encodes tools.execute's params exactly as json.Marshal
 // does, without reflecting over the struct and its parameters map.

@@ -3,16 +3,16 @@ package rpc
 import (
 	"encoding/json"
 	"strconv"
-	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // replyBuffers hold encoded replies until the stream has written them.
-var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+var replyBuffers = bufpool.New(4096, 256<<10)
 
 // sendResult sends result as resp's result. A proposal's result, which has
 // one entry per action, is encoded by hand (appendProposalResult) into a
@@ -25,13 +25,9 @@ func sendResult(resp *jsonrpc2.Response, result any, send func(*jsonrpc2.Respons
 		}
 		return send(resp)
 	}
-	bp := replyBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 256<<10 {
-			replyBuffers.Put(bp)
-		}
-	}()
-	b, err := appendProposalResult((*bp)[:0], pr)
+	bp := replyBuffers.Get()
+	defer replyBuffers.Put(bp)
+	b, err := appendProposalResult(*bp, pr)
 	*bp = b
 	if err != nil {
 		return err

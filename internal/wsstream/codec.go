@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -244,11 +245,9 @@ func methodName(v []byte) (string, bool) {
 	return name, true
 }
 
-// buffers are the write buffers, reused; a buffer that grew past
-// maxPooledBuffer is left to the collector.
-var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledBuffer = 64 << 10
+// buffers hold a frame while it is read or written; one that grew past
+// 64 KiB is not kept.
+var buffers = bufpool.New(1024, 64<<10)
 
 // encode appends v, the library's message, to buf as the library would
 // encode it (the same members in the same order), and reports whether it

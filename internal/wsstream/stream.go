@@ -96,8 +96,8 @@ func (s *Stream) read() (websocket.MessageType, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	bp := buffers.Get().(*[]byte)
-	b := (*bp)[:0]
+	bp := buffers.Get()
+	b := *bp
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
@@ -112,21 +112,16 @@ func (s *Stream) read() (websocket.MessageType, []byte, error) {
 		}
 	}
 	data := bytes.Clone(b)
-	if *bp = b; cap(b) <= maxPooledBuffer {
-		buffers.Put(bp)
-	}
+	*bp = b
+	buffers.Put(bp)
 	return typ, data, nil
 }
 
 // WriteObject writes v as one text frame.
 func (s *Stream) WriteObject(v any) error {
-	bp := buffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBuffer {
-			buffers.Put(bp)
-		}
-	}()
-	data, ok := encode((*bp)[:0], v)
+	bp := buffers.Get()
+	defer buffers.Put(bp)
+	data, ok := encode(*bp, v)
 	*bp = data
 	if !ok {
 		var err error
