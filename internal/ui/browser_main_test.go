@@ -31,12 +31,32 @@ func runWithBrowser(m *testing.M) int {
 		}
 		return m.Run()
 	}
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ctx, stop, err := startChromium(path)
+		if err == nil {
+			defer stop()
+			browser.ctx = ctx
+			return m.Run()
+		}
+		fmt.Fprintf(os.Stderr, "internal/ui: starting Chromium at %s, attempt %d of %d: %v\n", path, attempt, startAttempts, err)
+	}
+	fmt.Fprintf(os.Stderr, "internal/ui: Chromium at %s did not start in %d attempts; the browser tests cannot run\n", path, startAttempts)
+	return 1
+}
+
+// startAttempts bounds how often a browser that exits while starting is
+// started again. Now and then a fresh Chromium crashes before it listens
+// (seen once, in a run where every later start would have worked); a browser
+// that cannot start at all still fails the run, with each attempt's output.
+const startAttempts = 3
+
+// startChromium starts one headless Chromium with a profile of its own and
+// waits until it answers; stop ends it and removes the profile.
+func startChromium(path string) (ctx context.Context, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "car-ui-chromium-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "internal/ui: a profile directory for Chromium:", err)
-		return 1
+		return nil, nil, fmt.Errorf("a profile directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -47,19 +67,24 @@ func runWithBrowser(m *testing.M) int {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		// Chromium's own log goes to stderr, which chromedp hands back in
+		// the error when the browser exits before it listens.
+		chromedp.Flag("enable-logging", "stderr"),
 		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
 	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser
-		fmt.Fprintf(os.Stderr, "internal/ui: starting Chromium at %s: %v\n", path, err)
-		return 1
+	stop = func() {
+		cancelBrowser()
+		cancelAlloc()
+		os.RemoveAll(dir)
 	}
-	browser.ctx = bctx
-	return m.Run()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser
+		stop()
+		return nil, nil, err
+	}
+	return bctx, stop, nil
 }
 
 // findChromium is $CAR_CHROMIUM, or a Chromium on PATH.
