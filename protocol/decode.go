@@ -119,7 +119,7 @@ func decodeAction(raw json.RawMessage) (Action, error) {
 
 func decodeActionFields(raw json.RawMessage) (Action, error) {
 	var a Action
-	if d := nestingDepth(raw); d > MaxActionDepth {
+	if d := jsonvalue.Depth(raw); d > MaxActionDepth {
 		return a, fmt.Errorf("nests %d levels deep; at most %d are accepted (the action object is level 1): flatten its parameters", d, MaxActionDepth)
 	}
 	var w actionWire
@@ -223,34 +223,6 @@ func DecodeValue(raw []byte) (any, error) {
 		return nil, err
 	}
 	return v, nil
-}
-
-// nestingDepth is the deepest nesting of objects and arrays in raw, which is
-// valid JSON.
-func nestingDepth(raw []byte) int {
-	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range raw {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
 
 // errTrailing is input holding more than one JSON value: decoding only the

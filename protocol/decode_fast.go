@@ -198,7 +198,7 @@ func (d *fastDecoder) action() (Action, bool) {
 		}
 		return false // preconditions, assumptions, compensation
 	})
-	if !ok || (d.deep && nestingDepth(d.b[start:d.i]) > MaxActionDepth) {
+	if !ok || (d.deep && jsonvalue.Depth(d.b[start:d.i]) > MaxActionDepth) {
 		return Action{}, false
 	}
 	a, err := fromWire(&w)

@@ -49,11 +49,11 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 	case int64:
 		return strconv.AppendInt(buf, x, 10), nil
 	case map[string]any:
-		return appendObject(buf, x, depth)
+		return appendObject(buf, x, func(buf []byte, e any) ([]byte, error) { return appendValue(buf, e, depth+1) })
 	case map[string]string:
-		return appendFlatObject(buf, x, AppendString), nil
+		return appendObject(buf, x, func(buf []byte, s string) ([]byte, error) { return AppendString(buf, s), nil })
 	case map[string]bool:
-		return appendFlatObject(buf, x, strconv.AppendBool), nil
+		return appendObject(buf, x, func(buf []byte, b bool) ([]byte, error) { return strconv.AppendBool(buf, b), nil })
 	case []string:
 		if x == nil {
 			return append(buf, "null"...), nil
@@ -85,8 +85,9 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 	return appendMarshal(buf, v)
 }
 
-// appendObject writes an object with its keys sorted, as encoding/json does.
-func appendObject(buf []byte, m map[string]any, depth int) ([]byte, error) {
+// appendObject writes a map as an object with its keys sorted, as
+// encoding/json does, each value by value.
+func appendObject[V any](buf []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
 	if m == nil {
 		return append(buf, "null"...), nil
 	}
@@ -104,34 +105,11 @@ func appendObject(buf []byte, m map[string]any, depth int) ([]byte, error) {
 		buf = AppendString(buf, k)
 		buf = append(buf, ':')
 		var err error
-		if buf, err = appendValue(buf, m[k], depth+1); err != nil {
+		if buf, err = value(buf, m[k]); err != nil {
 			return buf, err
 		}
 	}
 	return append(buf, '}'), nil
-}
-
-// appendFlatObject writes a map of scalars with its keys sorted.
-func appendFlatObject[V any](buf []byte, m map[string]V, value func([]byte, V) []byte) []byte {
-	if m == nil {
-		return append(buf, "null"...)
-	}
-	var small [16]string
-	keys := small[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	buf = append(buf, '{')
-	for i, k := range keys {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = AppendString(buf, k)
-		buf = append(buf, ':')
-		buf = value(buf, m[k])
-	}
-	return append(buf, '}')
 }
 
 func appendMarshal(buf []byte, v any) ([]byte, error) {

@@ -49,9 +49,9 @@ func (v *validator) value() bool {
 	}
 	switch c := v.b[v.i]; {
 	case c == '{':
-		return v.object()
+		return v.composite('}')
 	case c == '[':
-		return v.array()
+		return v.composite(']')
 	case c == '"':
 		return v.str()
 	case c == '-' || isDigit(c):
@@ -74,28 +74,32 @@ func (v *validator) literal(word string) bool {
 	return true
 }
 
-func (v *validator) object() bool {
+// composite checks the object or array starting at v.i; end is its closing
+// byte.
+func (v *validator) composite(end byte) bool {
 	if v.depth++; v.depth > maxDepth {
 		return false
 	}
 	v.deepest = max(v.deepest, v.depth)
-	v.i++ // {
+	v.i++ // { or [
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
+	if v.i < len(v.b) && v.b[v.i] == end {
 		v.i++
 		v.depth--
 		return true
 	}
 	for {
-		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
-			return false
+		if end == '}' { // a member's name and its colon
+			if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
+				return false
+			}
+			v.space()
+			if v.i >= len(v.b) || v.b[v.i] != ':' {
+				return false
+			}
+			v.i++
+			v.space()
 		}
-		v.space()
-		if v.i >= len(v.b) || v.b[v.i] != ':' {
-			return false
-		}
-		v.i++
-		v.space()
 		if !v.value() {
 			return false
 		}
@@ -107,41 +111,7 @@ func (v *validator) object() bool {
 		case ',':
 			v.i++
 			v.space()
-		case '}':
-			v.i++
-			v.depth--
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-func (v *validator) array() bool {
-	if v.depth++; v.depth > maxDepth {
-		return false
-	}
-	v.deepest = max(v.deepest, v.depth)
-	v.i++ // [
-	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
-		v.i++
-		v.depth--
-		return true
-	}
-	for {
-		if !v.value() {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
+		case end:
 			v.i++
 			v.depth--
 			return true

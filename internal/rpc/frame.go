@@ -9,6 +9,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -108,7 +109,7 @@ func isVersion2(v []byte) bool {
 // notJSON is the reply to a frame that does not decode: too deep for the
 // decoder, or not JSON at all.
 func notJSON(frame []byte) []byte {
-	if nestingDepth(frame) > maxNesting {
+	if jsonvalue.Depth(frame) > maxNesting {
 		return errorFrame(nil, protocol.CodeParseError, fmt.Sprintf(
 			"parse error: the frame is JSON nested deeper than %d levels, which this daemon does not decode; flatten the value", maxNesting))
 	}
@@ -132,33 +133,6 @@ func passed(frame, rawID, lifted []byte) ([]byte, []byte) {
 // maxNesting is the deepest JSON value encoding/json decodes.
 const maxNesting = 10000
 
-// nestingDepth is the deepest nesting of arrays and objects in frame,
-// strings skipped; it reads frames that are not valid JSON too.
-func nestingDepth(frame []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, b := range frame {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-		case b == '"':
-			inString = true
-		case b == '[' || b == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case b == ']' || b == '}':
-			depth--
-		}
-	}
-	return deepest
-}
-
 // misspelledMember names an envelope member spelled in another case: the
 // JSON-RPC layer would read some such members and ignore others. It is ""
 // for any other name.
@@ -178,7 +152,7 @@ func badResponse(frame, result []byte, hasResult bool, rawError []byte) string {
 	if !hasResult && errNull {
 		return `a response needs a "result" or a non-null "error"`
 	}
-	if hasResult && !numbersFitFloat64(result) {
+	if hasResult && !jsonvalue.NumbersFitFloat64(result) {
 		return `"result" holds a number outside the float64 range`
 	}
 	if !errNull {
@@ -193,42 +167,6 @@ func badResponse(frame, result []byte, hasResult bool, rawError []byte) string {
 		}
 	}
 	return ""
-}
-
-// numbersFitFloat64 reports whether every number in the valid JSON value v
-// is within the float64 range, as the JSON-RPC layer needs; only a number
-// with an exponent or of more than 300 digits can be outside it.
-func numbersFitFloat64(v []byte) bool {
-	inString, escaped := false, false
-	for i := 0; i < len(v); i++ {
-		b := v[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-		case b == '"':
-			inString = true
-		case b == '-' || (b >= '0' && b <= '9'):
-			j, long := i, false
-			for j < len(v) && strings.IndexByte("+-0123456789.eE", v[j]) >= 0 {
-				long = long || v[j] == 'e' || v[j] == 'E'
-				j++
-			}
-			if long || j-i > 300 {
-				if _, err := strconv.ParseFloat(string(v[i:j]), 64); err != nil {
-					return false
-				}
-			}
-			i = j - 1
-		}
-	}
-	return true
 }
 
 // validID reports whether raw is an id this server can echo and the JSON-RPC
