@@ -51,38 +51,36 @@ func appendValue(buf []byte, v any, depth int) ([]byte, error) {
 	case map[string]any:
 		return appendObject(buf, x, func(buf []byte, e any) ([]byte, error) { return appendValue(buf, e, depth+1) })
 	case map[string]string:
-		return appendObject(buf, x, func(buf []byte, s string) ([]byte, error) { return AppendString(buf, s), nil })
+		return appendObject(buf, x, stringValue)
 	case map[string]bool:
 		return appendObject(buf, x, func(buf []byte, b bool) ([]byte, error) { return strconv.AppendBool(buf, b), nil })
 	case []string:
-		if x == nil {
-			return append(buf, "null"...), nil
-		}
-		buf = append(buf, '[')
-		for i, e := range x {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = AppendString(buf, e)
-		}
-		return append(buf, ']'), nil
+		return appendArray(buf, x, stringValue)
 	case []any:
-		if x == nil {
-			return append(buf, "null"...), nil
-		}
-		buf = append(buf, '[')
-		for i, e := range x {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			var err error
-			if buf, err = appendValue(buf, e, depth+1); err != nil {
-				return buf, err
-			}
-		}
-		return append(buf, ']'), nil
+		return appendArray(buf, x, func(buf []byte, e any) ([]byte, error) { return appendValue(buf, e, depth+1) })
 	}
 	return appendMarshal(buf, v)
+}
+
+// stringValue writes a string as appendObject and appendArray take a value.
+func stringValue(buf []byte, s string) ([]byte, error) { return AppendString(buf, s), nil }
+
+// appendArray writes a slice as an array, each element by value.
+func appendArray[V any](buf []byte, x []V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+	if x == nil {
+		return append(buf, "null"...), nil
+	}
+	buf = append(buf, '[')
+	for i, e := range x {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = value(buf, e); err != nil {
+			return buf, err
+		}
+	}
+	return append(buf, ']'), nil
 }
 
 // appendObject writes a map as an object with its keys sorted, as
