@@ -59,7 +59,6 @@ func benchOverhead(b *testing.B, concurrency, actions int, chain bool) {
 
 	var raw, prop time.Duration
 	var allocs uint64
-	var ms runtime.MemStats
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -70,16 +69,9 @@ func benchOverhead(b *testing.B, concurrency, actions int, chain bool) {
 		}
 		raw += time.Since(start)
 
-		runtime.ReadMemStats(&ms)
-		before := ms.Mallocs
-		start = time.Now()
-		var res protocol.ProposalResult
-		if err := c.Call(ctx, protocol.MethodProposalSubmit, params, &res); err != nil {
-			b.Fatal(err)
-		}
-		prop += time.Since(start)
-		runtime.ReadMemStats(&ms)
-		allocs += ms.Mallocs - before
+		res, took, n := submitMeasured(b, c, params)
+		prop += took
+		allocs += n
 		if res.Cost.ToolCalls != actions || res.Cost.ActionsExecuted != actions {
 			b.Fatalf("tool_calls %d", res.Cost.ToolCalls)
 		}
@@ -90,4 +82,20 @@ func benchOverhead(b *testing.B, concurrency, actions int, chain bool) {
 	b.ReportMetric(float64(prop.Nanoseconds())/n, "ns/action")
 	b.ReportMetric(float64(prop)/float64(raw), "action/roundtrip")
 	b.ReportMetric(float64(allocs)/n, "allocs/action")
+}
+
+// submitMeasured submits a proposal and says how long it took and how many
+// allocations the process made meanwhile, daemon and client together.
+func submitMeasured(b *testing.B, c *client.Client, params any) (res protocol.ProposalResult, took time.Duration, allocs uint64) {
+	b.Helper()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.Mallocs
+	start := time.Now()
+	if err := c.Call(context.Background(), protocol.MethodProposalSubmit, params, &res); err != nil {
+		b.Fatal(err)
+	}
+	took = time.Since(start)
+	runtime.ReadMemStats(&ms)
+	return res, took, ms.Mallocs - before
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,7 +117,6 @@ func benchStore(b *testing.B, kind string, newDB func(testing.TB) string, concur
 
 	var raw, dbRaw, prop time.Duration
 	var allocs uint64
-	var ms runtime.MemStats
 	var events0 postgres.EventStats
 	if pg != nil {
 		events0 = pg.EventStats()
@@ -155,16 +153,9 @@ func benchStore(b *testing.B, kind string, newDB func(testing.TB) string, concur
 		}
 
 		before := calls.Load()
-		runtime.ReadMemStats(&ms)
-		mallocs := ms.Mallocs
-		start = time.Now()
-		var res protocol.ProposalResult
-		if err := c.Call(ctx, protocol.MethodProposalSubmit, params, &res); err != nil {
-			b.Fatal(err)
-		}
-		prop += time.Since(start)
-		runtime.ReadMemStats(&ms)
-		allocs += ms.Mallocs - mallocs
+		res, took, n := submitMeasured(b, c, params)
+		prop += took
+		allocs += n
 		if n := calls.Load() - before; n != actions || len(res.Results) != actions {
 			b.Fatalf("%d of %d actions dispatched, %d results", n, actions, len(res.Results))
 		}
