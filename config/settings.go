@@ -43,7 +43,7 @@ var settings = []setting{
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", 64 << 20},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
 	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
-	{"max_starting_proposals", "CAR_MAX_STARTING_PROPOSALS", "proposals in their first 100 ms at once, across all connections; more wait their turn in arrival order (0: 16 per CPU)", 0},
+	{"max_starting_proposals", "CAR_MAX_STARTING_PROPOSALS", "proposals in their first 100 ms at once, across all connections; more wait their turn, one connection after another, each connection's oldest first (0: 16 per CPU)", 0},
 	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", "30m"},
 	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", 256},
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", 65536},

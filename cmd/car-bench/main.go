@@ -88,7 +88,7 @@ func openFiles(conns int, stderr io.Writer) error {
 		return nil
 	}
 	if lim.Soft < need {
-		return fmt.Errorf("%d connections need %d open files, and the limit is %d (hard %d); raise the hard limit (ulimit -Hn) or open fewer connections", conns, need, lim.Soft, lim.Hard)
+		return fmt.Errorf("%d connections need %d open files, and the limit is %d (hard %d); raise the hard limit (as root: ulimit -Hn or limits.conf) or open fewer connections", conns, need, lim.Soft, lim.Hard)
 	}
 	return nil
 }

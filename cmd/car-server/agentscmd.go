@@ -44,16 +44,19 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "car-server agents: %v\n%s\n", err, agentsUsage)
 		return exitUsage
 	}
+	// The command line is checked whole before the store is opened: a
+	// misspelled command is a usage error even when the store is down.
 	rest := fs.Args()
-	if len(rest) == 0 || (rest[0] == "list") != (len(rest) == 1) || len(rest) > 2 {
-		fmt.Fprintln(stderr, agentsUsage)
-		return exitUsage
-	}
-	if len(rest) == 2 {
+	switch {
+	case len(rest) == 1 && rest[0] == "list":
+	case len(rest) == 2 && (rest[0] == "issue-token" || rest[0] == "revoke"):
 		if err := runs.CheckID("AGENT_ID", rest[1]); err != nil {
 			fmt.Fprintf(stderr, "car-server agents %s: %v\n", rest[0], err)
 			return exitUsage
 		}
+	default:
+		fmt.Fprintln(stderr, agentsUsage)
+		return exitUsage
 	}
 	home, _ := os.UserHomeDir()
 	cfg, err := config.Load(nil, home, io.Discard)
@@ -71,8 +74,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		return agentsFailed(stderr, rest[0], err)
 	}
 	defer closeTokens()
-	switch rest[0] {
-	case "issue-token":
+	if rest[0] == "issue-token" {
 		token, err := rpc.NewToken()
 		if err == nil {
 			err = tokens.Issue(ctx, rest[1], token)
@@ -82,26 +84,23 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, token)
 		return exitOK
-	case "list":
-		list, err := tokens.List(ctx)
-		if err != nil {
-			return agentsFailed(stderr, rest[0], err)
-		}
-		if *asJSON {
-			b, _ := json.Marshal(map[string]any{"agents": list})
-			fmt.Fprintln(stdout, string(b))
-			return exitOK
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AGENT\tISSUED")
-		for _, a := range list {
-			fmt.Fprintf(tw, "%s\t%s\n", a.AgentID, a.IssuedAt.Format(time.RFC3339))
-		}
-		_ = tw.Flush()
+	}
+	list, err := tokens.List(ctx)
+	if err != nil {
+		return agentsFailed(stderr, rest[0], err)
+	}
+	if *asJSON {
+		b, _ := json.Marshal(map[string]any{"agents": list})
+		fmt.Fprintln(stdout, string(b))
 		return exitOK
 	}
-	fmt.Fprintln(stderr, agentsUsage)
-	return exitUsage
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tISSUED")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\n", a.AgentID, a.IssuedAt.Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+	return exitOK
 }
 
 // openAgentTokens opens where the agents' token hashes are kept: the token

@@ -138,9 +138,16 @@ func TestTwoDaemonsShareRunsAndAgentTokens(t *testing.T) {
 	}
 }
 
-// TestAgentsCommandOnAnUnreachableDatabase: exit 3, the password hidden.
+// TestAgentsCommandOnAnUnreachableDatabase: exit 3, the password hidden;
+// a misspelled command is a usage error before the database is tried.
 func TestAgentsCommandOnAnUnreachableDatabase(t *testing.T) {
 	env := []string{"CAR_HOME=" + t.TempDir(), "CAR_STORE=postgres", fmt.Sprintf("CAR_POSTGRES_URL=postgres://car:s3cret@127.0.0.1:%d/car", closedPort(t))}
+	for _, args := range [][]string{{"issue-tokens", "alice"}, {"list", "alice"}, {"revoke"}} {
+		out, errOut, code := agentsCommand(t, env, args...)
+		if code != exitUsage || !strings.Contains(errOut, "car-server agents issue-token AGENT_ID") || strings.Contains(errOut, "PostgreSQL") {
+			t.Fatalf("agents %v: exit %d %q %s", args, code, out, errOut)
+		}
+	}
 	for _, args := range [][]string{{"issue-token", "alice"}, {"list"}, {"revoke", "alice"}} {
 		out, errOut, code := agentsCommand(t, env, args...)
 		if code != exitUnreachable || !strings.Contains(errOut, "cannot reach PostgreSQL") || strings.Contains(out+errOut, "s3cret") {

@@ -27,7 +27,7 @@ func raiseFileLimit(log *zap.Logger, maxConnections int) {
 	}
 	log.Info("open-file limit", zap.Uint64("soft", lim.Soft), zap.Uint64("hard", lim.Hard), zap.Uint64("max_connections_needs", need))
 	if lim.Soft < need {
-		log.Warn("the open-file limit is below what max_connections needs: connections past it wait to be accepted; raise the hard limit (ulimit -Hn, LimitNOFILE= in a systemd unit, kern.maxfilesperproc on macOS) or lower max_connections",
+		log.Warn("the open-file limit is below what max_connections needs: connections past it wait to be accepted; raise the hard limit (as root: ulimit -Hn or limits.conf; LimitNOFILE= in a systemd unit; kern.maxfilesperproc on macOS) or lower max_connections",
 			zap.Uint64("limit", lim.Soft), zap.Uint64("max_connections_needs", need), zap.Int("max_connections", maxConnections))
 	}
 }

@@ -20,7 +20,7 @@ type Options struct {
 	MaxActions         int               // actions per proposal (10,000)
 	MaxTools           int               // tools a connection may register, built-ins not counted (1,000)
 	MaxConcurrency     int               // actions of one proposal running at once (16)
-	MaxStarting        int               // proposals in their first 100 ms at once, across sessions; more wait in arrival order (0: 16 per CPU; negative: no bound)
+	MaxStarting        int               // proposals in their first 100 ms at once, across sessions; more wait their turn session by session (0: 16 per CPU; negative: no bound)
 	ToolTimeout        time.Duration     // budget of a tool call without timeout_ms (300 s)
 	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
 	RetryCap           time.Duration     // longest retry backoff (5 s)
@@ -104,7 +104,7 @@ type Runtime struct {
 	operator    atomic.Pointer[policy.Engine]
 	gates       []AdmissionGate // built-in gates, then Options.Gates
 	inFlight    atomic.Int64    // proposals being executed
-	admission   *admission      // starts proposals in arrival order, a few at a time
+	admission   *admission      // starts proposals a few at a time, session by session
 	started     time.Time
 	checks      []ActionCheck // built-in checks, then Options.Checks
 	running     running       // proposals being executed, for Cancel
