@@ -314,6 +314,10 @@ func (j *Journal) AppendBatch(recs [][]byte) error {
 		j.mu.Unlock()
 		return err
 	}
+	if len(batch) == 0 { // nothing to write: no group for the flusher to end
+		j.mu.Unlock()
+		return nil
+	}
 	if j.group == nil {
 		j.group = &flushGroup{done: make(chan struct{})}
 	}

@@ -208,6 +208,29 @@ func TestAWriteFailureStopsEveryLaterAppend(t *testing.T) {
 	}
 }
 
+// TestAnEmptyBatchReturnsAtOnce: a batch of no records writes nothing and
+// returns (it used to wait for a flush that never came); after Close it is
+// refused like any append.
+func TestAnEmptyBatchReturnsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, _ := mustOpen(t, path)
+	for _, recs := range [][][]byte{nil, {}} {
+		if err := j.AppendBatch(recs); err != nil {
+			t.Fatalf("AppendBatch(%v): %v", recs, err)
+		}
+	}
+	if err := j.Append(rec("a", "put", 1)); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if err := j.AppendBatch(nil); err == nil {
+		t.Fatal("an empty batch after Close succeeded")
+	}
+	if b, _ := os.ReadFile(path); string(b) != string(rec("a", "put", 1))+"\n" {
+		t.Fatalf("the journal holds %q", b)
+	}
+}
+
 func TestAppendRefusesBadRecords(t *testing.T) {
 	j, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
 	defer j.Close()
