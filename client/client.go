@@ -260,6 +260,9 @@ var buffers = bufpool.New(1024, 64<<10)
 // json.Marshal would, without reflecting over maps and slices of any.
 func withJSON(v any, use func(json.RawMessage) error) error {
 	if raw, ok := v.(json.RawMessage); ok {
+		if raw == nil {
+			raw = json.RawMessage("null") // as json.Marshal writes a nil RawMessage
+		}
 		if !jsonvalue.Valid(raw) {
 			_, err := json.Marshal(raw) // its error, as the library would report it
 			return err

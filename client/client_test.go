@@ -320,3 +320,26 @@ func TestCallRefusesInvalidRawParams(t *testing.T) {
 		t.Fatalf("valid params: sent %v, err %v", sent, err)
 	}
 }
+
+// A nil json.RawMessage is null, as json.Marshal writes it: as a call's
+// params, a notification's, and a handler's result.
+func TestNilRawMessageIsNull(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, nil)
+	sc := d.next(t)
+	var got json.RawMessage
+	if err := c.Call(ctxT(t), "echo", json.RawMessage(nil), &got); err != nil || string(got) != "null" {
+		t.Fatalf("echo of a nil RawMessage: %s, %v", got, err)
+	}
+	c.HandleRequest("nil_result", func(context.Context, json.RawMessage) (any, error) {
+		return json.RawMessage(nil), nil
+	})
+	var res json.RawMessage
+	if err := sc.rpc.Call(ctxT(t), "nil_result", nil, &res); err != nil || string(res) != "null" {
+		t.Fatalf("a handler's nil RawMessage: %s, %v", res, err)
+	}
+	sent := ""
+	if err := withJSON(json.RawMessage(nil), func(raw json.RawMessage) error { sent = string(raw); return nil }); err != nil || sent != "null" {
+		t.Fatalf("a notification's nil RawMessage: sent %q, err %v", sent, err)
+	}
+}

@@ -57,7 +57,6 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 	}
 	start := time.Now()
 	err = w.Wait(ctx, nil)
-	raw := slot.Result
 	outcome := "ok"
 	defer func() { metrics.CallbackSeconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds()) }()
 	switch {
@@ -79,7 +78,10 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		}
 		return nil, fmt.Errorf("tool '%s': %v", call.Tool, err)
 	}
-	out, err := protocol.DecodeValue(raw)
+	// The reply's result, which answered put on the slot before the call
+	// was done; read only then: a call given up on (ctx ended) may still be
+	// answered while the slot is registered.
+	out, err := protocol.DecodeValue(slot.Result)
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s' answered with a result that is not JSON: %v", call.Tool, err)
 	}
