@@ -218,7 +218,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		raw = json.RawMessage("null")
 	}
 	if pr, ok := result.(*protocol.ProposalResult); ok && pr != nil {
-		return pr.UnmarshalJSON(raw) // the stream checked the frame: no second pass
+		return protocol.DecodeProposalResult(raw, pr)
 	}
 	return json.Unmarshal(raw, result)
 }

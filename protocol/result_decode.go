@@ -7,20 +7,22 @@ import (
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
-// UnmarshalJSON reads a proposal's result in one walk over the bytes when
-// it is plain (members of the types they should have, not repeated, not
-// spelt in another case), into a zero ProposalResult; anything else is
-// read by encoding/json as it would read the struct. A reply holds one
-// entry per action: this is most of what a client decodes.
-func (r *ProposalResult) UnmarshalJSON(data []byte) error {
+// DecodeProposalResult reads a proposal's result into r: in one walk over
+// the bytes when r is zero and the result plain (members of the types they
+// should have, not repeated, not spelt in another case), else as
+// json.Unmarshal reads it. Either way numbers in outputs come out as
+// float64. A reply holds one entry per action: this is most of what a
+// client decodes. It is a function, not ProposalResult's UnmarshalJSON, so
+// that a json.Decoder's own options (UseNumber, DisallowUnknownFields) still
+// hold for the type.
+func DecodeProposalResult(data []byte, r *ProposalResult) error {
 	if r.isZero() {
 		if fast, ok := decodeResultFast(data); ok {
 			*r = *fast
 			return nil
 		}
 	}
-	type plain ProposalResult
-	return json.Unmarshal(data, (*plain)(r))
+	return json.Unmarshal(data, r)
 }
 
 func (r *ProposalResult) isZero() bool {

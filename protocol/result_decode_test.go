@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -48,21 +49,37 @@ func TestResultDecodeMatchesDecoder(t *testing.T) {
 			t.Errorf("%s: read in one walk %v, want %v", s, got, want)
 		}
 	}
-	// Through UnmarshalJSON: the fast walk, and encoding/json for the rest.
+	// Through DecodeProposalResult: the fast walk, and encoding/json for the rest.
 	for _, s := range resultSeeds[:5] {
-		var r ProposalResult
-		err := json.Unmarshal([]byte(s), &r)
-		type plain ProposalResult
-		var want plain
+		var r, want ProposalResult
+		err := DecodeProposalResult([]byte(s), &r)
 		wantErr := json.Unmarshal([]byte(s), &want)
-		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(r, ProposalResult(want))) {
+		if (err != nil) != (wantErr != nil) || (err == nil && !reflect.DeepEqual(r, want)) {
 			t.Errorf("%s: %v %+v, want %v %+v", s, err, r, wantErr, want)
 		}
 	}
 	// Into a result that already holds something, encoding/json merges.
 	r := ProposalResult{ProposalID: "kept", ReplanError: "kept too"}
-	if err := json.Unmarshal([]byte(`{"proposal_id":"new"}`), &r); err != nil || r.ProposalID != "new" || r.ReplanError != "kept too" {
+	if err := DecodeProposalResult([]byte(`{"proposal_id":"new"}`), &r); err != nil || r.ProposalID != "new" || r.ReplanError != "kept too" {
 		t.Errorf("decode into a non-zero result: %v %+v", err, r)
+	}
+}
+
+// A json.Decoder's options hold for ProposalResult: it has no UnmarshalJSON
+// of its own that would read past them.
+func TestResultKeepsDecoderOptions(t *testing.T) {
+	var r ProposalResult
+	dec := json.NewDecoder(strings.NewReader(`{"results":[{"output":{"id":9007199254740993}}],"bogus":1}`))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err == nil || !strings.Contains(err.Error(), `unknown field "bogus"`) {
+		t.Fatalf("DisallowUnknownFields: %v", err)
+	}
+	dec = json.NewDecoder(strings.NewReader(`{"results":[{"output":{"id":9007199254740993}}]}`))
+	dec.UseNumber()
+	r = ProposalResult{}
+	if err := dec.Decode(&r); err != nil || r.Results[0].Output.(map[string]any)["id"] != json.Number("9007199254740993") {
+		t.Fatalf("UseNumber: %v %#v", err, r.Results)
 	}
 }
 
