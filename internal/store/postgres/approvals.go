@@ -193,9 +193,16 @@ func (l *ledger) check(ctx context.Context) error {
 
 // reload reads every row into the cache.
 func (l *ledger) reload(ctx context.Context) error {
-	rows, err := l.pool.Query(ctx, "SELECT fingerprint, record::text, seq FROM car_approvals")
+	return l.readRows(ctx, "load the approval ledger", "SELECT fingerprint, record::text, seq FROM car_approvals")
+}
+
+// readRows reads the rows query selects (fingerprint, record, seq) into the
+// cache; a record that does not decode is left out. doing names the work
+// in an error.
+func (l *ledger) readRows(ctx context.Context, doing, query string, args ...any) error {
+	rows, err := l.pool.Query(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("load the approval ledger: %w", unavailable(err))
+		return fmt.Errorf("%s: %w", doing, unavailable(err))
 	}
 	type row struct {
 		fp  string
@@ -208,7 +215,7 @@ func (l *ledger) reload(ctx context.Context) error {
 		var seq int64
 		if err := rows.Scan(&fp, &text, &seq); err != nil {
 			rows.Close()
-			return fmt.Errorf("load the approval ledger: %w", unavailable(err))
+			return fmt.Errorf("%s: %w", doing, unavailable(err))
 		}
 		var rec protocol.ApprovalRecord
 		if json.Unmarshal([]byte(text), &rec) == nil {
@@ -216,7 +223,7 @@ func (l *ledger) reload(ctx context.Context) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load the approval ledger: %w", unavailable(err))
+		return fmt.Errorf("%s: %w", doing, unavailable(err))
 	}
 	for _, r := range all {
 		l.apply(r.fp, r.rec, r.seq)
@@ -247,26 +254,8 @@ func (l *ledger) Refresh(ctx context.Context, fingerprints ...string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	rows, err := l.pool.Query(ctx, "SELECT fingerprint, record::text, seq FROM car_approvals WHERE fingerprint = ANY($1)", fingerprints)
-	if err != nil {
-		return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var fp, text string
-		var seq int64
-		if err := rows.Scan(&fp, &text, &seq); err != nil {
-			return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
-		}
-		var rec protocol.ApprovalRecord
-		if json.Unmarshal([]byte(text), &rec) == nil {
-			l.apply(fp, rec, seq)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the decisions on %d fingerprint(s): %w", len(fingerprints), unavailable(err))
-	}
-	return nil
+	return l.readRows(ctx, fmt.Sprintf("read the decisions on %d fingerprint(s)", len(fingerprints)),
+		"SELECT fingerprint, record::text, seq FROM car_approvals WHERE fingerprint = ANY($1)", fingerprints)
 }
 
 // apply puts a row in the cache when it is newer than the cache's, and

@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,20 +55,11 @@ var errPayloadTooLarge = errors.New("notification payload too large")
 // when that fits a PostgreSQL identifier (63 bytes) and is plain text,
 // else "car:#" and a digest of the topic, so any topic string is safe.
 func channelOf(topic string) string {
-	if len(topic)+4 <= 63 && utf8.ValidString(topic) && !containsNUL(topic) {
+	if len(topic)+4 <= 63 && utf8.ValidString(topic) && !strings.ContainsRune(topic, 0) {
 		return "car:" + topic
 	}
 	sum := sha256.Sum256([]byte(topic))
 	return "car:#" + hex.EncodeToString(sum[:20])
-}
-
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // checkPayload refuses what NOTIFY cannot carry.
@@ -74,7 +67,7 @@ func checkPayload(topic string, payload []byte) error {
 	if len(payload) > maxPayload {
 		return fmt.Errorf("%w: %d bytes on topic %q, PostgreSQL carries at most %d; publish an id and let subscribers re-read the row", errPayloadTooLarge, len(payload), topic, maxPayload)
 	}
-	if !utf8.Valid(payload) || containsNUL(string(payload)) {
+	if !utf8.Valid(payload) || bytes.IndexByte(payload, 0) >= 0 {
 		return fmt.Errorf("notification payload on topic %q is not text (invalid UTF-8 or a NUL byte); publish an id or encode it", topic)
 	}
 	return nil

@@ -56,7 +56,7 @@ var ErrClaimLost = errors.New("the idempotency claim was lost")
 // notifier is what the idempotency cache needs of the bus: a commit or a
 // release publishes the key, and waiters for that key wake. store.Bus fits.
 type notifier interface {
-	Publish(ctx context.Context, topic string, payload []byte) error
+	PublishEach(ctx context.Context, topic string, payloads []string) error
 	Subscribe(topic string, fn func(payload []byte)) (cancel func())
 }
 
@@ -367,11 +367,6 @@ func (s *idempotency) announce(key string) {
 // notifyBatch bounds the keys one statement publishes.
 const notifyBatch = 256
 
-// batchNotifier publishes many payloads in one statement; the bus does.
-type batchNotifier interface {
-	PublishEach(ctx context.Context, topic string, payloads []string) error
-}
-
 // publishLoop publishes the keys announced, each as its own notification,
 // and what queued while one statement ran goes out in the next: a burst of
 // commits costs one round trip and one notifying transaction, not one each.
@@ -417,17 +412,7 @@ func (s *idempotency) publish(keys []string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
 	defer cancel()
-	var err error
-	if bn, batches := s.bus.(batchNotifier); batches {
-		err = bn.PublishEach(ctx, idemTopic, ok)
-	} else {
-		for _, k := range ok {
-			if err = s.bus.Publish(ctx, idemTopic, []byte(k)); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
+	if err := s.bus.PublishEach(ctx, idemTopic, ok); err != nil {
 		s.log.Debug("idempotency notifications not published; waiters will re-check", zap.Int("keys", len(ok)), zap.Error(err))
 	}
 }
