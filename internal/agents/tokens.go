@@ -52,12 +52,9 @@ func (f tokenFileStore) Verify(_ context.Context, agentID, token string) (bool, 
 	return Verify(f.path, agentID, token)
 }
 
-// HashToken is what is kept of a token: its SHA-256, in hex.
-func HashToken(token string) string { return hashToken(token) }
-
 // VerifyHash reports whether token hashes to hash, in constant time.
 func VerifyHash(hash, token string) bool {
-	return subtle.ConstantTimeCompare([]byte(hash), []byte(hashToken(token))) == 1
+	return subtle.ConstantTimeCompare([]byte(hash), []byte(HashToken(token))) == 1
 }
 
 // readTokens reads the token file; a missing file holds no agents.
@@ -87,7 +84,8 @@ func writeTokens(path string, f tokenFile) error {
 	return atomicfile.Write(path, append(b, '\n'))
 }
 
-func hashToken(token string) string {
+// HashToken is what is kept of a token: its SHA-256, in hex.
+func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
@@ -105,7 +103,7 @@ func Issue(ctx context.Context, path, agentID, token string) error {
 	if err != nil {
 		return err
 	}
-	f.Agents[agentID] = tokenEntry{SHA256: hashToken(token), IssuedAt: time.Now().UTC()}
+	f.Agents[agentID] = tokenEntry{SHA256: HashToken(token), IssuedAt: time.Now().UTC()}
 	return writeTokens(path, f)
 }
 

@@ -69,7 +69,7 @@ func TestTheTokenFileHoldsOnlyHashesAndIs0600(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), token) || !strings.Contains(string(b), hashToken(token)) {
+	if strings.Contains(string(b), token) || !strings.Contains(string(b), HashToken(token)) {
 		t.Fatalf("the token file holds the token, or not its hash:\n%s", b)
 	}
 	st, err := os.Stat(path)

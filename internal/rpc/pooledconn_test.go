@@ -8,8 +8,8 @@ import (
 	"math"
 	"net"
 	"testing"
-	"time"
 
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -212,16 +212,10 @@ func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
 	}
 	// A writer gives its buffer back just after the peer may have read the
 	// frame, so this is eventual.
-	deadline := time.Now().Add(testTimeout)
 	for _, c := range conns {
 		if c.socket == nil {
 			t.Fatal("the connection was not handed pooled buffers")
 		}
-		for c.socket.held.Load() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("an idle connection holds %d buffers", c.socket.held.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Eventually(t, testTimeout, "an idle connection to hold no buffer", func() bool { return c.socket.held.Load() == 0 })
 	}
 }

@@ -353,7 +353,7 @@ func (l *FileLog) Records(_ context.Context, runID string, from, to int) ([]json
 	} else {
 		if _, err := journal.Read(path, func(_ string, raw []byte) {
 			if len(recs) < to {
-				recs = append(recs, bytes.Clone(raw))
+				recs = append(recs, raw) // Read hands each record over
 			}
 		}); err != nil {
 			return nil, err

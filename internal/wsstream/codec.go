@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/parslee-ai/car-server/internal/bufpool"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -275,7 +276,7 @@ func encode(buf []byte, v any) ([]byte, bool) {
 			buf = append(append(buf, `,"meta":`...), *r.Meta...)
 		}
 		buf = append(buf, `,"method":`...)
-		buf = appendString(buf, r.Method)
+		buf = jsonvalue.AppendString(buf, r.Method)
 		if r.Params != nil {
 			buf = append(append(buf, `,"params":`...), *r.Params...)
 		}
@@ -305,7 +306,7 @@ func appendID(buf []byte, id jsonrpc2.ID) []byte {
 	if n, ok := strings.CutPrefix(id.Str, negativeIDMarker); ok && isNegativeInteger(n) {
 		return append(buf, n...)
 	}
-	return appendString(buf, id.Str)
+	return jsonvalue.AppendString(buf, id.Str)
 }
 
 func isNegativeInteger(s string) bool {
@@ -318,18 +319,4 @@ func isNegativeInteger(s string) bool {
 		}
 	}
 	return true
-}
-
-// appendString writes s as a JSON string, escaped as encoding/json escapes
-// it.
-func appendString(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(buf, b...)
-		}
-	}
-	buf = append(buf, '"')
-	buf = append(buf, s...)
-	return append(buf, '"')
 }
