@@ -45,11 +45,16 @@ func runChain(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	probe := map[string]any{"key": "car-bench-probe"}
-	perProposal := o.Baseline / o.Proposals
 	var base, lat []time.Duration
 	start := time.Now()
 	for j := 0; j < o.Proposals && ctx.Err() == nil; j++ {
-		for k := 0; k < perProposal && ctx.Err() == nil; k++ {
+		// This proposal's share of the round trips; the first few take one
+		// more when they do not divide evenly.
+		share := o.Baseline / o.Proposals
+		if j < o.Baseline%o.Proposals {
+			share++
+		}
+		for k := 0; k < share && ctx.Err() == nil; k++ {
 			t0 := time.Now()
 			if err := c.Call(ctx, protocol.MethodStateExists, probe, nil); err != nil {
 				rep.addError("baseline: " + err.Error())

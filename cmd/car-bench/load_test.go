@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,6 +75,31 @@ func TestConnectionsRoundRobin(t *testing.T) {
 		if c == nil || c.PerRoundTrip.BenchUs <= 0 || c.PerProposal.BenchUs <= 0 || c.PerRoundTrip.DaemonUs != 0 || c.PerProposal.DaemonUs != 0 ||
 			c.ProposalToRoundTrip != c.PerProposal.BenchUs/c.PerRoundTrip.BenchUs || c.P99RatioToCPURatio != rep.P99ToRoundTripP99/c.ProposalToRoundTrip {
 			t.Fatalf("CPU over two daemons: %+v, want car-bench's alone", c)
+		}
+	}
+}
+
+// TestChainRun: chained proposals on one connection, with the baseline's
+// round trips shared out before them, also when there are fewer round trips
+// than proposals.
+func TestChainRun(t *testing.T) {
+	_, url := startServer(t)
+	for _, tc := range []struct{ proposals, baseline int }{{3, 7}, {3, 2}} {
+		o, err := parseArgs([]string{"--url", url, "--token", "tok", "--chain", "4", "--proposals", strconv.Itoa(tc.proposals), "--baseline", strconv.Itoa(tc.baseline)}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rep, err := runChain(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Errors != 0 || rep.ProposalsDone != tc.proposals || rep.Baseline.Count != tc.baseline {
+			t.Fatalf("%d proposals, %d round trips: %d errors %v, %d proposals, %d round trips", tc.proposals, tc.baseline, rep.Errors, rep.ErrorSamples, rep.ProposalsDone, rep.Baseline.Count)
+		}
+		if ch := rep.Chain; ch == nil || ch.Actions != 4 || ch.Ratio <= 0 || ch.Ratio != ch.PerActionMs/ch.RoundTripMs {
+			t.Fatalf("chain report %+v", rep.Chain)
 		}
 	}
 }

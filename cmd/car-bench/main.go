@@ -83,9 +83,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 func openFiles(conns int, stderr io.Writer) error {
 	need := uint64(conns) + 64 // and the process's own: stdio, the spawned daemon's pipes, the poller
 	lim, err := fdlimit.Raise()
-	if err != nil && lim.Soft == 0 {
+	if err != nil {
 		fmt.Fprintln(stderr, "car-bench: warning:", err)
-		return nil
+		if lim.Soft == 0 {
+			return nil // the limit is not known: the run goes ahead
+		}
 	}
 	if lim.Soft < need {
 		return fmt.Errorf("%d connections need %d open files, and the limit is %d (hard %d); raise the hard limit (as root: ulimit -Hn or limits.conf) or open fewer connections", conns, need, lim.Soft, lim.Hard)

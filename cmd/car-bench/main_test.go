@@ -40,6 +40,7 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--chain", "-1"}, "--chain must be 1 to 10000"},
 		{[]string{"--chain", "300", "--actions", "5"}, "drop --actions, --connections and --idle"},
 		{[]string{"--chain", "300", "--connections", "2"}, "drop --actions, --connections and --idle"},
+		{[]string{"--chain", "300", "--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"}, "--chain runs on one connection to one daemon; give one --url"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)

@@ -104,6 +104,9 @@ func (o *options) validate() error {
 	case o.Spawn == "" && len(o.URLs) == 0:
 		o.URLs = []string{"ws://127.0.0.1:9100/"}
 	}
+	if o.Chain != 0 && len(o.URLs) > 1 {
+		errs = append(errs, "--chain runs on one connection to one daemon; give one --url")
+	}
 	if o.Idle > 0 && len(o.URLs) > 1 {
 		errs = append(errs, "--idle reads one daemon's memory; give one --url (with --pid), or --spawn")
 	}
