@@ -36,7 +36,7 @@ var settings = []setting{
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},
 	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", "30m"},
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
-	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown", "10s"},
+	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
 	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", 1000},
 	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", 8 << 20},

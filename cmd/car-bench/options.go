@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/parslee-ai/car-server/config"
 	"github.com/spf13/pflag"
 )
 
@@ -130,11 +130,7 @@ func loopbackOnly(raw string) error {
 		return fmt.Errorf("--url must be a ws:// URL, got %q", raw)
 	}
 	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	if !config.IsLoopbackHost(host) {
 		return fmt.Errorf("--url must point at loopback (127.0.0.1, ::1 or localhost); car-bench does not load other machines, got %q", host)
 	}
 	return nil

@@ -50,7 +50,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 				return err
 			}
 		}
-	} else if !isLoopback(cfg.Bind) {
+	} else if !config.IsLoopbackHost(cfg.Bind) {
 		return &config.UsageError{Msg: fmt.Sprintf("refusing to listen on %s without auth: binding beyond loopback needs auth on (drop --no-auth)", cfg.Bind)}
 	}
 
@@ -362,14 +362,6 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("restrict unix socket %s: %w", path, err)
 	}
 	return l, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func tokenFileField(token, path string) string {
