@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -91,11 +92,10 @@ func TestPermissionGateRefreshesTheSharedLedgerBeforeRefusing(t *testing.T) {
 }
 
 // TestLedgerDecisionReadsThroughForEveryDoor: the doors that ask the ledger
-// outside the permission gate (a checkpoint restore here; an ordering
-// escalation and a supervisor's escalation read the same way) see an
-// approval committed on another daemon that the local copy lacks, do not
-// ask the store for one the copy settles, and say so when the store cannot
-// be read.
+// outside the permission gate (a checkpoint restore, an ordering
+// escalation, a supervisor's escalation) see an approval committed on
+// another daemon that the local copy lacks, do not ask the store for one
+// the copy settles, and say so when the store cannot be read.
 func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
 	l, rt, s := laggingRuntime(t)
 	restoreOf := func(id string) string {
@@ -117,9 +117,36 @@ func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
 		t.Fatalf("a restore the local copy approves: %v, refreshed %v", err, l.refreshed)
 	}
 
+	// An ordering escalation and a supervisor's escalation.
+	deploy := protocol.Action{ID: "d", Type: protocol.ActionToolCall, Tool: "deploy_service", Parameters: map[string]any{"env": "prod"}}
+	sub := &Submission{Proposal: &protocol.ActionProposal{ID: "p", Actions: []protocol.Action{deploy}}, Session: s}
+	hits := []flow.OrderingHit{{Step: 0, Rule: flow.Ordering{First: "read_secrets", Then: "deploy_service"}, FirstAt: "r"}}
+	ofp := orderingFingerprint(hits[0].Rule, &deploy)
+	dfp := approvals.Fingerprint(&deploy)
+	l.elsewhere[ofp] = approvals.Record{Fingerprint: ofp, Decision: approvals.Approved, RequiredTier: "full_access", Reviewer: "conn:elsewhere"}
+	l.elsewhere[dfp] = approvals.Record{Fingerprint: dfp, Decision: approvals.Approved, RequiredTier: "full_access", Reviewer: "conn:elsewhere"}
+	l.refreshed = nil
+	if err := rt.escalateOrderings(context.Background(), sub, hits); err != nil || !slices.Equal(l.refreshed, []string{ofp}) {
+		t.Fatalf("an ordering approved on another daemon: %v, refreshed %v", err, l.refreshed)
+	}
+	l.refreshed = nil
+	if err := rt.escalated(context.Background(), sub, "sup", "needs a human"); err != nil || !slices.Equal(l.refreshed, []string{dfp}) {
+		t.Fatalf("an escalation approved on another daemon: %v, refreshed %v", err, l.refreshed)
+	}
+
 	l.fail = fmt.Errorf("read the decisions: %w", store.ErrUnavailable)
 	err := rt.approveRestore(context.Background(), s, "cp2")
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be told") {
-		t.Fatalf("with the store down: %v", err)
+		t.Fatalf("restore with the store down: %v", err)
+	}
+	other := protocol.Action{ID: "d", Type: protocol.ActionToolCall, Tool: "deploy_service", Parameters: map[string]any{"env": "staging"}}
+	sub = &Submission{Proposal: &protocol.ActionProposal{ID: "p2", Actions: []protocol.Action{other}}, Session: s}
+	err = rt.escalateOrderings(context.Background(), sub, hits)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "is a forbidden ordering, and whether it was approved cannot be told") {
+		t.Fatalf("ordering with the store down: %v", err)
+	}
+	err = rt.escalated(context.Background(), sub, "sup", "needs a human")
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "supervisor sup escalated to the approval ledger (needs a human), and it cannot be read") {
+		t.Fatalf("supervisor's escalation with the store down: %v", err)
 	}
 }

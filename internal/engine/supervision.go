@@ -447,15 +447,21 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	case "deny":
 		return fmt.Errorf("denied by supervisor %s: %s", p.reviewer, d.Reason)
 	}
-	// escalate: the human approval ledger decides.
+	return g.rt.escalated(ctx, sub, p.reviewer, d.Reason)
+}
+
+// escalated is the human approval ledger's answer to a proposal a
+// supervisor escalated: nil when every action is approved at its tier, else
+// which fingerprints to approve.
+func (rt *Runtime) escalated(ctx context.Context, sub *Submission, reviewer, reason string) error {
 	var missing []string
 	for i := range sub.Proposal.Actions {
 		a := &sub.Proposal.Actions[i]
 		fp := approvals.Fingerprint(a)
 		tier := policy.Classify(a).Tier
-		rec, ok, err := g.rt.ledgerDecision(ctx, fp, tier)
+		rec, ok, err := rt.ledgerDecision(ctx, fp, tier)
 		if err != nil {
-			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", p.reviewer, d.Reason, err)
+			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", reviewer, reason, err)
 		}
 		if ok && approvedAtOrAbove(rec, tier) {
 			continue
@@ -465,7 +471,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("supervisor %s escalated to the approval ledger (%s): %s; then re-submit", p.reviewer, d.Reason, strings.Join(missing, "; "))
+	return fmt.Errorf("supervisor %s escalated to the approval ledger (%s): %s; then re-submit", reviewer, reason, strings.Join(missing, "; "))
 }
 
 func (g supervisionGate) emit(sub *Submission, in Intent, decision, reviewer string) {
