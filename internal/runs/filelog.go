@@ -285,8 +285,8 @@ func (l *FileLog) Append(ctx context.Context, runID string, next func(store.RunH
 	lines := make([][]byte, len(batch.Records))
 	turns := 0
 	for i, rec := range batch.Records {
-		if !json.Valid(rec.Body) || bytes.TrimSpace(rec.Body)[0] != '{' {
-			return store.RunHead{}, fmt.Errorf("record %d of the batch is not a JSON object", i)
+		if err := store.CheckRunRecord(i, rec.Body); err != nil {
+			return store.RunHead{}, err
 		}
 		lines[i] = encodeLine(h.Records+i, rec)
 		if rec.Kind == store.RunTurn {

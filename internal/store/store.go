@@ -13,6 +13,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -278,6 +279,15 @@ type RunHead struct {
 type RunRecord struct {
 	Kind string
 	Body json.RawMessage
+}
+
+// CheckRunRecord refuses a body that is not a JSON object; i is its place
+// in the batch, for the error.
+func CheckRunRecord(i int, body json.RawMessage) error {
+	if b := bytes.TrimSpace(body); !json.Valid(b) || b[0] != '{' {
+		return fmt.Errorf("record %d of the batch is not a JSON object", i)
+	}
+	return nil
 }
 
 // RunBatch is what one append adds to a run: records in order, and, when

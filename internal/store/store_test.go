@@ -26,3 +26,18 @@ func TestWrapSaysUnavailableOnce(t *testing.T) {
 		t.Fatal("Wrap of nil is not nil")
 	}
 }
+
+// TestCheckRunRecord: a run's records are JSON objects, and a refusal says
+// which record of the batch.
+func TestCheckRunRecord(t *testing.T) {
+	for _, ok := range []string{`{}`, ` {"a":[1]} `, "\n{\"kind\":\"turn\"}"} {
+		if err := CheckRunRecord(0, []byte(ok)); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{``, `  `, `[1]`, `"s"`, `{"a":`, `nope`, `null`} {
+		if err := CheckRunRecord(3, []byte(bad)); err == nil || err.Error() != "record 3 of the batch is not a JSON object" {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

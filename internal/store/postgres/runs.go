@@ -56,14 +56,6 @@ func storable(what, s string) error {
 	return nil
 }
 
-// checkBody refuses a record that is not a JSON object.
-func checkBody(i int, b json.RawMessage) error {
-	if !json.Valid(b) || len(strings.TrimSpace(string(b))) == 0 || strings.TrimSpace(string(b))[0] != '{' {
-		return fmt.Errorf("record %d is not a JSON object", i)
-	}
-	return nil
-}
-
 func (l *runLog) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.timeout)
 }
@@ -76,7 +68,7 @@ func (l *runLog) Start(ctx context.Context, h store.RunHead, started store.RunRe
 			return store.RunHead{}, false, err
 		}
 	}
-	if err := checkBody(0, started.Body); err != nil {
+	if err := store.CheckRunRecord(0, started.Body); err != nil {
 		return store.RunHead{}, false, err
 	}
 	ctx, cancel := l.bound(ctx)
@@ -146,7 +138,7 @@ func (l *runLog) Append(ctx context.Context, runID string, next func(store.RunHe
 		bodies := make([]string, len(batch.Records))
 		turns := 0
 		for i, rec := range batch.Records {
-			if err := checkBody(i, rec.Body); err != nil {
+			if err := store.CheckRunRecord(i, rec.Body); err != nil {
 				return err
 			}
 			seqs[i], bodies[i] = int32(h.Records+i), string(rec.Body)
