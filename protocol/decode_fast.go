@@ -23,7 +23,7 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 	// An action is at the third level of a proposal: when nothing nests
 	// deeper than an action may, no action needs measuring on its own.
 	d := &fastDecoder{b: raw, deep: depth > MaxActionDepth+2}
-	d.i = skipSpace(raw, 0)
+	d.i = jsonvalue.SkipSpace(raw, 0)
 	if raw[d.i] != '{' {
 		return nil, false
 	}
@@ -128,7 +128,7 @@ var constants = func() map[string]*string {
 // constant when it is one (null sets nil).
 func (d *fastDecoder) enum(s **string) bool {
 	if d.b[d.i] == '"' {
-		end := skipStringAt(d.b, d.i)
+		end := jsonvalue.SkipString(d.b, d.i)
 		if c, ok := constants[string(d.b[d.i+1:end-1])]; ok {
 			*s, d.i = c, end
 			return true
@@ -139,7 +139,7 @@ func (d *fastDecoder) enum(s **string) bool {
 
 // action decodes one action object and applies fromWire.
 func (d *fastDecoder) action() (Action, bool) {
-	d.i = skipSpace(d.b, d.i)
+	d.i = jsonvalue.SkipSpace(d.b, d.i)
 	start := d.i
 	if d.b[start] != '{' {
 		return Action{}, false
@@ -210,7 +210,7 @@ func (d *fastDecoder) action() (Action, bool) {
 // skipped. It fails on a repeated known member and on a name that only a
 // case-insensitive or escaped match would make known.
 func (d *fastDecoder) object(known []string, member func(key string) bool) bool {
-	d.i = skipSpace(d.b, d.i+1)
+	d.i = jsonvalue.SkipSpace(d.b, d.i+1)
 	if d.b[d.i] == '}' {
 		d.i++
 		return true
@@ -218,10 +218,10 @@ func (d *fastDecoder) object(known []string, member func(key string) bool) bool 
 	var seen uint64
 	for {
 		keyStart := d.i + 1
-		d.i = skipStringAt(d.b, d.i)
+		d.i = jsonvalue.SkipString(d.b, d.i)
 		key := d.b[keyStart : d.i-1]
-		d.i = skipSpace(d.b, d.i)
-		d.i = skipSpace(d.b, d.i+1) // past the colon
+		d.i = jsonvalue.SkipSpace(d.b, d.i)
+		d.i = jsonvalue.SkipSpace(d.b, d.i+1) // past the colon
 		k := -1
 		for n, name := range known {
 			if string(key) == name {
@@ -238,14 +238,14 @@ func (d *fastDecoder) object(known []string, member func(key string) bool) bool 
 		case strings.IndexByte(string(key), '\\') >= 0 || foldsToKnown(key, known):
 			return false
 		default:
-			d.i = skipValueAt(d.b, d.i)
+			d.i = jsonvalue.SkipValue(d.b, d.i)
 		}
-		d.i = skipSpace(d.b, d.i)
+		d.i = jsonvalue.SkipSpace(d.b, d.i)
 		if d.b[d.i] == '}' {
 			d.i++
 			return true
 		}
-		d.i = skipSpace(d.b, d.i+1) // past the comma
+		d.i = jsonvalue.SkipSpace(d.b, d.i+1) // past the comma
 	}
 }
 
@@ -263,7 +263,7 @@ func (d *fastDecoder) array(elem func() bool) bool {
 	if d.b[d.i] != '[' {
 		return false
 	}
-	d.i = skipSpace(d.b, d.i+1)
+	d.i = jsonvalue.SkipSpace(d.b, d.i+1)
 	if d.b[d.i] == ']' {
 		d.i++
 		return true
@@ -272,12 +272,12 @@ func (d *fastDecoder) array(elem func() bool) bool {
 		if !elem() {
 			return false
 		}
-		d.i = skipSpace(d.b, d.i)
+		d.i = jsonvalue.SkipSpace(d.b, d.i)
 		if d.b[d.i] == ']' {
 			d.i++
 			return true
 		}
-		d.i = skipSpace(d.b, d.i+1)
+		d.i = jsonvalue.SkipSpace(d.b, d.i+1)
 	}
 }
 
@@ -286,12 +286,12 @@ func (d *fastDecoder) count() int {
 	if d.b[d.i] != '[' {
 		return 0
 	}
-	n, i := 0, skipSpace(d.b, d.i+1)
+	n, i := 0, jsonvalue.SkipSpace(d.b, d.i+1)
 	for d.b[i] != ']' {
 		n++
-		i = skipSpace(d.b, skipValueAt(d.b, i))
+		i = jsonvalue.SkipSpace(d.b, jsonvalue.SkipValue(d.b, i))
 		if d.b[i] == ',' {
-			i = skipSpace(d.b, i+1)
+			i = jsonvalue.SkipSpace(d.b, i+1)
 		}
 	}
 	return n
@@ -405,40 +405,4 @@ func (d *fastDecoder) strings(out *[]string) bool {
 	})
 	*out = list
 	return ok
-}
-
-// skipStringAt returns the index just past the string starting at i.
-func skipStringAt(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
-}
-
-// skipValueAt returns the index just past the valid value starting at i.
-func skipValueAt(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipStringAt(b, i)
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = skipStringAt(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\r' && b[i] != '\n' {
-		i++
-	}
-	return i
 }

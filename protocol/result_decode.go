@@ -43,7 +43,7 @@ func decodeResultFast(data []byte) (*ProposalResult, bool) {
 		return nil, false
 	}
 	d := &fastDecoder{b: data, floats: true}
-	d.i = skipSpace(data, 0)
+	d.i = jsonvalue.SkipSpace(data, 0)
 	if data[d.i] != '{' {
 		return nil, false
 	}
@@ -83,7 +83,7 @@ func decodeResultFast(data []byte) (*ProposalResult, bool) {
 }
 
 func (d *fastDecoder) actionResult(ar *ActionResult) bool {
-	d.i = skipSpace(d.b, d.i)
+	d.i = jsonvalue.SkipSpace(d.b, d.i)
 	if d.b[d.i] != '{' {
 		return false
 	}
@@ -185,7 +185,7 @@ func (d *fastDecoder) float(f *float64) bool {
 // viaDecoder reads the value at the cursor with encoding/json: members
 // rare enough not to need a walk of their own.
 func (d *fastDecoder) viaDecoder(v any) bool {
-	end := skipValueAt(d.b, d.i)
+	end := jsonvalue.SkipValue(d.b, d.i)
 	if json.Unmarshal(d.b[d.i:end], v) != nil {
 		return false
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // parseValue decodes the valid JSON value at raw[i:] as encoding/json with
@@ -29,30 +31,30 @@ type valueParser struct {
 }
 
 func (p *valueParser) parse(raw []byte, i int) (any, int) {
-	i = skipSpace(raw, i)
+	i = jsonvalue.SkipSpace(raw, i)
 	switch raw[i] {
 	case '{':
 		m := map[string]any{}
-		i = skipSpace(raw, i+1)
+		i = jsonvalue.SkipSpace(raw, i+1)
 		if raw[i] == '}' {
 			return m, i + 1
 		}
 		for {
 			var key string
 			key, i = parseKey(raw, i, p.keys)
-			i = skipSpace(raw, i)
+			i = jsonvalue.SkipSpace(raw, i)
 			var v any
 			v, i = p.parse(raw, i+1) // past the colon
 			m[key] = v
-			i = skipSpace(raw, i)
+			i = jsonvalue.SkipSpace(raw, i)
 			if raw[i] == '}' {
 				return m, i + 1
 			}
-			i = skipSpace(raw, i+1) // past the comma
+			i = jsonvalue.SkipSpace(raw, i+1) // past the comma
 		}
 	case '[':
 		a := []any{}
-		i = skipSpace(raw, i+1)
+		i = jsonvalue.SkipSpace(raw, i+1)
 		if raw[i] == ']' {
 			return a, i + 1
 		}
@@ -60,7 +62,7 @@ func (p *valueParser) parse(raw []byte, i int) (any, int) {
 			var v any
 			v, i = p.parse(raw, i)
 			a = append(a, v)
-			i = skipSpace(raw, i)
+			i = jsonvalue.SkipSpace(raw, i)
 			if raw[i] == ']' {
 				return a, i + 1
 			}
@@ -95,7 +97,7 @@ func parseKey(raw []byte, i int, keys map[string]string) (string, int) {
 	if keys == nil {
 		return parseString(raw, i)
 	}
-	end := skipStringAt(raw, i)
+	end := jsonvalue.SkipString(raw, i)
 	inner := raw[i+1 : end-1]
 	if bytes.IndexByte(inner, '\\') >= 0 {
 		return parseString(raw, i)
@@ -129,11 +131,4 @@ func parseString(raw []byte, i int) (string, int) {
 
 func isNumberByte(b byte) bool {
 	return '0' <= b && b <= '9' || b == '-' || b == '+' || b == '.' || b == 'e' || b == 'E'
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n') {
-		i++
-	}
-	return i
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // header is the part of a record the journal reads.
@@ -192,10 +194,6 @@ func decodeHeader(body []byte) ([]byte, bool, error) {
 	return []byte(*h.Key), h.Op == OpTombstone, nil
 }
 
-// maxFastDepth is the deepest nesting fastHeader follows; deeper records go
-// to encoding/json (whose own limit is far deeper).
-const maxFastDepth = 64
-
 // fastHeader reads the "key" and "op" of the records it is sure to read
 // exactly as decodeHeader does, without allocating: b is one JSON object
 // (JSON whitespace around it), its "key" and "op" members are non-empty
@@ -206,21 +204,21 @@ const maxFastDepth = 64
 // record needs encoding/json, not that it is bad. key and op share b's
 // memory.
 func fastHeader(b []byte) (key, op []byte, ok bool) {
-	i := skipSpace(b, 0)
+	i := jsonvalue.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, nil, false
 	}
-	i = skipSpace(b, i+1)
+	i = jsonvalue.SkipSpace(b, i+1)
 	for {
 		name, j, ascii, plain := plainString(b, i)
 		if !plain {
 			return nil, nil, false
 		}
-		i = skipSpace(b, j)
+		i = jsonvalue.SkipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
 			return nil, nil, false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonvalue.SkipSpace(b, i+1)
 		switch {
 		case string(name) == "key" || string(name) == "op":
 			v, j, ascii, plain := plainString(b, i)
@@ -236,11 +234,11 @@ func fastHeader(b []byte) (key, op []byte, ok bool) {
 		case !ascii || foldsTo(name, "key") || foldsTo(name, "op"):
 			return nil, nil, false
 		default:
-			if i, ok = skipValue(b, i, 1); !ok {
+			if i, ok = jsonvalue.ValueEnd(b, i); !ok {
 				return nil, nil, false
 			}
 		}
-		i = skipSpace(b, i)
+		i = jsonvalue.SkipSpace(b, i)
 		if i >= len(b) {
 			return nil, nil, false
 		}
@@ -250,21 +248,12 @@ func fastHeader(b []byte) (key, op []byte, ok bool) {
 		if b[i] != ',' {
 			return nil, nil, false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonvalue.SkipSpace(b, i+1)
 	}
-	if skipSpace(b, i+1) != len(b) || len(key) == 0 || len(op) == 0 {
+	if jsonvalue.SkipSpace(b, i+1) != len(b) || len(key) == 0 || len(op) == 0 {
 		return nil, nil, false
 	}
 	return key, op, true
-}
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // plainString reads the JSON string at b[i] when it has no escape: its
@@ -301,157 +290,4 @@ func foldsTo(name []byte, lower string) bool {
 		}
 	}
 	return true
-}
-
-// skipValue returns the index after the valid JSON value at b[i], or ok
-// false when there is none there or it nests deeper than maxFastDepth.
-func skipValue(b []byte, i, depth int) (next int, ok bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		if depth >= maxFastDepth {
-			return 0, false
-		}
-		return skipComposite(b, i, depth)
-	case c == '-' || ('0' <= c && c <= '9'):
-		return skipNumber(b, i)
-	case c == 't':
-		return skipLiteral(b, i, "true")
-	case c == 'f':
-		return skipLiteral(b, i, "false")
-	case c == 'n':
-		return skipLiteral(b, i, "null")
-	}
-	return 0, false
-}
-
-// skipComposite returns the index after the valid object or array at b[i].
-func skipComposite(b []byte, i, depth int) (int, bool) {
-	object := b[i] == '{'
-	closer := byte(']')
-	if object {
-		closer = '}'
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == closer {
-		return i + 1, true
-	}
-	for {
-		var ok bool
-		if object {
-			if i, ok = skipString(b, i); !ok {
-				return 0, false
-			}
-			i = skipSpace(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return 0, false
-			}
-			i = skipSpace(b, i+1)
-		}
-		if i, ok = skipValue(b, i, depth+1); !ok {
-			return 0, false
-		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, false
-		}
-		if b[i] == closer {
-			return i + 1, true
-		}
-		if b[i] != ',' {
-			return 0, false
-		}
-		i = skipSpace(b, i+1)
-	}
-}
-
-// skipString returns the index after the valid JSON string at b[i]. Bytes
-// of 0x80 and above are accepted whatever they encode, as encoding/json
-// accepts them.
-func skipString(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, false
-	}
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return 0, false
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) {
-					return 0, false
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return 0, false
-					}
-				}
-				i += 4
-			default:
-				return 0, false
-			}
-		}
-	}
-	return 0, false
-}
-
-// skipNumber returns the index after the valid JSON number at b[i]:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func skipNumber(b []byte, i int) (int, bool) {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		i = skipDigits(b, i)
-	default:
-		return 0, false
-	}
-	if i < len(b) && b[i] == '.' {
-		j := skipDigits(b, i+1)
-		if j == i+1 {
-			return 0, false
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := skipDigits(b, i)
-		if j == i {
-			return 0, false
-		}
-		i = j
-	}
-	return i, true
-}
-
-func skipDigits(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
-}
-
-func skipLiteral(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return 0, false
-	}
-	return i + len(lit), true
 }

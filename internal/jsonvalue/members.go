@@ -7,30 +7,30 @@ package jsonvalue
 // around the members, not the values it skips — and it never reads past
 // obj, whatever obj holds.
 func Members(obj []byte, f func(name, value []byte) bool) bool {
-	i := skipSpace(obj, 0)
+	i := SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
 	}
-	i = skipSpace(obj, i+1)
+	i = SkipSpace(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
 		return true
 	}
 	for i < len(obj) && obj[i] == '"' {
-		nameEnd := skipString(obj, i)
+		nameEnd := SkipString(obj, i)
 		if nameEnd > len(obj) {
 			return false
 		}
 		name := obj[i+1 : nameEnd-1]
-		i = skipSpace(obj, nameEnd)
+		i = SkipSpace(obj, nameEnd)
 		if i >= len(obj) || obj[i] != ':' {
 			return false
 		}
-		start := skipSpace(obj, i+1)
+		start := SkipSpace(obj, i+1)
 		end := SkipValue(obj, start)
 		if end > len(obj) || end == start || !f(name, obj[start:end]) {
 			return false
 		}
-		i = skipSpace(obj, end)
+		i = SkipSpace(obj, end)
 		if i >= len(obj) {
 			return false
 		}
@@ -38,7 +38,7 @@ func Members(obj []byte, f func(name, value []byte) bool) bool {
 		case '}':
 			return true
 		case ',':
-			i = skipSpace(obj, i+1)
+			i = SkipSpace(obj, i+1)
 		default:
 			return false
 		}
@@ -55,13 +55,13 @@ func SkipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return SkipString(b, i)
 	case '{', '[':
 		depth := 0
 		for ; i < len(b); i++ {
 			switch b[i] {
 			case '"':
-				if i = skipString(b, i) - 1; i >= len(b) {
+				if i = SkipString(b, i) - 1; i >= len(b) {
 					return len(b) + 1
 				}
 			case '{', '[':
@@ -83,9 +83,10 @@ func SkipValue(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the string starting at i, or
-// len(b)+1 when it does not end.
-func skipString(b []byte, i int) int {
+// SkipString returns the index just past the string starting at i in b,
+// valid JSON (escapes are followed, nothing is checked), or len(b)+1 when
+// it does not end.
+func SkipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
 		switch b[i] {
 		case '\\':
@@ -97,7 +98,9 @@ func skipString(b []byte, i int) int {
 	return len(b) + 1
 }
 
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
 		i++
 	}

@@ -22,6 +22,17 @@ func ValidDepth(data []byte) (depth int, ok bool) {
 	return v.deepest, v.i == len(v.b)
 }
 
+// ValueEnd checks the one JSON value that starts at b[i], as Valid checks a
+// whole text, and returns the index just past it; ok is false when there is
+// no valid value there.
+func ValueEnd(b []byte, i int) (end int, ok bool) {
+	v := validator{b: b, i: i}
+	if !v.value() {
+		return 0, false
+	}
+	return v.i, true
+}
+
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
 
@@ -32,16 +43,7 @@ type validator struct {
 	deepest int
 }
 
-func (v *validator) space() {
-	for v.i < len(v.b) {
-		switch v.b[v.i] {
-		case ' ', '\t', '\r', '\n':
-			v.i++
-		default:
-			return
-		}
-	}
-}
+func (v *validator) space() { v.i = SkipSpace(v.b, v.i) }
 
 func (v *validator) value() bool {
 	if v.i >= len(v.b) {
