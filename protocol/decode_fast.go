@@ -352,19 +352,18 @@ func (d *fastDecoder) optBool(b **bool) bool {
 
 // optUint reads an unsigned integer of at most bits bits.
 func (d *fastDecoder) optUint(n **uint64, bits int) bool {
-	if d.null() {
+	tok, ok := d.number()
+	if !ok {
+		return false
+	}
+	if tok == nil { // null
 		*n = nil
 		return true
 	}
-	end := d.i
-	for end < len(d.b) && isNumberByte(d.b[end]) {
-		end++
-	}
-	v, err := strconv.ParseUint(string(d.b[d.i:end]), 10, bits)
+	v, err := strconv.ParseUint(string(tok), 10, bits)
 	if err != nil {
 		return false
 	}
-	d.i = end
 	*n = &v
 	return true
 }
