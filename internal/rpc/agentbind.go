@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -152,7 +151,7 @@ func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, 
 	revoked := false
 	if c.srv.opts.AgentTokens != nil {
 		if revoked, err = c.srv.opts.AgentTokens.Revoke(ctx, agentID); err != nil {
-			if errors.Is(err, store.ErrUnavailable) {
+			if isUnavailable(err) {
 				return nil, storeError("agents.revoke", "the token was not revoked", err)
 			}
 			return nil, internalError("agents.revoke: %v", err)

@@ -370,7 +370,7 @@ func (c *conn) notify(ctx context.Context, method string, params any) error {
 	if c.stream.Overran() && !errors.Is(err, context.DeadlineExceeded) {
 		// A write on the stream missed its own timeout first and closed
 		// the connection; the library then reports this one as closed.
-		err = fmt.Errorf("the peer took no frame for %s: %w", c.srv.opts.WriteTimeout, context.DeadlineExceeded)
+		err = c.stream.OverrunError()
 	}
 	_ = c.ws.CloseNow() // a no-op when it is closed already
 	if errors.Is(err, context.DeadlineExceeded) {

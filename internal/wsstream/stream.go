@@ -146,9 +146,15 @@ func (s *Stream) write(data []byte) error {
 	err := s.conn.Write(context.Background(), websocket.MessageText, data)
 	s.writeLate.Stop()
 	if err != nil && s.overran.Load() {
-		return fmt.Errorf("the peer took no frame for %s; closed the connection: %w", s.writeTimeout, context.DeadlineExceeded)
+		return s.OverrunError()
 	}
 	return err
+}
+
+// OverrunError is what a write that missed the write timeout failed with:
+// it wraps context.DeadlineExceeded.
+func (s *Stream) OverrunError() error {
+	return fmt.Errorf("the peer took no frame for %s; closed the connection: %w", s.writeTimeout, context.DeadlineExceeded)
 }
 
 // Overran reports whether a write missed the write timeout, which closed
