@@ -110,6 +110,14 @@ func TestOpenTokensNeedsTheSchema(t *testing.T) {
 	if ok, err := tokens.Verify(ctx, "alice", "t"); !ok || err != nil {
 		t.Fatalf("verify: %v %v", ok, err)
 	}
+
+	// A database a newer car-server migrated: refused, saying so.
+	if _, err := sqlConn(t, url).Exec(ctx, "INSERT INTO car_schema_version (version_id, is_applied) VALUES (99, true)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenTokens(ctx, Config{URL: url}); !errors.Is(err, ErrSchemaNewer) || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("tokens on a newer schema: %v", err)
+	}
 }
 
 func TestAgentTokensUnavailable(t *testing.T) {

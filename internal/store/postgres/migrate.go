@@ -72,6 +72,11 @@ func (m *migrator) versions(ctx context.Context) (current, known int64, err erro
 	return current, known, nil
 }
 
+// schemaNewer refuses a database a newer car-server migrated.
+func schemaNewer(current, known int64) error {
+	return fmt.Errorf("%w: the database is at schema version %d, this binary knows up to %d; run the newer car-server (or a binary built from it)", ErrSchemaNewer, current, known)
+}
+
 // up applies what is missing under the advisory lock, and refuses a
 // database newer than the binary.
 func (m *migrator) up(ctx context.Context) (applied int, err error) {
@@ -80,7 +85,7 @@ func (m *migrator) up(ctx context.Context) (applied int, err error) {
 		return 0, err
 	}
 	if current > known {
-		return 0, fmt.Errorf("%w: the database is at schema version %d, this binary knows up to %d; run the newer car-server (or a binary built from it)", ErrSchemaNewer, current, known)
+		return 0, schemaNewer(current, known)
 	}
 	res, err := m.p.Up(ctx)
 	if err != nil {

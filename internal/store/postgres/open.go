@@ -166,7 +166,7 @@ func OpenTokens(ctx context.Context, cfg Config) (tokens store.AgentTokens, clos
 	case err != nil:
 		err = unavailable(err)
 	case current > known:
-		err = fmt.Errorf("%w: the database is at schema version %d, this binary knows up to %d; use the newer car-server", ErrSchemaNewer, current, known)
+		err = schemaNewer(current, known)
 	case current < known:
 		err = fmt.Errorf("the database is at schema version %d, this binary needs %d: run car-server migrate up (or start a daemon) first", current, known)
 	}
