@@ -1,6 +1,7 @@
 // Package fanout is the one bounded, per-subscriber notification queue that
-// every live feed uses: supervision.intent today, and host.event,
-// events.event, runs.trace.event and tools.stream.event as they arrive.
+// every live feed uses: a connection's supervision.intent, host.event,
+// events.event, runs.trace.event and tools.stream.event feeds, and the
+// subscribers of both stores' buses.
 //
 // A producer calls Push, which never blocks: a subscriber whose socket has
 // stopped draining can hold up nobody. One goroutine per Queue, started by

@@ -1,7 +1,11 @@
 // Package jsonvalue compares and prints decoded JSON values (nil, bool,
 // json.Number or Go numbers, string, []any, map[string]any) the same way
 // everywhere: the engine's preconditions and the policy rules agree on what
-// "equal" and "contains" mean.
+// "equal" and "contains" mean. It also holds the one scanner of raw JSON
+// text (Valid, ValidDepth, Depth, Members, SkipValue, ValueEnd) and the
+// encoder (Append, AppendString) that the hand-written decoders and
+// encoders of protocol, wsstream, rpc and the journal share. It imports no
+// other package of the daemon.
 package jsonvalue
 
 import (

@@ -1,6 +1,8 @@
 // Package postgres is the shared store on PostgreSQL: several daemons, one
-// source of truth for approvals, idempotency claims, dedup ledgers, shared
-// state, the event log and cross-daemon notifications. The schema lives in
+// source of truth for approvals, idempotency claims, the messaging dedup
+// ledger, shared state, the event log, cross-daemon notifications, the
+// member list, the supervisors watching, agent run traces, and the agents'
+// token hashes and postures. The schema lives in
 // embedded migrations applied at start under an advisory lock.
 package postgres
 
