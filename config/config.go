@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
 // Config is every setting of the daemon, resolved.
@@ -176,7 +178,7 @@ func bind(fs *pflag.FlagSet) (*viper.Viper, error) {
 	// environment: CAR_SERVER_SOCKET= turns the socket off.
 	v.AllowEmptyEnv(true)
 	for _, s := range settings {
-		switch d := s.def.(type) {
+		switch d := s.defaultValue().(type) {
 		case bool:
 			fs.Bool(s.flag(), d, s.help)
 		case int:
@@ -184,7 +186,7 @@ func bind(fs *pflag.FlagSet) (*viper.Viper, error) {
 		default:
 			fs.String(s.flag(), fmt.Sprint(d), s.help)
 		}
-		v.SetDefault(s.key, s.def)
+		v.SetDefault(s.key, s.defaultValue())
 		// The names are bound one by one because the list has them: the flag
 		// is the key with dashes (BindPFlags would key it by the flag name),
 		// and CAR_SERVER_SOCKET is not the prefix plus the key.
@@ -235,7 +237,7 @@ func (c *Config) resolve(r *reader) error {
 	c.AuthToken = strings.TrimSpace(r.str("auth_token"))
 	c.HostToken = strings.TrimSpace(r.str("host_token"))
 	c.ApproverRole = r.str("approver_role")
-	if c.ApproverRole != "any" && c.ApproverRole != "host" {
+	if c.ApproverRole != rpc.ApproverAny && c.ApproverRole != rpc.ApproverHost {
 		r.fail("approver_role", "approver_role must be any or host, got %q", c.ApproverRole)
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")

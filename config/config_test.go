@@ -434,3 +434,30 @@ func TestPostgresURLNeverInAMessage(t *testing.T) {
 		t.Fatalf("want a usage error that does not quote the value, got %v", err)
 	}
 }
+
+// TestDurationDefaults: a duration default is shown and given to viper as a
+// person writes it, and still reads back as the same duration.
+func TestDurationDefaults(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{300 * time.Second, "5m"},
+		{30 * time.Minute, "30m"},
+		{2 * time.Hour, "2h"},
+		{90 * time.Second, "1m30s"},
+		{10 * time.Second, "10s"},
+		{1500 * time.Millisecond, "1.5s"},
+	} {
+		got := setting{def: c.d}.defaultValue()
+		if got != c.want {
+			t.Errorf("%s shown as %v, want %s", c.d, got, c.want)
+		}
+		if back, err := ParseDuration(c.want); err != nil || back != c.d {
+			t.Errorf("%s reads back as %s, %v", c.want, back, err)
+		}
+	}
+	if got := (setting{def: 64}).defaultValue(); got != 64 {
+		t.Errorf("a number default changed to %v", got)
+	}
+}

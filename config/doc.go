@@ -7,4 +7,7 @@
 //
 // Load reads the flags and the CAR_* settings of the environment itself, so
 // that the rest of the daemon is given a Config rather than reading them.
+// A default that a package's Options also applies to a zero field (the tool
+// timeout, the frame and connection limits…) is that package's exported
+// constant, so config imports those packages and none of them imports config.
 package config

@@ -4,11 +4,20 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store/postgres"
+	"github.com/parslee-ai/car-server/internal/streams"
 )
 
 // setting is one configuration key with its environment variable, help and
 // default; the flag is the key with dashes. Load binds all of them to viper
-// and --help prints them, so the two cannot disagree.
+// and --help prints them, so the two cannot disagree. A default the daemon
+// shares with a zero field of a package's Options is that package's
+// constant, so the two cannot disagree either.
 type setting struct {
 	key, env, help string
 	def            any
@@ -16,6 +25,23 @@ type setting struct {
 
 // flag is the command-line name of the setting, without the dashes in front.
 func (s setting) flag() string { return strings.ReplaceAll(s.key, "_", "-") }
+
+// defaultValue is def as viper and --help are given it: a duration as the
+// text a person writes, 5m rather than 5m0s.
+func (s setting) defaultValue() any {
+	d, ok := s.def.(time.Duration)
+	if !ok {
+		return s.def
+	}
+	text := d.String()
+	if m, ok := strings.CutSuffix(text, "m0s"); ok {
+		text = m + "m"
+		if h, ok := strings.CutSuffix(text, "h0m"); ok {
+			text = h + "h"
+		}
+	}
+	return text
+}
 
 var settings = []setting{
 	{"home", "CAR_HOME", "state root (absolute path)", "~/.car"},
@@ -25,37 +51,37 @@ var settings = []setting{
 	{"no_auth", "CAR_NO_AUTH", "turn token auth off (trusted single-user machines only)", false},
 	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
 	{"host_token", "CAR_HOST_TOKEN", "use this host token (session.auth {host_token} grants the host role) instead of a fresh random one", ""},
-	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", "any"},
-	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", "5m"},
-	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", "10s"},
+	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", rpc.ApproverAny},
+	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
+	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
-	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
-	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", 16384},
-	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", "10s"},
-	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest is closed (1008) to admit the newcomer", 64},
-	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", 64},
-	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", "30m"},
-	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", "300s"},
+	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", rpc.DefaultMaxFrameBytes},
+	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", rpc.DefaultMaxConnections},
+	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", rpc.DefaultAuthTimeout},
+	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest is closed (1008) to admit the newcomer", rpc.DefaultMaxUnauthenticated},
+	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", rpc.DefaultMaxInFlight},
+	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", rpc.DefaultHandlerTimeout},
+	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
-	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", 10000},
-	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", 1000},
-	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", 8 << 20},
-	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", 64 << 20},
-	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", "30s"},
-	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", 16},
+	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", engine.DefaultMaxActions},
+	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", engine.DefaultMaxTools},
+	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", engine.DefaultMaxResolvedActionBytes},
+	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", engine.DefaultMaxResolvedProposalBytes},
+	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", engine.DefaultSupervisionTimeout},
+	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", engine.DefaultMaxConcurrency},
 	{"max_starting_proposals", "CAR_MAX_STARTING_PROPOSALS", "proposals in their first 100 ms at once, across all connections; more wait their turn, one connection after another, each connection's oldest first (0: 16 per CPU)", 0},
-	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", "30m"},
-	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", 256},
-	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", 65536},
+	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", streams.DefaultIdleTimeout},
+	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", streams.DefaultMaxPerOwner},
+	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", streams.DefaultMaxChunkBytes},
 	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
-	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts, state, run traces, agent tokens and postures live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", "file"},
+	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts, state, run traces, agent tokens and postures live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", StoreFile},
 	{"postgres_url", "CAR_POSTGRES_URL", "libpq URL of the database when store is postgres; its password never appears in a log", ""},
-	{"postgres_max_conns", "CAR_POSTGRES_MAX_CONNS", "connections in the pool to the database", 10},
-	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", "5s"},
-	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", "30s"},
-	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", "2s"},
-	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", 64 << 20},
+	{"postgres_max_conns", "CAR_POSTGRES_MAX_CONNS", "connections in the pool to the database", postgres.DefaultMaxConns},
+	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", postgres.DefaultStatementTimeout},
+	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", postgres.DefaultClaimLease},
+	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
+	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},
@@ -104,7 +130,7 @@ Settings:
 	row := func(flag, env, help string) { fmt.Fprintf(out, "  %-*s %-*s %s\n", flagW, flag, envW, env, help) }
 	for _, s := range settings {
 		help := s.help
-		if d := fmt.Sprint(s.def); d != "" {
+		if d := fmt.Sprint(s.defaultValue()); d != "" {
 			help += " (default " + d + ")"
 		}
 		row("--"+s.flag(), s.env, help)

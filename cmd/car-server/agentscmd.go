@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -58,11 +57,9 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, agentsUsage)
 		return exitUsage
 	}
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(nil, home, io.Discard)
-	if err != nil {
-		fmt.Fprintln(stderr, "car-server:", err)
-		return exitUsage
+	cfg, code := loadConfig(command{}, nil, stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), agentsLockWait)
 	defer cancel()

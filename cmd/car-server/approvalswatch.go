@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -21,11 +19,9 @@ import (
 // daemon goes away. With it, a person at a terminal can run the approval
 // loop without any UI: approve or reject each by its id.
 func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(nil, home, io.Discard)
-	if err != nil {
-		fmt.Fprintln(stderr, "car-server:", err)
-		return exitUsage
+	cfg, code := loadConfig(command{}, nil, stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

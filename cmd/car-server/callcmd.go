@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
-
-	"github.com/parslee-ai/car-server/config"
 )
 
 const callUsage = `usage: car-server call METHOD [PARAMS_JSON | -]
@@ -53,11 +50,9 @@ func runCallCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		params = text
 	}
 
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(nil, home, io.Discard)
-	if err != nil {
-		fmt.Fprintln(stderr, "car-server:", err)
-		return exitUsage
+	cfg, code := loadConfig(command{}, nil, stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -37,11 +36,9 @@ func runDashboardCommand(args []string, stdout, stderr io.Writer) int {
 			rest = append(rest, a)
 		}
 	}
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(rest, home, io.Discard)
-	if err != nil {
-		fmt.Fprintf(stderr, "car-server dashboard: %v\n%s\n", err, dashboardUsage)
-		return exitUsage
+	cfg, code := loadConfig(command{name: "car-server dashboard", help: dashboardUsage, faultHelp: dashboardUsage}, rest, stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	if cfg.Port == 0 {
 		fmt.Fprintln(stderr, "car-server dashboard: the port is 0 (picked at start): pass the daemon's actual --port, from its log")

@@ -42,14 +42,9 @@ func run(args []string) int {
 			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		}
 	}
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(args, home, os.Stdout)
-	if errors.Is(err, config.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "car-server:", err)
-		return 2
+	cfg, code := loadConfig(command{}, args, os.Stdout, os.Stderr)
+	if cfg == nil {
+		return code
 	}
 	if cfg.ShowVersion {
 		fmt.Println("car-server", version)

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"path"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 )
@@ -36,15 +34,9 @@ func runMigrateCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, migrateUsage)
 		return exitUsage
 	}
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(args[1:], home, io.Discard)
-	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprintln(stdout, migrateUsage)
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "car-server migrate:", err)
-		return exitUsage
+	cfg, code := loadConfig(command{name: "car-server migrate", help: migrateUsage}, args[1:], stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	if cfg.PostgresURL == "" {
 		fmt.Fprintln(stderr, "car-server migrate: postgres_url is not set: set CAR_POSTGRES_URL (or --postgres-url) to the database's libpq URL, such as postgres://car@db.example:5432/car")

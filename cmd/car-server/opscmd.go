@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,11 +86,9 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	home, _ := os.UserHomeDir()
-	cfg, err := config.Load(nil, home, io.Discard)
-	if err != nil {
-		fmt.Fprintln(stderr, "car-server:", err)
-		return exitUsage
+	cfg, code := loadConfig(command{}, nil, stdout, stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
@@ -25,11 +24,9 @@ func runPolicyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 2 {
 		dir = args[1]
 	} else {
-		home, _ := os.UserHomeDir()
-		cfg, err := config.Load(nil, home, io.Discard)
-		if err != nil {
-			fmt.Fprintln(stderr, "car-server:", err)
-			return 2
+		cfg, code := loadConfig(command{}, nil, stdout, stderr)
+		if cfg == nil {
+			return code
 		}
 		dir = cfg.PoliciesDir
 	}

@@ -44,27 +44,40 @@ type Options struct {
 	Streams streams.Options // handles of detached tool invocations
 }
 
+// Defaults of the Options the daemon's settings also offer; config prints
+// them in --help, so the daemon and a zero Options agree.
+const (
+	DefaultMaxActions               = 10_000
+	DefaultMaxTools                 = 1000
+	DefaultMaxConcurrency           = 16
+	DefaultToolTimeout              = 300 * time.Second
+	DefaultSupervisionTimeout       = 30 * time.Second
+	DefaultApprovalTimeout          = 5 * time.Minute
+	DefaultMaxResolvedActionBytes   = 8 << 20
+	DefaultMaxResolvedProposalBytes = 64 << 20
+)
+
 func (o *Options) setDefaults() {
 	if o.MaxActions <= 0 {
-		o.MaxActions = 10_000
+		o.MaxActions = DefaultMaxActions
 	}
 	if o.MaxTools <= 0 {
-		o.MaxTools = 1000
+		o.MaxTools = DefaultMaxTools
 	}
 	if o.MaxConcurrency <= 0 {
-		o.MaxConcurrency = 16
+		o.MaxConcurrency = DefaultMaxConcurrency
 	}
 	if o.ToolTimeout <= 0 {
-		o.ToolTimeout = 300 * time.Second
+		o.ToolTimeout = DefaultToolTimeout
 	}
 	if o.RetryBase <= 0 {
 		o.RetryBase = 100 * time.Millisecond
 	}
 	if o.SupervisionTimeout <= 0 {
-		o.SupervisionTimeout = 30 * time.Second
+		o.SupervisionTimeout = DefaultSupervisionTimeout
 	}
 	if o.ApprovalTimeout <= 0 {
-		o.ApprovalTimeout = 5 * time.Minute
+		o.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if o.ProposalGrace <= 0 {
 		o.ProposalGrace = 15 * time.Second
@@ -73,10 +86,10 @@ func (o *Options) setDefaults() {
 		o.RetryCap = 5 * time.Second
 	}
 	if o.MaxResolvedActionBytes <= 0 {
-		o.MaxResolvedActionBytes = 8 << 20
+		o.MaxResolvedActionBytes = DefaultMaxResolvedActionBytes
 	}
 	if o.MaxResolvedProposalBytes <= 0 {
-		o.MaxResolvedProposalBytes = 64 << 20
+		o.MaxResolvedProposalBytes = DefaultMaxResolvedProposalBytes
 	}
 	if o.State == nil {
 		o.State = file.NewState()

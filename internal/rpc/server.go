@@ -21,6 +21,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/ui"
+	"github.com/parslee-ai/car-server/internal/wsstream"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
@@ -60,33 +61,44 @@ const (
 	ApproverHost = "host" // only host-role connections may
 )
 
+// Defaults of the Options the daemon's settings also offer; config prints
+// them in --help. The tool timeout is the engine's (engine.DefaultToolTimeout).
+const (
+	DefaultMaxFrameBytes      = 16 << 20
+	DefaultMaxConnections     = 16384
+	DefaultAuthTimeout        = 10 * time.Second
+	DefaultMaxUnauthenticated = 64
+	DefaultMaxInFlight        = 64
+	DefaultHandlerTimeout     = 30 * time.Minute
+)
+
 func (o *Options) setDefaults() {
 	if o.ApproverRole == "" {
 		o.ApproverRole = ApproverAny
 	}
 	if o.MaxFrameBytes <= 0 {
-		o.MaxFrameBytes = 16 << 20
+		o.MaxFrameBytes = DefaultMaxFrameBytes
 	}
 	if o.MaxConnections <= 0 {
-		o.MaxConnections = 16384
+		o.MaxConnections = DefaultMaxConnections
 	}
 	if o.AuthTimeout <= 0 {
-		o.AuthTimeout = 10 * time.Second
+		o.AuthTimeout = DefaultAuthTimeout
 	}
 	if o.MaxUnauthenticated <= 0 {
-		o.MaxUnauthenticated = 64
+		o.MaxUnauthenticated = DefaultMaxUnauthenticated
 	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 64
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.HandlerTimeout <= 0 {
-		o.HandlerTimeout = 30 * time.Minute
+		o.HandlerTimeout = DefaultHandlerTimeout
 	}
 	if o.ToolTimeout <= 0 {
-		o.ToolTimeout = 300 * time.Second
+		o.ToolTimeout = engine.DefaultToolTimeout
 	}
 	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 30 * time.Second
+		o.WriteTimeout = wsstream.DefaultWriteTimeout
 	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024

@@ -20,6 +20,10 @@ type Options struct {
 	Grace time.Duration
 }
 
+// DefaultGrace is Options.Grace when zero, and the daemon's
+// run_incomplete_grace when not set.
+const DefaultGrace = 10 * time.Second
+
 // ErrNotFound is the answer for a run that does not exist.
 var ErrNotFound = store.ErrRunNotFound
 
@@ -93,7 +97,7 @@ func Open(root string, opts Options) (*Store, LoadReport, error) {
 // first: their connections are gone. It returns how many were.
 func OpenLog(ctx context.Context, log store.RunLog, opts Options) (*Store, int, error) {
 	if opts.Grace <= 0 {
-		opts.Grace = 10 * time.Second
+		opts.Grace = DefaultGrace
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{log: log, grace: opts.Grace, ctx: sctx, cancel: cancel, live: map[string]*run{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}

@@ -26,6 +26,14 @@ type Options struct {
 	Now           func() time.Time // the clock (time.Now)
 }
 
+// Defaults of the Options the daemon's settings also offer; config prints
+// them in --help.
+const (
+	DefaultMaxChunkBytes = 64 << 10
+	DefaultMaxPerOwner   = 256
+	DefaultIdleTimeout   = 30 * time.Minute
+)
+
 func (o *Options) setDefaults() {
 	if o.BufferChunks <= 0 {
 		o.BufferChunks = 1024
@@ -34,13 +42,13 @@ func (o *Options) setDefaults() {
 		o.BufferBytes = 8 << 20
 	}
 	if o.MaxChunkBytes <= 0 {
-		o.MaxChunkBytes = 64 << 10
+		o.MaxChunkBytes = DefaultMaxChunkBytes
 	}
 	if o.MaxPerOwner <= 0 {
-		o.MaxPerOwner = 256
+		o.MaxPerOwner = DefaultMaxPerOwner
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 30 * time.Minute
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.ReapAfter <= 0 {
 		o.ReapAfter = 15 * time.Minute

@@ -45,13 +45,16 @@ type Stream struct {
 	overran   atomic.Bool // writeLate fired
 }
 
+// DefaultWriteTimeout bounds a write when New is given none.
+const DefaultWriteTimeout = 30 * time.Second
+
 // New returns a Stream reading until ctx ends, which closes the connection.
-// Writes give up after writeTimeout (0 means 30 s), which closes the
+// Writes give up after writeTimeout (0 means DefaultWriteTimeout), which closes the
 // connection: a peer that stops reading cannot stall its writers forever.
 // check may be nil.
 func New(ctx context.Context, conn *websocket.Conn, writeTimeout time.Duration, check Check) *Stream {
 	if writeTimeout <= 0 {
-		writeTimeout = 30 * time.Second
+		writeTimeout = DefaultWriteTimeout
 	}
 	s := &Stream{conn: conn, ctx: ctx, writeTimeout: writeTimeout, check: check}
 	s.stopRead = context.AfterFunc(ctx, func() { _ = conn.CloseNow() })

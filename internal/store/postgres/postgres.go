@@ -39,27 +39,37 @@ type Config struct {
 	Log           *zap.Logger // nil: no log
 }
 
+// Defaults of the Config the daemon's settings also offer; config prints
+// them in --help.
+const (
+	DefaultMaxConns         = 10
+	DefaultStatementTimeout = 5 * time.Second
+	DefaultClaimLease       = 30 * time.Second
+	DefaultHeartbeat        = 2 * time.Second
+	DefaultSpoolMaxBytes    = 64 << 20
+)
+
 func (c *Config) setDefaults() {
 	if c.MaxConns <= 0 {
-		c.MaxConns = 10
+		c.MaxConns = DefaultMaxConns
 	}
 	if c.StatementTimeout <= 0 {
-		c.StatementTimeout = 5 * time.Second
+		c.StatementTimeout = DefaultStatementTimeout
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 5 * time.Second
 	}
 	if c.ClaimLease <= 0 {
-		c.ClaimLease = 30 * time.Second
+		c.ClaimLease = DefaultClaimLease
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = 2 * time.Second
+		c.Heartbeat = DefaultHeartbeat
 	}
 	if c.ApprovalRecheck <= 0 {
 		c.ApprovalRecheck = 2 * time.Second
 	}
 	if c.SpoolMaxBytes <= 0 {
-		c.SpoolMaxBytes = 64 << 20
+		c.SpoolMaxBytes = DefaultSpoolMaxBytes
 	}
 	if c.EventQueue <= 0 {
 		c.EventQueue = 65536
