@@ -57,7 +57,7 @@ type PolicySessionScope struct {
 type PolicyRegisterResult struct {
 	Name       string      `json:"name"`
 	Registered string      `json:"registered"` // the name again, as upstream's other shape has it
-	Scope      PolicyScope `json:"scope"`
+	Scope      PolicyScope `json:"scope" jsonschema:"oneof_type=string;object"`
 }
 
 // PolicyUnregisterParams are the params of policy.unregister.
@@ -71,7 +71,7 @@ type PolicyUnregisterParams struct {
 // reply's order.
 type PolicyUnregisterResult struct {
 	Removed      int         `json:"removed"`
-	Scope        PolicyScope `json:"scope"`
+	Scope        PolicyScope `json:"scope" jsonschema:"oneof_type=string;object"`
 	Unregistered string      `json:"unregistered"`
 }
 
@@ -83,5 +83,5 @@ type PolicyListParams struct {
 // PolicyListResult is the reply to policy.list.
 type PolicyListResult struct {
 	Policies []PolicyInfo `json:"policies"`
-	Scope    PolicyScope  `json:"scope"`
+	Scope    PolicyScope  `json:"scope" jsonschema:"oneof_type=string;object"`
 }
