@@ -174,9 +174,9 @@ type RuntimeScope struct {
 
 // SubmitParams are the params of proposal.submit.
 type SubmitParams struct {
-	Proposal  json.RawMessage `json:"proposal"`
-	SessionID string          `json:"session_id,omitempty"`
-	Scope     *RuntimeScope   `json:"scope,omitempty"`
+	Proposal  Raw[ActionProposal] `json:"proposal"`
+	SessionID string              `json:"session_id,omitempty"`
+	Scope     *RuntimeScope       `json:"scope,omitempty"`
 }
 
 // ToolExecuteParams are the params of the tools.execute callback.

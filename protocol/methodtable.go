@@ -67,7 +67,7 @@ var Methods = []MethodSpec{
 	{Name: MethodSessionCapabilitiesSet, Summary: "Narrow the connection's tools, state keys and action count; widening needs the host role.", Params: CapabilitiesSetParams{}, Result: CapabilitySet{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodSessionCapabilitiesGet, Summary: "The capabilities in force; null members are unrestricted.", Result: CapabilitySet{}},
 
-	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: ProposalSubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
+	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
 
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
@@ -80,11 +80,11 @@ var Methods = []MethodSpec{
 	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: Object{}, Result: Object{}},
 	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: Object{}, Result: Object{}},
 
-	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: Object{}},
-	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: Object{}},
-	{Name: MethodEquivalent, Summary: "Whether two proposals reach the same states (sampled).", Params: EquivalentParams{}, Result: Object{}},
+	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: VerifyResult{}},
+	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: SimulateResult{}},
+	{Name: MethodEquivalent, Summary: "Whether two proposals reach the same states (sampled).", Params: EquivalentParams{}, Result: EquivalentResult{}},
 	{Name: MethodOptimize, Summary: "Prune phantom state dependencies.", Params: ProposalParams{}, Result: OptimizeResult{}},
-	{Name: MethodVerifyMonteCarlo, Summary: "Seeded Monte Carlo estimate of a proposal's success.", Params: Object{}, Result: Object{}},
+	{Name: MethodVerifyMonteCarlo, Summary: "Seeded Monte Carlo estimate of a proposal's success.", Params: MonteCarloParams{}, Result: MonteCarloResult{}},
 
 	{Name: MethodPermissionGetTier, Summary: "The connection's permission tier.", Result: TierResult{}},
 	{Name: MethodPermissionSetTier, Summary: "Set the tier; raising it needs the approver role.", Params: SetTierParams{}, Result: TierResult{}},

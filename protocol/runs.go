@@ -209,12 +209,12 @@ type AgentPermissionsEvaluateParams struct {
 
 // AgentPermissionsEvaluateResult is the reply to
 // agent_permissions.evaluate: the mode in force, and whether it comes from
-// the agent's own override.
+// the agent's own override. Its members are in the reply's order.
 type AgentPermissionsEvaluateResult struct {
 	AgentID     string `json:"agent_id"`
-	Tier        string `json:"tier"`
-	Mode        string `json:"mode"`
 	HasOverride bool   `json:"has_override"`
+	Mode        string `json:"mode"`
+	Tier        string `json:"tier"`
 }
 
 // AgentsRevokeResult is the reply to agents.revoke.

@@ -37,8 +37,8 @@ type HandshakeResult struct {
 
 // SessionInitParams are the params of session.init.
 type SessionInitParams struct {
-	Tools    []ToolSchema      `json:"tools"`
-	Policies []json.RawMessage `json:"policies,omitempty"`
+	Tools    []ToolSchema            `json:"tools"`
+	Policies []Raw[PolicyDefinition] `json:"policies,omitempty"`
 }
 
 // SessionInitResult is the reply to session.init.

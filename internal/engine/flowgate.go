@@ -289,19 +289,19 @@ func (rt *Runtime) noteFlow(sub *Submission, res *protocol.ProposalResult) {
 func (rt *Runtime) VerifyFlow(res *VerifyResult, p *protocol.ActionProposal, s *Session) {
 	sub := &Submission{Proposal: p, Session: s}
 	rep := flow.Analyze(rt.flowInput(sub, p.Actions, nil))
-	c := CheckRecord{Name: "information_flow", Ran: true, Tier: TierDecision,
+	c := protocol.CheckRecord{Name: "information_flow", Ran: true, Tier: TierDecision,
 		Verifies:     "no secret-labelled data reaches a sink along references and state keys, and no forbidden ordering runs without approval",
 		CannotVerify: "keys named only by references (judged when resolved), and data a tool moves outside the proposal"}
 	for _, l := range rep.Leaks {
 		c.Findings++
-		res.Issues = append(res.Issues, VerifyIssue{ActionID: p.Actions[l.Sink].ID, Severity: "error", Tier: c.Tier,
+		res.Issues = append(res.Issues, protocol.VerifyIssue{ActionID: p.Actions[l.Sink].ID, Severity: "error", Tier: c.Tier,
 			Message: "information flow: secret data would reach a sink: " + l.String() + "; proposal.submit would block it"})
 		res.Valid = false
 	}
 	for _, h := range rep.Orderings {
 		c.Findings++
 		a := &p.Actions[h.Step]
-		res.Issues = append(res.Issues, VerifyIssue{ActionID: a.ID, Severity: "warning", Tier: c.Tier,
+		res.Issues = append(res.Issues, protocol.VerifyIssue{ActionID: a.ID, Severity: "warning", Tier: c.Tier,
 			Message: fmt.Sprintf("information flow: '%s' after '%s' (%s) is a forbidden ordering; proposal.submit escalates it to approval (fingerprint %s)", h.Rule.Then, h.Rule.First, h.FirstAt, orderingFingerprint(h.Rule, a))})
 	}
 	res.Evidence.Checks = append(res.Evidence.Checks, c)

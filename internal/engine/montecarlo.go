@@ -17,85 +17,12 @@ import (
 // blocked action. Seeded SplitMix64, so the same inputs and seed give
 // byte-identical output.
 
-// MonteCarloConfig are the optional knobs.
-type MonteCarloConfig struct {
-	Trials             *int     `json:"trials,omitempty"`
-	Seed               *uint64  `json:"seed,omitempty"`
-	DefaultSuccessRate *float64 `json:"default_success_rate,omitempty"`
-	RetryAttempts      *int     `json:"retry_attempts,omitempty"`
-}
-
-// MonteCarloParams are the params of verify.monte_carlo.
-type MonteCarloParams struct {
-	Proposal         json.RawMessage    `json:"proposal"`
-	InitialState     map[string]any     `json:"initial_state,omitempty"`
-	ToolSuccessRates map[string]float64 `json:"tool_success_rates,omitempty"`
-	Goal             json.RawMessage    `json:"goal,omitempty"`
-	RateWindowDays   *int               `json:"rate_window_days,omitempty"`
-	Config           MonteCarloConfig   `json:"config"`
-}
-
-// Distribution summarizes an integer per trial.
-type Distribution struct {
-	Mean float64 `json:"mean"`
-	Min  int     `json:"min"`
-	P50  int     `json:"p50"`
-	P95  int     `json:"p95"`
-	Max  int     `json:"max"`
-}
-
-// ValueProbability is one value a key ended with, and how often.
-type ValueProbability struct {
-	Value       any     `json:"value"`
-	Probability float64 `json:"probability"`
-}
-
-// KeyDistribution is how a state key ended across trials.
-type KeyDistribution struct {
-	Key      string             `json:"key"`
-	PPresent float64            `json:"p_present"`
-	Values   []ValueProbability `json:"values"`
-}
-
-// ActionOutcome is how one action fared across trials.
-type ActionOutcome struct {
-	ActionID        string  `json:"action_id"`
-	PRejected       float64 `json:"p_rejected"`
-	PFailed         float64 `json:"p_failed"`
-	PEffectsLanded  float64 `json:"p_effects_landed"`
-	MeanBlastRadius float64 `json:"mean_blast_radius"`
-}
-
-// ToolRate says where one tool's rate came from.
-type ToolRate struct {
-	Tool       string  `json:"tool"`
-	Rate       float64 `json:"rate"`
-	Source     string  `json:"source"` // caller or default
-	Succeeded  *int    `json:"succeeded"`
-	Dispatched *int    `json:"dispatched"`
-}
-
-// RateProvenance says where every rate came from.
-type RateProvenance struct {
-	WindowDays            int        `json:"window_days"`
-	TrajectoriesAvailable bool       `json:"trajectories_available"`
-	OverriddenByCaller    []string   `json:"overridden_by_caller"`
-	Tools                 []ToolRate `json:"tools"`
-}
-
-// MonteCarloResult is the reply to verify.monte_carlo.
-type MonteCarloResult struct {
-	Trials                    int               `json:"trials"`
-	Seed                      uint64            `json:"seed"`
-	PGoalReached              *float64          `json:"p_goal_reached"`
-	GoalUnderivableConditions []string          `json:"goal_underivable_conditions"`
-	PAllEffectsLanded         float64           `json:"p_all_effects_landed"`
-	ToolCalls                 Distribution      `json:"tool_calls"`
-	ActionsExecuted           Distribution      `json:"actions_executed"`
-	StateDistribution         []KeyDistribution `json:"state_distribution"`
-	ActionOutcomes            []ActionOutcome   `json:"action_outcomes"`
-	RateProvenance            RateProvenance    `json:"rate_provenance"`
-}
+// verify.monte_carlo's params and reply are protocol's wire types.
+type (
+	MonteCarloConfig = protocol.MonteCarloConfig
+	MonteCarloParams = protocol.MonteCarloParams
+	MonteCarloResult = protocol.MonteCarloResult
+)
 
 // Defaults and bounds of verify.monte_carlo.
 const (
@@ -232,7 +159,7 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 
 	// Rates: caller-supplied, else the default; clamped to 0..1.
 	rates := map[string]float64{}
-	res.RateProvenance = RateProvenance{OverriddenByCaller: []string{}, Tools: []ToolRate{}}
+	res.RateProvenance = protocol.RateProvenance{OverriddenByCaller: []string{}, Tools: []protocol.ToolRate{}}
 	if params.RateWindowDays != nil {
 		res.RateProvenance.WindowDays = *params.RateWindowDays
 	}
@@ -252,7 +179,7 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 			r = def
 		}
 		rates[t] = r
-		res.RateProvenance.Tools = append(res.RateProvenance.Tools, ToolRate{Tool: t, Rate: r, Source: src})
+		res.RateProvenance.Tools = append(res.RateProvenance.Tools, protocol.ToolRate{Tool: t, Rate: r, Source: src})
 	}
 
 	gr := buildGraph(p.Actions)
@@ -270,7 +197,7 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 		landedCnt   = make([]int, n)
 		blastSum    = make([]int, n)
 		present     = map[string]int{}
-		values      = map[string]map[string]*ValueProbability{}
+		values      = map[string]map[string]*protocol.ValueProbability{}
 	)
 	for tr := 0; tr < trials; tr++ {
 		if tr%64 == 0 && ctx.Err() != nil {
@@ -328,10 +255,10 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 			present[k]++
 			enc := string(jsonvalue.Canonical(v))
 			if values[k] == nil {
-				values[k] = map[string]*ValueProbability{}
+				values[k] = map[string]*protocol.ValueProbability{}
 			}
 			if values[k][enc] == nil {
-				values[k][enc] = &ValueProbability{Value: v}
+				values[k][enc] = &protocol.ValueProbability{Value: v}
 			}
 			values[k][enc].Probability++
 		}
@@ -345,27 +272,27 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 	res.ToolCalls = distribution(toolCalls)
 	res.ActionsExecuted = distribution(executed)
 	for _, k := range jsonvalue.SortedKeys(present) {
-		kd := KeyDistribution{Key: k, PPresent: float64(present[k]) / ft}
+		kd := protocol.KeyDistribution{Key: k, PPresent: float64(present[k]) / ft}
 		encs := jsonvalue.SortedKeys(values[k])
 		for _, e := range encs {
 			vp := values[k][e]
-			kd.Values = append(kd.Values, ValueProbability{Value: vp.Value, Probability: vp.Probability / ft})
+			kd.Values = append(kd.Values, protocol.ValueProbability{Value: vp.Value, Probability: vp.Probability / ft})
 		}
 		sort.SliceStable(kd.Values, func(a, b int) bool { return kd.Values[a].Probability > kd.Values[b].Probability })
 		res.StateDistribution = append(res.StateDistribution, kd)
 	}
 	if res.StateDistribution == nil {
-		res.StateDistribution = []KeyDistribution{}
+		res.StateDistribution = []protocol.KeyDistribution{}
 	}
 	for i := range p.Actions {
-		o := ActionOutcome{ActionID: p.Actions[i].ID, PRejected: float64(rejectedCnt[i]) / ft, PFailed: float64(failedCnt[i]) / ft, PEffectsLanded: float64(landedCnt[i]) / ft}
+		o := protocol.ActionOutcome{ActionID: p.Actions[i].ID, PRejected: float64(rejectedCnt[i]) / ft, PFailed: float64(failedCnt[i]) / ft, PEffectsLanded: float64(landedCnt[i]) / ft}
 		if failedCnt[i] > 0 {
 			o.MeanBlastRadius = float64(blastSum[i]) / float64(failedCnt[i])
 		}
 		res.ActionOutcomes = append(res.ActionOutcomes, o)
 	}
 	if res.ActionOutcomes == nil {
-		res.ActionOutcomes = []ActionOutcome{}
+		res.ActionOutcomes = []protocol.ActionOutcome{}
 	}
 	return res, nil
 }
@@ -392,7 +319,7 @@ func (g *graph) downstreamRejected(i int, blocked []string, failed []bool) int {
 	return count
 }
 
-func distribution(xs []int) Distribution {
+func distribution(xs []int) protocol.Distribution {
 	s := append([]int(nil), xs...)
 	sort.Ints(s)
 	sum := 0
@@ -400,7 +327,7 @@ func distribution(xs []int) Distribution {
 		sum += x
 	}
 	q := func(p float64) int { return s[int(math.Ceil(p*float64(len(s))))-1] }
-	return Distribution{Mean: float64(sum) / float64(len(s)), Min: s[0], P50: q(0.5), P95: q(0.95), Max: s[len(s)-1]}
+	return protocol.Distribution{Mean: float64(sum) / float64(len(s)), Min: s[0], P50: q(0.5), P95: q(0.95), Max: s[len(s)-1]}
 }
 
 func clamp01(x float64) float64 {

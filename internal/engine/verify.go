@@ -20,54 +20,13 @@ const (
 	TierSampled   = "sampled"
 )
 
-// VerifyIssue is one finding.
-type VerifyIssue struct {
-	ActionID string `json:"action_id"`
-	Severity string `json:"severity"` // error, warning, info
-	Message  string `json:"message"`
-	Tier     string `json:"tier"`
-}
-
-// CheckRecord declares what one check establishes and what it cannot.
-type CheckRecord struct {
-	Name         string `json:"name"`
-	Ran          bool   `json:"ran"`
-	Verifies     string `json:"verifies"`
-	CannotVerify string `json:"cannot_verify"`
-	Findings     int    `json:"findings"`
-	Tier         string `json:"tier"`
-}
-
-// Evidence is the verifier's declared scope.
-type Evidence struct {
-	Checks          []CheckRecord `json:"checks"`
-	Assumptions     []string      `json:"assumptions"`
-	UntestedRegions []string      `json:"untested_regions"`
-	ResidualRisks   []string      `json:"residual_risks"`
-	Confidence      float64       `json:"confidence"`
-}
-
-// VerifyResult is the reply to verify.
-type VerifyResult struct {
-	Valid           bool           `json:"valid"`
-	Issues          []VerifyIssue  `json:"issues"`
-	SimulatedState  map[string]any `json:"simulated_state"`
-	ExecutionLevels [][]string     `json:"execution_levels"`
-	Conflicts       [][3]string    `json:"conflicts"`
-	Evidence        Evidence       `json:"evidence"`
-}
-
-// BlockedAction is an action simulate predicts the executor will not run.
-type BlockedAction struct {
-	ActionID string `json:"action_id"`
-	Reason   string `json:"reason"`
-}
-
-// SimulateResult is the reply to simulate.
-type SimulateResult struct {
-	FinalState map[string]any  `json:"final_state"`
-	Blocked    []BlockedAction `json:"blocked"`
-}
+// The analyses answer protocol's wire types; these names are the engine's.
+type (
+	VerifyResult     = protocol.VerifyResult
+	SimulateResult   = protocol.SimulateResult
+	Equivalence      = protocol.EquivalentResult
+	PrunedDependency = protocol.PrunedDependency
+)
 
 // order returns the non-rejected actions in a topological order (proposal
 // order among the ready), then the rejected ones in proposal order.
@@ -166,10 +125,10 @@ func (s *simulation) run(initial map[string]any) SimulateResult {
 			state[k] = v
 		}
 	}
-	res := SimulateResult{FinalState: state, Blocked: []BlockedAction{}}
+	res := SimulateResult{FinalState: state, Blocked: []protocol.BlockedAction{}}
 	for i, r := range blocked {
 		if r != "" {
-			res.Blocked = append(res.Blocked, BlockedAction{ActionID: p.Actions[i].ID, Reason: r})
+			res.Blocked = append(res.Blocked, protocol.BlockedAction{ActionID: p.Actions[i].ID, Reason: r})
 		}
 	}
 	return res
@@ -226,17 +185,17 @@ func validateStatically(g *graph, tools *ToolRegistry) {
 // bury the others under knock-on findings.
 func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegistry, maxActions int) VerifyResult {
 	g := buildGraph(p.Actions)
-	res := VerifyResult{Issues: []VerifyIssue{}, Conflicts: [][3]string{}}
-	checks := map[string]*CheckRecord{}
-	check := func(name, verifies, cannot, tier string, ran bool) *CheckRecord {
-		c := &CheckRecord{Name: name, Ran: ran, Verifies: verifies, CannotVerify: cannot, Tier: tier}
+	res := VerifyResult{Issues: []protocol.VerifyIssue{}, Conflicts: [][3]string{}}
+	checks := map[string]*protocol.CheckRecord{}
+	check := func(name, verifies, cannot, tier string, ran bool) *protocol.CheckRecord {
+		c := &protocol.CheckRecord{Name: name, Ran: ran, Verifies: verifies, CannotVerify: cannot, Tier: tier}
 		checks[name] = c
-		res.Evidence.Checks = append(res.Evidence.Checks, CheckRecord{})
+		res.Evidence.Checks = append(res.Evidence.Checks, protocol.CheckRecord{})
 		return c
 	}
-	add := func(c *CheckRecord, actionID, severity, msg string) {
+	add := func(c *protocol.CheckRecord, actionID, severity, msg string) {
 		c.Findings++
-		res.Issues = append(res.Issues, VerifyIssue{ActionID: actionID, Severity: severity, Message: msg, Tier: c.Tier})
+		res.Issues = append(res.Issues, protocol.VerifyIssue{ActionID: actionID, Severity: severity, Message: msg, Tier: c.Tier})
 	}
 
 	structure := check("structure", "action ids are unique, dependencies and $id.output references name actions of the proposal, and the dependency graph has no cycle",
@@ -418,25 +377,6 @@ func actionIDs(p *protocol.ActionProposal, idx []int) string {
 	return strings.Join(ids, ", ")
 }
 
-// Equivalence is the reply to equivalent.
-type Equivalence struct {
-	Equivalent   bool         `json:"equivalent"`
-	Differences  []Difference `json:"differences"`
-	StatesTested int          `json:"states_tested"`
-	Sampled      bool         `json:"sampled"`
-	Note         string       `json:"note"`
-}
-
-// Difference is one key on which two proposals disagree from one start state.
-type Difference struct {
-	StateIndex int    `json:"state_index"`
-	Key        string `json:"key"`
-	A          any    `json:"a"`
-	B          any    `json:"b"`
-	PresentInA bool   `json:"present_in_a"`
-	PresentInB bool   `json:"present_in_b"`
-}
-
 // MaxTestStates bounds the start states equivalent compares from: its cost
 // is the states times the actions.
 const MaxTestStates = 100
@@ -449,7 +389,7 @@ func Equivalent(a, b *protocol.ActionProposal, states []map[string]any, tools *T
 	if len(states) == 0 {
 		states = []map[string]any{{}, {"x": 1.0, "y": 2.0}}
 	}
-	out := Equivalence{Differences: []Difference{}, StatesTested: len(states), Sampled: true,
+	out := Equivalence{Differences: []protocol.Difference{}, StatesTested: len(states), Sampled: true,
 		Note: "sampled over the given start states, not decided for all states"}
 	sa, sb := newSimulation(a, tools), newSimulation(b, tools)
 	for si, st := range states {
@@ -466,19 +406,12 @@ func Equivalent(a, b *protocol.ActionProposal, states []map[string]any, tools *T
 			va, oka := fa[k]
 			vb, okb := fb[k]
 			if oka != okb || !jsonvalue.Equal(va, vb) {
-				out.Differences = append(out.Differences, Difference{StateIndex: si, Key: k, A: va, B: vb, PresentInA: oka, PresentInB: okb})
+				out.Differences = append(out.Differences, protocol.Difference{StateIndex: si, Key: k, A: va, B: vb, PresentInA: oka, PresentInB: okb})
 			}
 		}
 	}
 	out.Equivalent = len(out.Differences) == 0
 	return out
-}
-
-// PrunedDependency is a state dependency optimize removed.
-type PrunedDependency struct {
-	ActionID string `json:"action_id"`
-	Key      string `json:"key"`
-	Reason   string `json:"reason"`
 }
 
 // Optimize removes phantom state_dependencies — keys listed twice — so

@@ -39,7 +39,19 @@ func (c *conn) agentPermissionsGet(context.Context, *json.RawMessage) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	return ps.Get(), nil
+	return agentPostures(ps.Get()), nil
+}
+
+// agentPostures is the wire form of the per-agent postures.
+func agentPostures(pol agents.Policy) protocol.AgentPostures {
+	out := protocol.AgentPostures{Default: protocol.TierPosture(pol.Default)}
+	if pol.Agents != nil {
+		out.Agents = make(map[string]protocol.TierPosture, len(pol.Agents))
+		for id, t := range pol.Agents {
+			out.Agents[id] = protocol.TierPosture(t)
+		}
+	}
+	return out
 }
 
 const postureSetShape = "{agent_id: string, mode: always_allow|require_approval|deny, tier?: read_only|sandbox_edit|full_access}"
@@ -49,11 +61,7 @@ func (c *conn) agentPermissionsSet(ctx context.Context, params *json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		AgentID string `json:"agent_id"`
-		Mode    string `json:"mode"`
-		Tier    string `json:"tier"`
-	}
+	var p protocol.AgentPermissionsSetParams
 	if err := decodeParams(params, &p, postureSetShape); err != nil {
 		return nil, err
 	}
@@ -75,7 +83,7 @@ func (c *conn) agentPermissionsSet(ctx context.Context, params *json.RawMessage)
 	case err != nil:
 		return nil, invalidParams("agent_permissions.set: %v", err)
 	}
-	return pol, nil
+	return agentPostures(pol), nil
 }
 
 // hostOnly refuses a posture mutation without the host role.
@@ -88,11 +96,7 @@ func (c *conn) agentPermissionsSetDefault(ctx context.Context, params *json.RawM
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		Preset string `json:"preset"`
-		Tier   string `json:"tier"`
-		Mode   string `json:"mode"`
-	}
+	var p protocol.AgentPermissionsSetDefaultParams
 	if err := decodeParams(params, &p, "{preset: cautious|balanced|trusting} or {tier, mode}"); err != nil {
 		return nil, err
 	}
@@ -107,7 +111,7 @@ func (c *conn) agentPermissionsSetDefault(ctx context.Context, params *json.RawM
 	if err != nil {
 		return nil, invalidParams("agent_permissions.set_default: %v", err)
 	}
-	return pol, nil
+	return agentPostures(pol), nil
 }
 
 func (c *conn) agentPermissionsReset(ctx context.Context, params *json.RawMessage) (any, error) {
@@ -126,7 +130,7 @@ func (c *conn) agentPermissionsReset(ctx context.Context, params *json.RawMessag
 	if err != nil {
 		return nil, internalError("agent_permissions.reset: %v", err)
 	}
-	return pol, nil
+	return agentPostures(pol), nil
 }
 
 func (c *conn) agentPermissionsEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
@@ -134,10 +138,7 @@ func (c *conn) agentPermissionsEvaluate(_ context.Context, params *json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		AgentID string `json:"agent_id"`
-		Tier    string `json:"tier"`
-	}
+	var p protocol.AgentPermissionsEvaluateParams
 	const shape = "{agent_id: string, tier: read_only|sandbox_edit|full_access}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -153,5 +154,5 @@ func (c *conn) agentPermissionsEvaluate(_ context.Context, params *json.RawMessa
 		return nil, err
 	}
 	mode, override := ps.Resolve(p.AgentID, *tier)
-	return map[string]any{"agent_id": p.AgentID, "tier": p.Tier, "mode": mode, "has_override": override}, nil
+	return protocol.AgentPermissionsEvaluateResult{AgentID: p.AgentID, Tier: p.Tier, Mode: mode, HasOverride: override}, nil
 }

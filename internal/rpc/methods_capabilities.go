@@ -12,7 +12,7 @@ import (
 // capabilitiesSet narrows this connection's capabilities. Widening them
 // needs the host role; anyone else opens a new connection.
 func (c *conn) capabilitiesSet(_ context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.CapabilitySet
+	var p protocol.CapabilitiesSetParams
 	if err := decodeParams(params, &p, "{tools?: string[], state_keys?: string[], max_actions?: number}"); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,11 @@ func (c *conn) checkpointList(context.Context, *json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, internalError("checkpoint.list: %v", err)
 	}
-	return map[string]any{"checkpoints": list}, nil
+	out := make([]protocol.CheckpointInfo, len(list))
+	for i, m := range list {
+		out[i] = protocol.CheckpointInfo{CheckpointID: m.ID, Name: m.Name, TenantID: m.Tenant, CreatedAt: m.CreatedAt, Keys: m.Keys, Bytes: m.Bytes, Corrupt: m.Corrupt}
+	}
+	return protocol.CheckpointListResult{Checkpoints: out}, nil
 }
 
 func (c *conn) checkpointRestore(ctx context.Context, params *json.RawMessage) (any, error) {
@@ -69,7 +73,7 @@ func (c *conn) checkpointDelete(_ context.Context, params *json.RawMessage) (any
 	if err := c.srv.rt.DeleteCheckpoint(c.id, id); err != nil {
 		return nil, checkpointError("checkpoint.delete", err)
 	}
-	return map[string]any{"deleted": id}, nil
+	return protocol.CheckpointDeleteResult{Deleted: id}, nil
 }
 
 // checkpointError gives each failure its code: a missing approval -32003,

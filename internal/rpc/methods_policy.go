@@ -15,11 +15,11 @@ import (
 const policyDefinitionShape = "PolicyDefinition {name, rule: deny_tool|deny_tool_param|require_state, target?, key?, pattern?, value?, session_id?}"
 
 // policyScope is the reply's scope: "global" or {session_id}.
-func policyScope(sessionID string) any {
+func policyScope(sessionID string) protocol.PolicyScope {
 	if sessionID == "" {
-		return "global"
+		return protocol.PolicyScopeGlobal
 	}
-	return map[string]string{"session_id": sessionID}
+	return protocol.PolicySessionScope{SessionID: sessionID}
 }
 
 // policyLayer returns the rules a session_id names: the connection's own
@@ -62,10 +62,7 @@ func (c *conn) policyRegister(_ context.Context, params *json.RawMessage) (any, 
 }
 
 func (c *conn) policyUnregister(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		Name      string `json:"name"`
-		SessionID string `json:"session_id"`
-	}
+	var p protocol.PolicyUnregisterParams
 	const shape = "{name: string, session_id?: string}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -77,16 +74,14 @@ func (c *conn) policyUnregister(_ context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"unregistered": p.Name, "removed": layer.Remove(p.Name), "scope": policyScope(p.SessionID)}, nil
+	return protocol.PolicyUnregisterResult{Unregistered: p.Name, Removed: layer.Remove(p.Name), Scope: policyScope(p.SessionID)}, nil
 }
 
 // policyList lists what is in force for the scope: the operator's rules, the
 // connection's, and the sub-session's when session_id is given, each marked
 // with its layer, in registration order.
 func (c *conn) policyList(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"session_id"`
-	}
+	var p protocol.PolicyListParams
 	if err := optionalParams(params, &p, "{session_id?: string}"); err != nil {
 		return nil, err
 	}
@@ -105,17 +100,15 @@ func (c *conn) policyList(_ context.Context, params *json.RawMessage) (any, erro
 		}
 		add(protocol.LayerSession, e)
 	}
-	return map[string]any{"policies": out, "scope": policyScope(p.SessionID)}, nil
+	return protocol.PolicyListResult{Policies: out, Scope: policyScope(p.SessionID)}, nil
 }
 
 func (c *conn) sessionPolicyOpen(context.Context, *json.RawMessage) (any, error) {
-	return map[string]string{"session_id": c.sess.OpenPolicySession()}, nil
+	return protocol.SessionPolicyOpenResult{SessionID: c.sess.OpenPolicySession()}, nil
 }
 
 func (c *conn) sessionPolicyClose(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		SessionID string `json:"session_id"`
-	}
+	var p protocol.SessionPolicyCloseParams
 	const shape = "{session_id: string}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -123,5 +116,5 @@ func (c *conn) sessionPolicyClose(_ context.Context, params *json.RawMessage) (a
 	if err := requireString("session_id", p.SessionID, shape); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"closed": c.sess.ClosePolicySession(p.SessionID)}, nil
+	return protocol.SessionPolicyCloseResult{Closed: c.sess.ClosePolicySession(p.SessionID)}, nil
 }

@@ -16,7 +16,7 @@ const verifyShape = "{proposal: ActionProposal, initial_state?: object}"
 // decodeAnalysed decodes a proposal a method analyses without executing it:
 // within max_actions, as proposal.submit would take it, with ids minted.
 // label prefixes errors ("a: ...") when a method takes more than one.
-func (c *conn) decodeAnalysed(raw json.RawMessage, label string) (*protocol.ActionProposal, error) {
+func (c *conn) decodeAnalysed(raw []byte, label string) (*protocol.ActionProposal, error) {
 	prop, err := protocol.DecodeProposal(raw)
 	if err == nil {
 		err = c.srv.rt.CheckActions(prop)
@@ -29,11 +29,8 @@ func (c *conn) decodeAnalysed(raw json.RawMessage, label string) (*protocol.Acti
 }
 
 // decodeVerify reads {proposal, initial_state?}, with ids minted.
-func (c *conn) decodeVerify(params *json.RawMessage, shape string) (*protocol.ActionProposal, map[string]any, error) {
-	var p struct {
-		Proposal     json.RawMessage `json:"proposal"`
-		InitialState map[string]any  `json:"initial_state"`
-	}
+func (c *conn) decodeVerify(params *json.RawMessage, shape string) (*protocol.ActionProposal, protocol.Object, error) {
+	var p protocol.VerifyParams
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, nil, err
 	}
@@ -63,11 +60,7 @@ func (c *conn) simulate(_ context.Context, params *json.RawMessage) (any, error)
 }
 
 func (c *conn) equivalent(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		A          json.RawMessage  `json:"a"`
-		B          json.RawMessage  `json:"b"`
-		TestStates []map[string]any `json:"test_states"`
-	}
+	var p protocol.EquivalentParams
 	const shape = "{a: ActionProposal, b: ActionProposal, test_states?: object[]}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -92,11 +85,11 @@ func (c *conn) optimize(_ context.Context, params *json.RawMessage) (any, error)
 		return nil, err
 	}
 	out, pruned := engine.Optimize(prop)
-	return map[string]any{"proposal": out, "pruned": pruned}, nil
+	return protocol.OptimizeResult{Proposal: out, Pruned: pruned}, nil
 }
 
 func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p engine.MonteCarloParams
+	var p protocol.MonteCarloParams
 	const shape = "{proposal, initial_state?, tool_success_rates?, goal?, rate_window_days?, config?: {trials?, seed?, default_success_rate?, retry_attempts?}}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
