@@ -285,3 +285,17 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// RawProposal is a proposal member kept as its JSON text, for the receiver
+// to decode with DecodeProposal (its checks, its defaults) rather than with
+// encoding/json. The OpenRPC document describes it as an ActionProposal.
+type RawProposal json.RawMessage
+
+// MarshalJSON writes the proposal's text as it is.
+func (r RawProposal) MarshalJSON() ([]byte, error) { return json.RawMessage(r).MarshalJSON() }
+
+// UnmarshalJSON keeps a copy of the proposal's text.
+func (r *RawProposal) UnmarshalJSON(b []byte) error { return (*json.RawMessage)(r).UnmarshalJSON(b) }
+
+// JSONSchemaAlias documents a RawProposal as the ActionProposal it holds.
+func (RawProposal) JSONSchemaAlias() any { return ActionProposal{} }

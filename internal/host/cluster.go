@@ -276,7 +276,7 @@ func fit(m hostMsg) ([]byte, bool) {
 // gateKeys are the context fields an approval keeps when it is trimmed:
 // those that say what it is about, and those the rpc layer needs to decide
 // it on the ledger.
-var gateKeys = []string{"source", "proposal_id", "action_id", "connection", "tool", "fingerprint", "required_tier", "granted_tier", "reversibility"}
+var gateKeys = []string{ctxSource, "proposal_id", "action_id", "connection", "tool", ctxFingerprint, ctxRequiredTier, "granted_tier", "reversibility"}
 
 // slim trims an approval for one notification: short text, and only the
 // context's gate fields.
@@ -375,6 +375,7 @@ func (r *Registry) keepMirrorLocked(node string, ap Approval) {
 		}
 		return
 	}
+
 	if len(r.approvals) >= r.opts.MaxApprovals {
 		i := slices.IndexFunc(r.approvals, func(a *Approval) bool { return a.Status != ApprovalPending })
 		if i < 0 {
@@ -383,11 +384,13 @@ func (r *Registry) keepMirrorLocked(node string, ap Approval) {
 		if i < 0 {
 			return
 		}
-		delete(r.byID, r.approvals[i].ID)
-		r.approvals = slices.Delete(r.approvals, i, i+1)
+		r.forgetLocked(i)
 	}
 	r.approvals = append(r.approvals, &ap)
 	r.byID[ap.ID] = &ap
+	if op, ok := mirrorOperation(ap); ok {
+		r.gates[ap.ID] = op
+	}
 }
 
 // sweep forgets the daemons not heard from for peerLife announcements and
