@@ -88,9 +88,9 @@ var Methods = []MethodSpec{
 
 	{Name: MethodPermissionGetTier, Summary: "The connection's permission tier.", Result: TierResult{}},
 	{Name: MethodPermissionSetTier, Summary: "Set the tier; raising it needs the approver role.", Params: SetTierParams{}, Result: TierResult{}},
-	{Name: MethodPermissionClassify, Summary: "The tier and reversibility each action needs.", Params: ProposalParams{}, Result: ClassifyResult{}},
-	{Name: MethodPermissionEvaluate, Summary: "Each action's permission decision at the connection's tier.", Params: ProposalParams{}, Result: EvaluateResult{}},
-	{Name: MethodPermissionPending, Summary: "The actions that need an approval.", Params: ProposalParams{}, Result: PendingResult{}},
+	{Name: MethodPermissionClassify, Summary: "The tier and reversibility each action needs.", Params: PermissionProposalParams{}, Result: ClassifyResult{}},
+	{Name: MethodPermissionEvaluate, Summary: "Each action's permission decision at the connection's tier.", Params: PermissionProposalParams{}, Result: EvaluateResult{}},
+	{Name: MethodPermissionPending, Summary: "The actions that need an approval.", Params: PermissionProposalParams{}, Result: PendingResult{}},
 	{Name: MethodPermissionApprove, Summary: "Record an approval on the ledger.", Params: DecisionParams{}, Result: ApprovalRecord{}},
 	{Name: MethodPermissionReject, Summary: "Record a rejection on the ledger.", Params: DecisionParams{}, Result: ApprovalRecord{}},
 

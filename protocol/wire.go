@@ -90,12 +90,13 @@ type ClassifyResult struct {
 
 // EvaluateResult is the reply to permission.evaluate.
 type EvaluateResult struct {
-	Decisions []Object `json:"decisions"`
+	Decisions []PermissionDecision `json:"decisions"`
 }
 
-// PendingResult is the reply to permission.pending.
+// PendingResult is the reply to permission.pending: the rows that need an
+// approval.
 type PendingResult struct {
-	Pending []Object `json:"pending"`
+	Pending []PermissionDecision `json:"pending"`
 }
 
 // DecisionParams are the params of permission.approve and

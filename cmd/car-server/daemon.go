@@ -18,6 +18,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/flow"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
@@ -96,7 +97,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		return err
 	}
 
+	// The host registry: the engine parks actions that need an approval
+	// there and decides its rows (engine.ResolveApproval); the rpc layer
+	// serves the host.* methods from the same one (Runtime.Desk).
+	desk := host.New(host.Options{})
 	rt := engine.NewRuntime(engine.Options{
+		Desk:                     desk,
 		MaxActions:               cfg.MaxActions,
 		MaxTools:                 cfg.MaxTools,
 		MaxResolvedActionBytes:   cfg.MaxResolvedAction,

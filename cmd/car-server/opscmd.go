@@ -70,7 +70,8 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		method = protocol.MethodHostResolveApproval
-		params = map[string]any{"approval_id": rest[1], "approved": rest[0] == "approve", "notes": *reason}
+		approved := rest[0] == "approve"
+		params = protocol.HostResolveParams{ApprovalID: rest[1], Approved: &approved, Notes: *reason}
 	case cmd == "approvals" && len(rest) == 2 && (rest[0] == "approve" || rest[0] == "reject"):
 		if *tier == "" {
 			fmt.Fprintf(stderr, "car-server approvals %s: --tier is required (read_only, sandbox_edit or full_access; see permission.evaluate)\n", rest[0])
@@ -80,7 +81,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		if rest[0] == "reject" {
 			method = protocol.MethodPermissionReject
 		}
-		params = map[string]any{"fingerprint": rest[1], "required_tier": *tier, "reason": *reason}
+		params = protocol.DecisionParams{Fingerprint: rest[1], RequiredTier: *tier, Reason: *reason}
 	default:
 		fmt.Fprintln(stderr, opsUsage)
 		return exitUsage
@@ -259,15 +260,8 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		_ = json.Unmarshal(raw, &a)
 		fmt.Fprintf(tw, "approval %s %s (reviewer %s)\n", a.ID, a.Status, a.ResolvedBy)
 	default:
-		var rec struct {
-			Fingerprint, Decision, RequiredTier, Reviewer string
-		}
-		var m map[string]any
-		_ = json.Unmarshal(raw, &m)
-		rec.Fingerprint, _ = m["fingerprint"].(string)
-		rec.Decision, _ = m["decision"].(string)
-		rec.RequiredTier, _ = m["required_tier"].(string)
-		rec.Reviewer, _ = m["reviewer"].(string)
+		var rec protocol.ApprovalRecord
+		_ = json.Unmarshal(raw, &rec)
 		fmt.Fprintf(tw, "%s %s at %s (reviewer %s)\n", rec.Fingerprint, rec.Decision, rec.RequiredTier, rec.Reviewer)
 	}
 }

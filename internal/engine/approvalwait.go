@@ -20,22 +20,9 @@ import (
 // distinct operation (fingerprint) is raised on the approval desk with a
 // preview a person can read, and the proposal waits, up to ApprovalTimeout,
 // for a decision on the durable ledger. Whatever door records it
-// (host.resolve_approval, permission.approve/reject, the CLI), the ledger
-// record is what releases the action. With nobody watching, the gate rejects
-// at once, as it always has.
-
-// ApprovalDesk is where parked actions ask a person: the host registry,
-// plugged in by the daemon.
-type ApprovalDesk interface {
-	// HasApprovers reports whether a connection that may approve is watching.
-	HasApprovers() bool
-	// RaiseSystem records a daemon-raised approval request and announces it.
-	RaiseSystem(req host.ApprovalRequest) (host.Approval, error)
-	// Resolve marks a request decided (conn "" for the daemon itself).
-	Resolve(conn, id string, approved bool, notes, reviewer string) (host.Approval, error)
-	// Expire marks a request that nobody decided in time.
-	Expire(id, reason string) (host.Approval, error)
-}
+// (host.resolve_approval, permission.approve/reject, the CLI: see
+// ResolveApproval), the ledger record is what releases the action. With
+// nobody watching, the gate rejects at once, as it always has.
 
 // Event kinds of parked approvals.
 const (
@@ -43,13 +30,13 @@ const (
 	EventApprovalSettled EventKind = "approval_settled" // it was approved, denied or expired
 )
 
-// SetApprovalDesk plugs in where actions needing approval wait for a
-// person. Call it before serving; nil turns waiting off.
-func (rt *Runtime) SetApprovalDesk(d ApprovalDesk) { rt.opts.Desk = d }
+// Desk is the host registry where actions needing approval wait for a
+// person (Options.Desk): the rpc layer serves the host.* methods from it.
+func (rt *Runtime) Desk() *host.Registry { return rt.opts.Desk }
 
 // canPark reports whether a needs_approval row may wait for a person.
 func (rt *Runtime) canPark() bool {
-	return rt.opts.Desk != nil && rt.opts.Approvals != nil && rt.opts.Desk.HasApprovers()
+	return rt.opts.Approvals != nil && rt.opts.Desk.HasApprovers()
 }
 
 // waitingOp is one operation (fingerprint) waiting for a decision.
@@ -82,7 +69,7 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			op.decision = &rec
 			continue
 		}
-		op.approval, err = rt.opts.Desk.RaiseSystem(approvalRequest(sub, op, params(op.actions[0])))
+		op.approval, err = rt.opts.Desk.RaiseGate(approvalRequest(sub, op, params(op.actions[0])), host.Operation{Fingerprint: fp, RequiredTier: op.row.Required.String()})
 		if err != nil {
 			stop()
 			rt.expireAll(ops, order, "the request could not be raised")
@@ -113,8 +100,8 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 		case d := <-settled:
 			op := ops[d.fp]
 			op.decision = &d.rec
-			approved := d.rec.Decision == approvals.Approved
-			if _, err := rt.opts.Desk.Resolve("", op.approval.ID, approved, d.rec.Reason, d.rec.Reviewer); err != nil && !errors.Is(err, host.ErrInvalid) {
+			// The door that named this row may have settled it already.
+			if _, err := rt.settleRow("", op.approval.ID, d.rec.Decision == approvals.Approved, d.rec.Reason, d.rec.Reviewer); err != nil && !errors.Is(err, host.ErrInvalid) {
 				return nil, fmt.Errorf("settle approval %s: %w", op.approval.ID, err)
 			}
 			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
@@ -221,7 +208,8 @@ func proposalParams(p *protocol.ActionProposal) func(string) map[string]any {
 }
 
 // approvalRequest is what a person sees: what would run, why it needs them,
-// and a preview of its parameters with credentials redacted.
+// and a preview of its parameters with credentials redacted. RaiseGate adds
+// the operation (fingerprint and required tier) to the context.
 func approvalRequest(sub *Submission, op *waitingOp, params map[string]any) host.ApprovalRequest {
 	r := op.row
 	actions := append([]string(nil), op.actions...)
@@ -230,14 +218,11 @@ func approvalRequest(sub *Submission, op *waitingOp, params map[string]any) host
 		Title:       fmt.Sprintf("%s needs %s", describe(r), r.Required),
 		Description: fmt.Sprintf("Proposal %s wants to run %s (%s). Approve to record it at %s on the approval ledger.", sub.Proposal.ID, describe(r), r.Reversibility, r.Required),
 		Context: map[string]any{
-			"source":        "permission_gate",
 			"proposal_id":   sub.Proposal.ID,
 			"action_id":     op.actions[0],
 			"action_ids":    actions,
 			"connection":    sub.Session.ID,
 			"tool":          r.Tool,
-			"fingerprint":   r.Fingerprint,
-			"required_tier": r.Required.String(),
 			"granted_tier":  r.Granted.String(),
 			"reversibility": string(r.Reversibility),
 			"signals":       append([]string{}, r.Signals...),

@@ -9,21 +9,21 @@ import (
 
 // Budget is the longest a proposal may take when every wait it is allowed
 // runs to its end: the supervision timeout, the approval timeout (once, and
-// again per action with references, when approvals can wait for a person),
-// then, for every tool call, each
+// again per action with references, when there is a ledger for approvals
+// that wait for a person), then, for every tool call, each
 // attempt's timeout and rate-limit wait plus the backoff before each retry,
 // and a grace so that per-action timeouts fire first. It is computed from the
 // validated proposal (defaults applied) and saturates rather than overflow.
 func (rt *Runtime) Budget(sub *Submission) time.Duration {
 	total := addSat(rt.opts.SupervisionTimeout, rt.opts.ProposalGrace)
-	if rt.opts.Desk != nil {
+	if rt.opts.Approvals != nil {
 		total = addSat(total, rt.opts.ApprovalTimeout) // the gate may park once
 	}
 	for i := range sub.Proposal.Actions {
 		a := &sub.Proposal.Actions[i]
 		total = addSat(total, rt.actionBudget(sub, a))
 		total = addSat(total, rt.awaitBudget(a))
-		if rt.opts.Desk != nil && hasReferences(a) {
+		if rt.opts.Approvals != nil && hasReferences(a) {
 			total = addSat(total, rt.opts.ApprovalTimeout) // it may park again once resolved
 		}
 	}

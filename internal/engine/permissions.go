@@ -89,21 +89,6 @@ func approvedAtOrAbove(rec approvals.Record, tier policy.Tier) bool {
 	return err == nil && rec.Decision == approvals.Approved && t >= tier
 }
 
-// RecordDecision stores a human decision on the daemon-wide ledger.
-func (rt *Runtime) RecordDecision(connID string, r approvals.Record) (approvals.Record, error) {
-	if rt.opts.Approvals == nil {
-		return r, fmt.Errorf("this daemon has no approval ledger")
-	}
-	rec, err := rt.opts.Approvals.Record(r)
-	if err != nil {
-		return rec, err
-	}
-	rt.Events.Append(Event{Kind: EventApprovalRecorded, Connection: connID, Data: map[string]any{
-		"fingerprint": rec.Fingerprint, "decision": rec.Decision, "required_tier": rec.RequiredTier, "reviewer": rec.Reviewer,
-	}})
-	return rec, nil
-}
-
 // checkResolved re-decides an action whose parameters were built from
 // references, now that they are resolved: the admission gate saw only the
 // $id.output placeholders, and a reference must not carry an operation past

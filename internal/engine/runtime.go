@@ -8,6 +8,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/flow"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
@@ -32,7 +33,7 @@ type Options struct {
 	Checkpoints        *checkpoint.Store // saved copies of state; nil: checkpoints are off
 	SupervisionTimeout time.Duration     // how long a parked proposal waits for a supervisor (30 s)
 	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
-	Desk               ApprovalDesk      // where actions needing approval wait for a person (SetApprovalDesk); nil: they are rejected at once
+	Desk               *host.Registry    // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
 	ApprovalTimeout    time.Duration     // how long a parked action waits for a person (5 min)
 	Postures           PostureSource     // per-agent postures for bound agents' proposals; nil: none apply
 	Gates              []AdmissionGate
@@ -93,6 +94,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.State == nil {
 		o.State = file.NewState()
+	}
+	if o.Desk == nil {
+		o.Desk = host.New(host.Options{})
 	}
 }
 

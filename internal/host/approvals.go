@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -23,6 +24,25 @@ type Approval = protocol.HostApproval
 // ApprovalRequest is the params of host.request_approval.
 type ApprovalRequest = protocol.HostApprovalParams
 
+// Operation is what an approval the permission gate raised decides: an
+// approval of it is recorded on the ledger for Fingerprint at
+// RequiredTier. It travels beside the row as typed fields; the row's
+// context shows the same values to a person (and to the other daemons,
+// which read them back once, when the row arrives: see mirrorOperation).
+type Operation struct {
+	Fingerprint  string
+	RequiredTier string // a tier name, read_only, sandbox_edit or full_access
+}
+
+// Context members of an approval the permission gate raised, as the wire
+// shows them.
+const (
+	gateSource      = "permission_gate"
+	ctxSource       = "source"
+	ctxFingerprint  = "fingerprint"
+	ctxRequiredTier = "required_tier"
+)
+
 // Approvals returns every kept approval, oldest first, for host.approvals.
 func (r *Registry) Approvals() []Approval {
 	r.mu.Lock()
@@ -40,13 +60,21 @@ func (r *Registry) approvalsLocked() []Approval {
 
 // Approval returns one kept approval by id.
 func (r *Registry) Approval(id string) (Approval, bool) {
+	a, _, ok := r.Gate(id)
+	return a, ok
+}
+
+// Gate returns one kept approval by id, with the operation it decides when
+// the permission gate raised it, here or on another daemon; op is the zero
+// Operation for any other approval.
+func (r *Registry) Gate(id string) (a Approval, op Operation, ok bool) {
 	r.mu.Lock()
 	defer r.unlock()
 	ap, ok := r.byID[id]
 	if !ok {
-		return Approval{}, false
+		return Approval{}, Operation{}, false
 	}
-	return *ap, true
+	return *ap, r.gates[id], true
 }
 
 // RequestApproval records an approval raised by conn, which alone may
@@ -57,16 +85,31 @@ func (r *Registry) RequestApproval(conn string, req ApprovalRequest) (Approval, 
 	if conn == "" {
 		return Approval{}, fmt.Errorf("%w: an approval raised by a client needs its connection id", ErrInvalid)
 	}
-	return r.raise(conn, req)
+	return r.raise(conn, req, nil)
 }
 
 // RaiseSystem records a system-level approval (ClientID "") for the daemon's
 // own gates, which any approver may resolve, and emits approval.requested.
 func (r *Registry) RaiseSystem(req ApprovalRequest) (Approval, error) {
-	return r.raise("", req)
+	return r.raise("", req, nil)
 }
 
-func (r *Registry) raise(conn string, req ApprovalRequest) (Approval, error) {
+// RaiseGate is RaiseSystem for the permission gate: the approval decides
+// op, which Gate returns with it. Its context shows op to a person, beside
+// what req's context says.
+func (r *Registry) RaiseGate(req ApprovalRequest, op Operation) (Approval, error) {
+	if op.Fingerprint == "" || op.RequiredTier == "" {
+		return Approval{}, fmt.Errorf("%w: a gate approval needs the operation's fingerprint and required tier", ErrInvalid)
+	}
+	req.Context = maps.Clone(req.Context)
+	if req.Context == nil {
+		req.Context = map[string]any{}
+	}
+	req.Context[ctxSource], req.Context[ctxFingerprint], req.Context[ctxRequiredTier] = gateSource, op.Fingerprint, op.RequiredTier
+	return r.raise("", req, &op)
+}
+
+func (r *Registry) raise(conn string, req ApprovalRequest, op *Operation) (Approval, error) {
 	if strings.TrimSpace(req.Title) == "" {
 		return Approval{}, fmt.Errorf("%w: approval title is empty; say what the person is asked to approve", ErrInvalid)
 	}
@@ -101,6 +144,9 @@ func (r *Registry) raise(conn string, req ApprovalRequest) (Approval, error) {
 	}
 	r.approvals = append(r.approvals, ap)
 	r.byID[ap.ID] = ap
+	if op != nil {
+		r.gates[ap.ID] = *op
+	}
 	r.emitLocked(KindApprovalRequested, ap.AgentID, ap.Title, map[string]any{"approval": *ap})
 	if flip && agent.Status != StatusWaiting {
 		r.setStatusLocked(agent, StatusWaiting, "waiting for approval: "+ap.Title)
@@ -134,9 +180,27 @@ func (r *Registry) makeRoomLocked(conn string) error {
 	if i < 0 {
 		return fmt.Errorf("%w: all %d kept approvals are pending; resolve or let some expire before raising another", ErrLimit, len(r.approvals))
 	}
-	delete(r.byID, r.approvals[i].ID)
-	r.approvals = slices.Delete(r.approvals, i, i+1)
+	r.forgetLocked(i)
 	return nil
+}
+
+// forgetLocked drops the i-th kept approval.
+func (r *Registry) forgetLocked(i int) {
+	delete(r.byID, r.approvals[i].ID)
+	delete(r.gates, r.approvals[i].ID)
+	r.approvals = slices.Delete(r.approvals, i, i+1)
+}
+
+// mirrorOperation reads the operation of another daemon's approval from
+// the context it arrived with: the one place a gate's fingerprint is read
+// back from the wire. ok is false for an approval the gate did not raise.
+func mirrorOperation(ap Approval) (op Operation, ok bool) {
+	if ap.ClientID != "" || ap.Context[ctxSource] != gateSource {
+		return Operation{}, false
+	}
+	op.Fingerprint, _ = ap.Context[ctxFingerprint].(string)
+	op.RequiredTier, _ = ap.Context[ctxRequiredTier].(string)
+	return op, op.Fingerprint != "" && op.RequiredTier != ""
 }
 
 // Resolve marks a pending approval approved or denied by reviewer (the rpc

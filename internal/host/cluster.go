@@ -22,10 +22,11 @@ import (
 //   - The approvals raised on B are mirrored on A from those events:
 //     host.approvals and host.subscribe's snapshot list them. A mirrored
 //     approval is resolved on A as a local one is; for one the permission
-//     gate raised, the rpc layer first records the decision on the shared
-//     approval ledger, and that record is what releases B's action and
-//     makes B resolve its own row (and emit approval.resolved, which comes
-//     back to A). Resolving the mirror itself emits nothing on A. A
+//     gate raised, the engine first records the decision on the shared
+//     approval ledger (its Operation, which A read back from the context
+//     once, when the approval arrived), and that record is what releases
+//     B's action and makes B resolve its own row (and emit
+//     approval.resolved, which comes back to A). Resolving the mirror itself emits nothing on A. A
 //     client-raised approval stays the raising connection's to resolve.
 //     Agents are not mirrored: they live with their connection's daemon.
 //   - Approvers are announced, not recorded: each daemon publishes how many
@@ -274,9 +275,9 @@ func fit(m hostMsg) ([]byte, bool) {
 }
 
 // gateKeys are the context fields an approval keeps when it is trimmed:
-// those that say what it is about, and those the rpc layer needs to decide
-// it on the ledger.
-var gateKeys = []string{"source", "proposal_id", "action_id", "connection", "tool", "fingerprint", "required_tier", "granted_tier", "reversibility"}
+// those that say what it is about, and the operation the other daemons
+// decide it by on the ledger.
+var gateKeys = []string{ctxSource, "proposal_id", "action_id", "connection", "tool", ctxFingerprint, ctxRequiredTier, "granted_tier", "reversibility"}
 
 // slim trims an approval for one notification: short text, and only the
 // context's gate fields.
@@ -375,6 +376,7 @@ func (r *Registry) keepMirrorLocked(node string, ap Approval) {
 		}
 		return
 	}
+
 	if len(r.approvals) >= r.opts.MaxApprovals {
 		i := slices.IndexFunc(r.approvals, func(a *Approval) bool { return a.Status != ApprovalPending })
 		if i < 0 {
@@ -383,11 +385,13 @@ func (r *Registry) keepMirrorLocked(node string, ap Approval) {
 		if i < 0 {
 			return
 		}
-		delete(r.byID, r.approvals[i].ID)
-		r.approvals = slices.Delete(r.approvals, i, i+1)
+		r.forgetLocked(i)
 	}
 	r.approvals = append(r.approvals, &ap)
 	r.byID[ap.ID] = &ap
+	if op, ok := mirrorOperation(ap); ok {
+		r.gates[ap.ID] = op
+	}
 }
 
 // sweep forgets the daemons not heard from for peerLife announcements and

@@ -67,6 +67,7 @@ type Registry struct {
 	agents    map[string]Agent
 	approvals []*Approval // oldest first
 	byID      map[string]*Approval
+	gates     map[string]Operation // by approval id: what the gate's approvals decide
 	ring      ring
 	subs      map[string]subscriber
 	outbox    []Event // recorded under mu, sent by unlock
@@ -82,6 +83,7 @@ func New(opts Options) *Registry {
 		opts:   opts,
 		agents: make(map[string]Agent),
 		byID:   make(map[string]*Approval),
+		gates:  make(map[string]Operation),
 		ring:   newRing(opts.EventRing),
 		subs:   make(map[string]subscriber),
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
-	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/host"
-	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -19,21 +17,20 @@ import (
 // wire shapes, the ownership errors as JSON-RPC errors, the approver role,
 // and the host.event feed of each subscribed connection.
 
-// hostSnapshot is the reply to host.subscribe.
-type hostSnapshot struct {
-	Subscribed bool `json:"subscribed"`
-	host.Snapshot
-	Devices  []any                 `json:"devices"` // upstream's linked devices: none here
-	Identity protocol.HostIdentity `json:"identity"`
-}
-
 func (c *conn) hostSubscribe(context.Context, *json.RawMessage) (any, error) {
 	snap := c.srv.host.Subscribe(c.id, c.mayApprove("") == nil, c.hostFeed().Push)
-	return hostSnapshot{Subscribed: true, Snapshot: snap, Devices: []any{}, Identity: c.srv.identity(c)}, nil
+	return protocol.HostSnapshot{
+		Subscribed: true,
+		Agents:     snap.Agents,
+		Approvals:  snap.Approvals,
+		Events:     snap.Events,
+		Devices:    []any{}, // upstream's linked devices: none here
+		Identity:   c.srv.identity(c),
+	}, nil
 }
 
 func (c *conn) hostUnsubscribe(context.Context, *json.RawMessage) (any, error) {
-	return map[string]any{"subscribed": false, "was_subscribed": c.srv.host.Unsubscribe(c.id)}, nil
+	return protocol.SubscriptionResult{WasSubscribed: c.srv.host.Unsubscribe(c.id)}, nil
 }
 
 // identity describes this daemon to a host.
@@ -51,21 +48,12 @@ func (s *Server) identity(c *conn) protocol.HostIdentity {
 	return id
 }
 
-// hostEventNotice is the params of host.event: upstream's event, and its
-// place in this connection's feed. dropped > 0 says that many events before
-// this one were dropped because the subscriber fell behind: re-read with
-// host.events, host.agents and host.approvals.
-type hostEventNotice struct {
-	host.Event
-	Cursor  uint64 `json:"cursor"`
-	Dropped uint64 `json:"dropped"`
-}
-
 // hostFeed is this connection's host.event queue, made on first use; run
-// closes it when the connection ends.
+// closes it when the connection ends. Each notice carries its place in the
+// feed; dropped > 0 says the subscriber fell behind.
 func (c *conn) hostFeed() *fanout.Queue[host.Event] {
 	return feed(c, &c.hostEvents, func(ctx context.Context, it fanout.Item[host.Event]) error {
-		return c.notify(ctx, protocol.MethodHostEvent, hostEventNotice{Event: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
+		return c.notify(ctx, protocol.MethodHostEvent, protocol.HostEventNotice{HostEventEntry: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
 	})
 }
 
@@ -74,20 +62,18 @@ func (c *conn) hostAgents(context.Context, *json.RawMessage) (any, error) {
 }
 
 func (c *conn) hostApprovals(context.Context, *json.RawMessage) (any, error) {
-	return map[string]any{"approvals": c.srv.host.Approvals()}, nil
+	return protocol.HostApprovalsResult{Approvals: c.srv.host.Approvals()}, nil
 }
 
 func (c *conn) hostEventsList(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		Limit int `json:"limit"`
-	}
+	var p protocol.HostEventsParams
 	if err := optionalParams(params, &p, "{limit?: number (default 100)}"); err != nil {
 		return nil, err
 	}
 	if p.Limit < 0 {
 		return nil, invalidParams("param 'limit' must be 0 or more (0 or absent: the newest 100)")
 	}
-	return map[string]any{"events": c.srv.host.Events(p.Limit)}, nil
+	return protocol.HostEventsResult{Events: c.srv.host.Events(p.Limit)}, nil
 }
 
 func (c *conn) hostRegisterAgent(_ context.Context, params *json.RawMessage) (any, error) {
@@ -107,7 +93,7 @@ func (c *conn) hostUnregisterAgent(_ context.Context, params *json.RawMessage) (
 	if err := c.srv.host.UnregisterAgent(c.id, agentID); err != nil {
 		return hostReply(nil, err)
 	}
-	return map[string]any{"ok": true}, nil
+	return protocol.OKResult{OK: true}, nil
 }
 
 func (c *conn) hostSetStatus(_ context.Context, params *json.RawMessage) (any, error) {
@@ -144,10 +130,10 @@ func (c *conn) hostRequestApproval(_ context.Context, params *json.RawMessage) (
 	return hostReply(a, err)
 }
 
-// hostResolveApproval decides a host approval. One the permission gate
-// raised is decided on the durable ledger first — an approval at the tier
-// the operation needs, a denial as a rejection, the reviewer stamped here —
-// and that record is what releases the parked proposal.
+// hostResolveApproval decides a host approval through the engine's one
+// decision path: one the permission gate raised is decided on the durable
+// ledger first, at the tier its operation needs, with the reviewer stamped
+// here, and that record is what releases the parked proposal.
 func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.HostResolveParams
 	const shape = "{approval_id: string, approved: boolean, notes?: string}"
@@ -163,43 +149,15 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 	if err := c.mayApprove("host.resolve_approval"); err != nil {
 		return nil, err
 	}
-	row, ok := c.srv.host.Approval(p.ApprovalID)
-	if !ok {
-		return hostReply(nil, fmt.Errorf("%w: no approval '%s' is kept; host.approvals lists them", host.ErrNotFound, p.ApprovalID))
+	res, err := c.srv.rt.ResolveApproval(c.id, engine.Decision{ApprovalID: p.ApprovalID, Approved: *p.Approved, Notes: p.Notes, Reviewer: c.reviewer()})
+	if err != nil {
+		return hostReply(nil, err)
 	}
-	reviewer := "conn:" + c.id
-	if fp, tier, ok := gateOperation(row); ok && row.Status == host.ApprovalPending {
-		rec := approvals.Record{Fingerprint: fp, RequiredTier: tier, Reviewer: reviewer, Reason: p.Notes, Decision: approvals.Rejected}
-		if *p.Approved {
-			rec.Decision = approvals.Approved
-		}
-		if _, err := c.srv.rt.RecordDecision(c.id, rec); err != nil {
-			return nil, internalError("record the decision: %v", err)
-		}
-	}
-	a, err := c.srv.host.Resolve(c.id, p.ApprovalID, *p.Approved, p.Notes, reviewer)
-	if errors.Is(err, host.ErrInvalid) {
-		// The gate saw the ledger record first and settled the row itself.
-		if now, ok := c.srv.host.Approval(p.ApprovalID); ok && now.ResolvedBy == reviewer {
-			return now, nil
-		}
-	}
-	return hostReply(a, err)
+	return *res.Approval, nil
 }
 
-// gateOperation returns the fingerprint and tier of an approval the
-// permission gate raised.
-func gateOperation(a host.Approval) (fingerprint, tier string, ok bool) {
-	if a.ClientID != "" || a.Context["source"] != "permission_gate" {
-		return "", "", false
-	}
-	fingerprint, _ = a.Context["fingerprint"].(string)
-	tier, _ = a.Context["required_tier"].(string)
-	if _, err := policy.ParseTier(tier); err != nil || fingerprint == "" {
-		return "", "", false
-	}
-	return fingerprint, tier, true
-}
+// reviewer is who this connection's decisions are recorded as.
+func (c *conn) reviewer() string { return "conn:" + c.id }
 
 // hostReply maps the registry's errors onto JSON-RPC errors.
 func hostReply(v any, err error) (any, error) {

@@ -10,26 +10,30 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// decodeProposalParam reads {proposal} for the permission methods, within
-// max_actions and with ids minted as proposal.submit would.
-func (c *conn) decodeProposalParam(params *json.RawMessage) (*protocol.ActionProposal, error) {
-	var p struct {
-		Proposal json.RawMessage `json:"proposal"`
-	}
+// decodeProposalParam reads the permission methods' {proposal}, within
+// max_actions and with ids minted as proposal.submit would. method names
+// the caller when it refuses upstream's skill param (permission.evaluate
+// and permission.pending), "" when skill is ignored.
+func (c *conn) decodeProposalParam(params *json.RawMessage, method string) (*protocol.ActionProposal, error) {
+	var p protocol.PermissionProposalParams
 	if err := decodeParams(params, &p, "{proposal: ActionProposal}"); err != nil {
 		return nil, err
 	}
-	return c.decodeAnalysed(p.Proposal, "")
+	if method != "" && p.Skill != nil {
+		// A skill would narrow the decision to a skill's ceiling: this
+		// daemon has none, and ignoring it would answer a looser decision
+		// than the caller asked for.
+		return nil, invalidParams("%s: param 'skill' is not supported: this daemon has no skill ceiling, so the decision would ignore it; drop 'skill' to evaluate at the connection's tier", method)
+	}
+	return c.decodeAnalysed(json.RawMessage(p.Proposal), "")
 }
 
 func (c *conn) permissionGetTier(context.Context, *json.RawMessage) (any, error) {
-	return map[string]any{"granted_tier": c.sess.Tier()}, nil
+	return protocol.TierResult{GrantedTier: c.sess.Tier().String()}, nil
 }
 
 func (c *conn) permissionSetTier(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		Tier string `json:"tier"`
-	}
+	var p protocol.SetTierParams
 	const shape = "{tier: read_only|sandbox_edit|full_access}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -45,107 +49,89 @@ func (c *conn) permissionSetTier(_ context.Context, params *json.RawMessage) (an
 		}
 	}
 	c.sess.SetTier(t)
-	return map[string]any{"granted_tier": t}, nil
+	return protocol.TierResult{GrantedTier: t.String()}, nil
 }
 
 func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (any, error) {
-	prop, err := c.decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params, "")
 	if err != nil {
 		return nil, err
 	}
-	type row struct {
-		ActionID            string                 `json:"action_id"`
-		Tool                string                 `json:"tool,omitempty"`
-		RequiredTier        policy.Tier            `json:"required_tier"`
-		Reversibility       protocol.Reversibility `json:"reversibility"`
-		MissingCompensation bool                   `json:"missing_compensation"`
-		Signals             []string               `json:"signals"`
+	res := protocol.ClassifyResult{
+		Classifications:          make([]protocol.Classification, len(prop.Actions)),
+		DeclaredRollbackContract: protocol.Reversible, // an empty batch has nothing to undo
 	}
-	rows := make([]row, len(prop.Actions))
-	contract := protocol.Reversible // an empty batch has nothing to undo
 	for i := range prop.Actions {
 		a := &prop.Actions[i]
 		cl := policy.Classify(a)
-		rows[i] = row{ActionID: a.ID, Tool: a.Tool, RequiredTier: cl.Tier, Reversibility: cl.Reversibility, Signals: cl.Signals,
+		res.Classifications[i] = protocol.Classification{ActionID: a.ID, Tool: a.Tool, RequiredTier: cl.Tier.String(), Reversibility: cl.Reversibility, Signals: cl.Signals,
 			MissingCompensation: a.Reversibility == protocol.Compensable && len(a.Compensation) == 0}
-		if a.Reversibility.Rank() > contract.Rank() {
-			contract = a.Reversibility
+		if a.Reversibility.Rank() > res.DeclaredRollbackContract.Rank() {
+			res.DeclaredRollbackContract = a.Reversibility
 		}
 	}
-	return map[string]any{"classifications": rows, "declared_rollback_contract": contract}, nil
-}
-
-// refuseSkill refuses upstream's skill param, which would narrow the
-// decision to a skill's ceiling: this daemon has none, and ignoring it
-// would answer a looser decision than the caller asked for.
-func refuseSkill(method string, params *json.RawMessage) error {
-	var p struct {
-		Skill json.RawMessage `json:"skill"`
-	}
-	if params == nil || json.Unmarshal(*params, &p) != nil || p.Skill == nil {
-		return nil
-	}
-	return invalidParams("%s: param 'skill' is not supported: this daemon has no skill ceiling, so the decision would ignore it; drop 'skill' to evaluate at the connection's tier", method)
+	return res, nil
 }
 
 func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
-	if err := refuseSkill(protocol.MethodPermissionEvaluate, params); err != nil {
-		return nil, err
-	}
-	prop, err := c.decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params, protocol.MethodPermissionEvaluate)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"decisions": c.srv.rt.EvaluateAgentPermissions(prop, c.sess.Tier(), c.agentID())}, nil
+	rows := c.srv.rt.EvaluateAgentPermissions(prop, c.sess.Tier(), c.agentID())
+	res := protocol.EvaluateResult{Decisions: make([]protocol.PermissionDecision, len(rows))}
+	for i, r := range rows {
+		res.Decisions[i] = permissionDecision(r)
+	}
+	return res, nil
 }
 
 func (c *conn) permissionPending(_ context.Context, params *json.RawMessage) (any, error) {
-	if err := refuseSkill(protocol.MethodPermissionPending, params); err != nil {
-		return nil, err
-	}
-	prop, err := c.decodeProposalParam(params)
+	prop, err := c.decodeProposalParam(params, protocol.MethodPermissionPending)
 	if err != nil {
 		return nil, err
 	}
-	pending := []engine.PermissionRow{}
+	res := protocol.PendingResult{Pending: []protocol.PermissionDecision{}}
 	for _, r := range c.srv.rt.EvaluateAgentPermissions(prop, c.sess.Tier(), c.agentID()) {
 		if r.Decision == engine.DecisionNeedsApproval {
-			pending = append(pending, r)
+			res.Pending = append(res.Pending, permissionDecision(r))
 		}
 	}
-	return map[string]any{"pending": pending}, nil
+	return res, nil
+}
+
+// permissionDecision is the engine's verdict on one action as the wire
+// shows it.
+func permissionDecision(r engine.PermissionRow) protocol.PermissionDecision {
+	return protocol.PermissionDecision{ActionID: r.ActionID, Tool: r.Tool, Fingerprint: r.Fingerprint, Decision: r.Decision, Required: r.Required.String(),
+		Reversibility: r.Reversibility, Granted: r.Granted.String(), Reason: r.Reason, Signals: r.Signals}
 }
 
 func (c *conn) permissionApprove(_ context.Context, params *json.RawMessage) (any, error) {
 	if err := c.mayApprove("permission.approve"); err != nil {
 		return nil, err
 	}
-	return c.recordDecision(params, approvals.Approved)
+	return c.decideOperation(params, true)
 }
 
 func (c *conn) permissionReject(_ context.Context, params *json.RawMessage) (any, error) {
 	if err := c.mayApprove("permission.reject"); err != nil {
 		return nil, err
 	}
-	return c.recordDecision(params, approvals.Rejected)
+	return c.decideOperation(params, false)
 }
 
-// recordDecision takes {fingerprint, required_tier, reason?, evidence?} or
-// {action, reason?, evidence?}. The reviewer is this connection, stamped
-// here: it is never read from params.
-func (c *conn) recordDecision(params *json.RawMessage, decision string) (any, error) {
-	var p struct {
-		Fingerprint  string          `json:"fingerprint"`
-		RequiredTier string          `json:"required_tier"`
-		Action       json.RawMessage `json:"action"`
-		Reason       string          `json:"reason"`
-		Evidence     any             `json:"evidence"`
-	}
+// decideOperation takes {fingerprint, required_tier, reason?, evidence?} or
+// {action, reason?, evidence?} and hands the decision to the engine's one
+// decision path. The reviewer is this connection, stamped here: it is never
+// read from params.
+func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, error) {
+	var p protocol.DecisionParams
 	const shape = "{fingerprint: string, required_tier: string, reason?, evidence?} or {action: Action, reason?, evidence?}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
-	rec := approvals.Record{Decision: decision, Reviewer: "conn:" + c.id, Reason: p.Reason, Evidence: p.Evidence}
+	d := engine.Decision{Approved: approved, Reviewer: c.reviewer(), Notes: p.Reason, Evidence: p.Evidence}
 	switch {
 	case len(p.Action) > 0 && string(p.Action) != "null":
 		prop, err := protocol.DecodeProposal([]byte(`{"actions":[` + string(p.Action) + `]}`))
@@ -153,20 +139,19 @@ func (c *conn) recordDecision(params *json.RawMessage, decision string) (any, er
 			return nil, invalidParams("param 'action': %v", err)
 		}
 		a := &prop.Actions[0]
-		rec.Fingerprint = approvals.Fingerprint(a)
-		rec.RequiredTier = policy.Classify(a).Tier.String()
+		d.Fingerprint, d.Tier = approvals.Fingerprint(a), policy.Classify(a).Tier
 	case p.Fingerprint != "":
 		t, err := policy.ParseTier(p.RequiredTier)
 		if err != nil {
 			return nil, invalidParams("param 'required_tier': %v (it is in the permission.evaluate row)", err)
 		}
-		rec.Fingerprint, rec.RequiredTier = p.Fingerprint, t.String()
+		d.Fingerprint, d.Tier = p.Fingerprint, t
 	default:
 		return nil, invalidParams("params must be %s", shape)
 	}
-	stored, err := c.srv.rt.RecordDecision(c.id, rec)
+	res, err := c.srv.rt.ResolveApproval(c.id, d)
 	if err != nil {
-		return nil, internalError("record the decision: %v", err)
+		return nil, internalError("%v", err)
 	}
-	return stored, nil
+	return *res.Record, nil
 }

@@ -142,13 +142,13 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	opts.setDefaults()
 	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now()}
 	s.connLog = s.log.WithOptions(zap.AddCallerSkip(2))
-	s.host = host.New(host.Options{})
+	// The runtime's host registry: actions that need an approval wait for
+	// a person there, and the host.* methods serve it.
+	s.host = rt.Desk()
 	if opts.Bus != nil {
 		s.leaveHost = s.host.Join(host.Cluster{Node: opts.Node, Bus: opts.Bus})
 		s.stopRevokes = s.followRevokes(opts.Bus)
 	}
-	// Actions that need an approval wait for a person at this registry.
-	rt.SetApprovalDesk(s.host)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))

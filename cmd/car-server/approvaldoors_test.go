@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/testwait"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// The CLI decides through the daemon's doors, and so through its one
+// decision path: approving the waiting request by its id records one
+// decision and resolves the row once, by the CLI's connection; approving
+// the same operation by its fingerprint afterwards records a second
+// decision and resolves nothing again.
+func TestTheCLIDecidesOnTheOneDecisionPath(t *testing.T) {
+	home := t.TempDir()
+	d := startDaemon(t, home)
+	env := append(os.Environ(), "CAR_HOME="+home)
+	person := d.dial(t)
+	defer person.Close()
+	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	runner := d.dial(t)
+	defer runner.Close()
+	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
+		return map[string]any{"deployed": true}, nil
+	})
+	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var res protocol.ProposalResult
+	go func() {
+		done <- runner.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+			map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}},
+		}}}, &res)
+	}()
+	var waiting host.Approval
+	testwait.Eventually(t, waitLimit, "the proposal's approval request", func() bool {
+		var list protocol.HostApprovalsResult
+		if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil || len(list.Approvals) == 0 {
+			return false
+		}
+		waiting = list.Approvals[0]
+		return true
+	})
+	cli := func(args ...string) string {
+		t.Helper()
+		c := execBinary(args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if code := exitCode(t, err); code != exitOK {
+			t.Fatalf("car-server %s: %d %s", strings.Join(args, " "), code, out)
+		}
+		return string(out)
+	}
+	if out := cli("approvals", "approve", waiting.ID, "--reason", "release window"); !strings.Contains(out, "approval "+waiting.ID+" approved") {
+		t.Fatalf("approvals approve %s: %s", waiting.ID, out)
+	}
+	select {
+	case err := <-done:
+		if err != nil || len(res.Results) != 1 || res.Results[0].Status != protocol.StatusSucceeded {
+			t.Fatalf("after the approval: %v %+v", err, res.Results)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the proposal did not finish after the approval")
+	}
+	fp, _ := waiting.Context["fingerprint"].(string)
+	if out := cli("approvals", "approve", fp, "--tier", "full_access"); !strings.Contains(out, fp+" approved at full_access") {
+		t.Fatalf("approvals approve %s: %s", fp, out)
+	}
+
+	var recorded protocol.EventsQueryResult
+	if err := person.Call(ctxT(t), protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []string{"approval_recorded"}}, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	if recorded.Count != 2 {
+		t.Fatalf("%d decisions recorded, want one per CLI call: %+v", recorded.Count, recorded.Events)
+	}
+	first, _ := recorded.Events[1].Data["reviewer"].(string) // newest first
+	var evs protocol.HostEventsResult
+	if err := person.Call(ctxT(t), protocol.MethodHostEvents, protocol.HostEventsParams{Limit: 1000}, &evs); err != nil {
+		t.Fatal(err)
+	}
+	var resolved []string
+	for _, ev := range evs.Events {
+		if ev.Kind != host.KindApprovalResolved {
+			continue
+		}
+		b, _ := json.Marshal(ev.Payload["approval"])
+		var a host.Approval
+		if err := json.Unmarshal(b, &a); err != nil {
+			t.Fatal(err)
+		}
+		resolved = append(resolved, a.ID+" by "+a.ResolvedBy)
+	}
+	if len(resolved) != 1 || resolved[0] != waiting.ID+" by "+first {
+		t.Fatalf("approval.resolved events %q, want one for %s by %s", resolved, waiting.ID, first)
+	}
+}
