@@ -1,6 +1,3 @@
-// Package storetest holds stand-ins for the store's parts that tests of
-// other packages share: a Bus that connects several "daemons" living in one
-// test process.
 package storetest
 
 import (

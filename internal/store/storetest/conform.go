@@ -75,7 +75,7 @@ type Options struct {
 	RunRecordsAddFields bool
 }
 
-// testTimeout bounds every wait of the suite; it is a hang guard, not a
+// suiteTimeout bounds every wait of the suite; it is a hang guard, not a
 // performance assertion.
 const suiteTimeout = 10 * time.Second
 

@@ -235,8 +235,8 @@ func testSupervisors(t *testing.T, open Open, opts Options) {
 	b := newBacking(t, open)
 	d := b.open("node-a")
 	s := d.Supervisors
-	if any, err := s.AnyAlive(ctx(t)); err != nil || any {
-		t.Fatalf("AnyAlive with none registered = %v %v", any, err)
+	if found, err := s.AnyAlive(ctx(t)); err != nil || found {
+		t.Fatalf("AnyAlive with none registered = %v %v", found, err)
 	}
 	if err := s.Register(ctx(t), "session-1", map[string]any{"kinds": []string{"action.done"}}); err != nil {
 		t.Fatal(err)
@@ -245,20 +245,20 @@ func testSupervisors(t *testing.T, open Open, opts Options) {
 	if err != nil || len(alive) != 1 || alive[0].Node != "node-a" || alive[0].Session != "session-1" || !sameJSON(alive[0].Filter, []byte(`{"kinds":["action.done"]}`)) {
 		t.Fatalf("Alive = %+v %v", alive, err)
 	}
-	if any, err := s.AnyAlive(ctx(t)); err != nil || !any {
-		t.Fatalf("AnyAlive with one registered = %v %v", any, err)
+	if found, err := s.AnyAlive(ctx(t)); err != nil || !found {
+		t.Fatalf("AnyAlive with one registered = %v %v", found, err)
 	}
 	if err := s.Unregister(ctx(t), "session-1"); err != nil {
 		t.Fatal(err)
 	}
-	if any, err := s.AnyAlive(ctx(t)); err != nil || any {
-		t.Fatalf("AnyAlive after the unregister = %v %v", any, err)
+	if found, err := s.AnyAlive(ctx(t)); err != nil || found {
+		t.Fatalf("AnyAlive after the unregister = %v %v", found, err)
 	}
 	if err := s.Register(ctx(t), "session-2", nil); err != nil {
 		t.Fatal(err)
 	}
 	d = b.restart(d)
-	if any, err := d.Supervisors.AnyAlive(ctx(t)); err != nil || any {
-		t.Fatalf("a daemon's subscriptions outlived its close: AnyAlive = %v %v", any, err)
+	if found, err := d.Supervisors.AnyAlive(ctx(t)); err != nil || found {
+		t.Fatalf("a daemon's subscriptions outlived its close: AnyAlive = %v %v", found, err)
 	}
 }

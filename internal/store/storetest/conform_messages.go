@@ -15,6 +15,14 @@ func receipt(channel, id string) store.Receipt {
 	return r
 }
 
+// show is a receipt as a failure names it.
+func show(r store.Receipt) string {
+	if r.MessageID == nil {
+		return r.Channel + " (no message id)"
+	}
+	return r.Channel + " " + *r.MessageID
+}
+
 func sameReceipt(a, b store.Receipt) bool {
 	if a.Channel != b.Channel || (a.MessageID == nil) != (b.MessageID == nil) {
 		return false
@@ -45,7 +53,7 @@ func testMessages(t *testing.T, open Open, opts Options) {
 				t.Fatal(err)
 			}
 			if got, ok := delivered(t, m, key); !ok || !sameReceipt(got, r) {
-				t.Fatalf("Delivered(%s) = %+v %v, want %+v", key, got, ok, r)
+				t.Fatalf("Delivered(%s) = %s %v, want %s", key, show(got), ok, show(r))
 			}
 		}
 		again := receipt("slack", "m-2")
@@ -57,14 +65,14 @@ func testMessages(t *testing.T, open Open, opts Options) {
 			want = again
 		}
 		if got, _ := delivered(t, m, "k1"); !sameReceipt(got, want) {
-			t.Fatalf("after a second Record of k1, Delivered = %+v, want %+v", got, want)
+			t.Fatalf("after a second Record of k1, Delivered = %s, want %s", show(got), show(want))
 		}
 		d = b.restart(d)
 		if got, ok := delivered(t, d.Messages, "k1"); !ok || !sameReceipt(got, want) {
-			t.Fatalf("after a restart, Delivered(k1) = %+v %v, want %+v", got, ok, want)
+			t.Fatalf("after a restart, Delivered(k1) = %s %v, want %s", show(got), ok, show(want))
 		}
 		if got, ok := delivered(t, d.Messages, "k2"); !ok || !sameReceipt(got, noID) {
-			t.Fatalf("after a restart, Delivered(k2) = %+v %v, want %+v", got, ok, noID)
+			t.Fatalf("after a restart, Delivered(k2) = %s %v, want %s", show(got), ok, show(noID))
 		}
 	})
 
@@ -81,7 +89,7 @@ func testMessages(t *testing.T, open Open, opts Options) {
 		}
 		got, ok := delivered(t, m, "k")
 		if !ok || got.Channel != "slack" || got.MessageID == nil {
-			t.Fatalf("after the race Delivered = %+v %v", got, ok)
+			t.Fatalf("after the race Delivered = %s %v", show(got), ok)
 		}
 		var n int
 		if _, err := fmt.Sscan(*got.MessageID, &n); err != nil || n < 0 || n >= racers {
