@@ -37,6 +37,13 @@ type Options struct {
 	// cross-daemon tests do not run.
 	Shared bool
 
+	// BusListensAtOnce: a subscription hears every publication from the
+	// moment Subscribe returns, and says nothing (the file bus is in this
+	// process). Without it a subscription listens a moment later and
+	// announces it with a resync (a nil payload), as a LISTEN on another
+	// connection does; what is published before that may be missed.
+	BusListensAtOnce bool
+
 	// LocalClaims: an idempotency claim does not exclude another Begin of
 	// the same key while it is held, so two identical calls in flight at
 	// once both dispatch (the file cache does not merge in-flight

@@ -170,6 +170,20 @@ func next(t *testing.T, ch <-chan []byte, what string) string {
 	}
 }
 
+// listening waits for the resync (nil) with which a subscription says it
+// listens.
+func listening(t *testing.T, ch <-chan []byte, what string) {
+	t.Helper()
+	select {
+	case p := <-ch:
+		if p != nil {
+			t.Fatalf("%s received %q before anything was published", what, p)
+		}
+	case <-ctx(t).Done():
+		t.Fatalf("%s never resynced, so it cannot say it listens", what)
+	}
+}
+
 func testBusAndMembers(t *testing.T, open Open, opts Options) {
 	t.Run("OneDaemon", func(t *testing.T) {
 		d := newBacking(t, open).open("node-a")
@@ -179,14 +193,22 @@ func testBusAndMembers(t *testing.T, open Open, opts Options) {
 		}
 		got := make(chan []byte, 16)
 		cancel := d.Bus.Subscribe("conformance", func(p []byte) { got <- p })
+		if !opts.BusListensAtOnce {
+			listening(t, got, "a subscription here")
+		}
 		for _, p := range []string{"1", "2", "3"} {
 			if err := d.Bus.Publish(ctx(t), "conformance", []byte(p)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, want := range []string{"1", "2", "3"} {
-			if p := next(t, got, "a payload published here"); p != want {
-				t.Fatalf("the bus delivered %q, want %q (in order)", p, want)
+			select {
+			case p := <-got:
+				if string(p) != want || p == nil {
+					t.Fatalf("the bus delivered %q (nil: %v), want %q (in order, and no resync once listening)", p, p == nil, want)
+				}
+			case <-ctx(t).Done():
+				t.Fatalf("%q published here never arrived", want)
 			}
 		}
 		cancel()
@@ -201,16 +223,7 @@ func testBusAndMembers(t *testing.T, open Open, opts Options) {
 		a, other := b.open("node-a"), b.open("node-b")
 		got := make(chan []byte, 16)
 		defer other.Bus.Subscribe("conformance", func(p []byte) { got <- p })()
-		// A subscription on another daemon listens once it resyncs.
-		wait := ctx(t)
-		select {
-		case p := <-got:
-			if p != nil {
-				t.Fatalf("node-b received %q before anything was published", p)
-			}
-		case <-wait.Done():
-			t.Fatal("node-b's subscription never resynced, so it cannot say it listens")
-		}
+		listening(t, got, "node-b's subscription")
 		if err := a.Bus.Publish(ctx(t), "conformance", []byte("hello")); err != nil {
 			t.Fatal(err)
 		}
