@@ -20,10 +20,11 @@ import (
 // closed is a restart; the suite closes every store it opens.
 type Open func(t *testing.T) (connect func(t *testing.T, node string) *store.Store)
 
-// Options says what a backend has and where it differs from the others on
-// purpose. A difference named here is asserted as the backend's own
-// behaviour, not skipped: a backend that loses a difference fails until the
-// flag goes.
+// Options says what a backend has and where it differs from the others.
+// Each flag names one difference, with the reason, and the suite checks the
+// backend's own side of it rather than skipping: a backend that stops
+// differing fails until its flag goes. The zero value is the shared
+// store's behaviour.
 type Options struct {
 	// Without names each part of store.Store the backend does not have
 	// (by its field name: "Events", "Supervisors", ...), with the reason.
@@ -61,9 +62,9 @@ type Options struct {
 	// per key wins). Without it the first receipt stays.
 	MessagesLastWins bool
 
-	// StateInMemory: shared state does not outlive the store (the file
-	// store keeps one daemon's state in memory; the daemon checkpoints it
-	// itself). Without it state survives a restart.
+	// StateInMemory: state does not outlive the store (the file store
+	// keeps a single daemon's state in its memory; checkpoints are how it
+	// is kept). Without it state survives a restart.
 	StateInMemory bool
 
 	// RunNodeAsGiven: a run's Node is the RunHead.Node its Start was given
@@ -73,7 +74,9 @@ type Options struct {
 
 	// RunHeadsFromRecords: after a restart a run's head is rebuilt from
 	// its records, so its Owner, Node and Outcome are empty (the file log
-	// keeps no head beside the trace). Without it they are kept.
+	// keeps no head beside the trace, and reads a head's other fields from
+	// the started and ended records, which the suite's records carry as
+	// package runs writes them). Without it they are kept.
 	RunHeadsFromRecords bool
 
 	// RunRecordsAddFields: Records returns each record's object with
