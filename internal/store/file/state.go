@@ -111,14 +111,14 @@ func (s *State) Snapshot(_ context.Context, tenant string) (map[string]any, erro
 	return out, nil
 }
 
-// Export copies one namespace (tenant non-nil) or every namespace, for a
-// checkpoint.
+// Export copies one namespace (tenant non-nil, present even when empty) or
+// every namespace that holds a key, for a checkpoint.
 func (s *State) Export(_ context.Context, tenant *string) (map[string]map[string]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := map[string]map[string]any{}
 	for name, space := range s.spaces {
-		if tenant != nil && name != *tenant {
+		if tenant != nil && name != *tenant || tenant == nil && len(space) == 0 {
 			continue
 		}
 		copied := make(map[string]any, len(space))

@@ -1,0 +1,52 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/store/storetest"
+)
+
+// TestConformance runs the store suite against PostgreSQL: one database,
+// its tables emptied for every backing the suite asks for (a database each
+// would take about a second to create), and every daemon of a test a member
+// of it.
+func TestConformance(t *testing.T) {
+	url := pgtest.URL(t)
+	storetest.Run(t, func(t *testing.T) func(*testing.T, string) *store.Store {
+		emptyTables(t, url)
+		return func(t *testing.T, node string) *store.Store {
+			db, err := Open(ctxT(t), Config{URL: url, Node: node, Version: "test"})
+			if err != nil {
+				t.Fatalf("open member %s: %v", node, err)
+			}
+			return db.Store()
+		}
+	}, storetest.Options{Shared: true})
+}
+
+// emptyTables empties the store's tables at url, once migrated; the schema
+// and its version stay.
+func emptyTables(t *testing.T, url string) {
+	t.Helper()
+	conn := sqlConn(t, url)
+	rows, err := conn.Query(ctxT(t), `SELECT tablename FROM pg_tables
+		WHERE schemaname = current_schema() AND tablename LIKE 'car\_%' AND tablename <> 'car_schema_version'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) == 0 {
+		return // not migrated yet: nothing to empty
+	}
+	if _, err := conn.Exec(ctxT(t), "TRUNCATE "+strings.Join(tables, ", ")); err != nil {
+		t.Fatalf("empty the store's tables: %v", err)
+	}
+}

@@ -1,0 +1,206 @@
+package storetest
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/parslee-ai/car-server/internal/store"
+)
+
+// begun is what one Begin returned.
+type begun struct {
+	out   any
+	hit   bool
+	claim store.Claim
+	err   error
+}
+
+func begin(t *testing.T, idem store.Idempotency, key, proposal string) begun {
+	t.Helper()
+	out, hit, c, err := idem.Begin(ctx(t), key, "charge", proposal)
+	return begun{out, hit, c, err}
+}
+
+// miss begins key and wants a claim.
+func miss(t *testing.T, idem store.Idempotency, key, proposal string) store.Claim {
+	t.Helper()
+	r := begin(t, idem, key, proposal)
+	if r.err != nil || r.hit || r.claim == nil {
+		t.Fatalf("Begin(%s) = hit %v claim %v err %v; want a claim", key, r.hit, r.claim, r.err)
+	}
+	return r.claim
+}
+
+// hit begins key and wants the stored result want.
+func hit(t *testing.T, idem store.Idempotency, key string, want any) {
+	t.Helper()
+	r := begin(t, idem, key, "p-probe")
+	if r.err != nil || !r.hit || !reflect.DeepEqual(r.out, want) {
+		t.Fatalf("Begin(%s) = %#v hit %v err %v; want the hit %#v", key, r.out, r.hit, r.err, want)
+	}
+	if r.claim != nil {
+		t.Fatalf("Begin(%s) hit and also returned a claim", key)
+	}
+}
+
+func commit(t *testing.T, c store.Claim, output any) {
+	t.Helper()
+	if err := c.Commit(ctx(t), output); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func testIdempotency(t *testing.T, open Open, opts Options) {
+	t.Run("ClaimCommitHitReleaseRollback", func(t *testing.T) {
+		b := newBacking(t, open)
+		d := b.open("node-a")
+		idem := d.Idempotency
+		if n := idem.Len(); n != 0 {
+			t.Fatalf("an empty cache has Len %d", n)
+		}
+		out := value(t, `{"charged":12.50,"ids":["a",1],"ok":true,"none":null}`)
+		commit(t, miss(t, idem, "k1", "p1"), out)
+		hit(t, idem, "k1", out)
+		if n := idem.Len(); n != 1 {
+			t.Fatalf("Len after one commit: %d", n)
+		}
+
+		// A released claim leaves no result: the next Begin claims again.
+		miss(t, idem, "k2", "p1").Release()
+		c := miss(t, idem, "k2", "p1")
+		commit(t, c, "second")
+		hit(t, idem, "k2", "second")
+
+		// The rollback of p1 takes its results away.
+		if err := idem.Invalidate(ctx(t), []string{"k1", "k2"}, "p1"); err != nil {
+			t.Fatal(err)
+		}
+		if n := idem.Len(); n != 0 {
+			t.Fatalf("Len after the rollback: %d", n)
+		}
+		miss(t, idem, "k1", "p2").Release()
+		if err := idem.Invalidate(ctx(t), nil, "p1"); err != nil {
+			t.Fatalf("Invalidate of no keys: %v", err)
+		}
+
+		// A rollback of another proposal.
+		commit(t, miss(t, idem, "k3", "p3"), "p3's")
+		if err := idem.Invalidate(ctx(t), []string{"k3"}, "p-other"); err != nil {
+			t.Fatal(err)
+		}
+		if opts.InvalidateAnyProposal {
+			miss(t, idem, "k3", "p4").Release()
+		} else {
+			hit(t, idem, "k3", "p3's")
+		}
+
+		commit(t, miss(t, idem, "k4", "p4"), value(t, `[1,2,3]`))
+		d = b.restart(d)
+		hit(t, d.Idempotency, "k4", value(t, `[1,2,3]`))
+	})
+
+	// A second Begin of a key while its claim is held: it waits for the
+	// holder, then gets the result (after a Commit) or the claim (after a
+	// Release). With LocalClaims it gets its own claim at once.
+	t.Run("SecondClaimerWhileHeld", func(t *testing.T) {
+		b := newBacking(t, open)
+		idem := b.open("node-a").Idempotency
+		for _, release := range []bool{false, true} {
+			key := fmt.Sprintf("held-%v", release)
+			holder := miss(t, idem, key, "p1")
+			second := make(chan begun, 1)
+			go func() { second <- begin(t, idem, key, "p2") }()
+			var r begun
+			if opts.LocalClaims {
+				r = <-second
+				if r.err != nil || r.hit || r.claim == nil {
+					t.Fatalf("with local claims the second Begin = hit %v claim %v err %v; want its own claim", r.hit, r.claim, r.err)
+				}
+			}
+			if release {
+				holder.Release()
+			} else {
+				commit(t, holder, "holder's")
+			}
+			if !opts.LocalClaims {
+				r = <-second
+				switch {
+				case r.err != nil:
+					t.Fatalf("the waiting Begin: %v", r.err)
+				case release && (r.hit || r.claim == nil):
+					t.Fatalf("after the holder's Release the waiter got hit %v claim %v; want the claim", r.hit, r.claim)
+				case !release && (!r.hit || !reflect.DeepEqual(r.out, "holder's")):
+					t.Fatalf("after the holder's Commit the waiter got %#v hit %v; want the holder's result", r.out, r.hit)
+				}
+			}
+			if r.claim != nil {
+				commit(t, r.claim, "second's")
+			}
+			want := "holder's"
+			if release || opts.LocalClaims {
+				want = "second's" // the last commit wins
+			}
+			hit(t, idem, key, want)
+		}
+	})
+
+	// Claimers of one key that race, each committing its own result: with
+	// exclusive claims exactly one dispatches and every other gets its
+	// result; with local claims every result read is one committed, and
+	// the key ends with one of them.
+	t.Run("RacingClaimersOfOneKey", func(t *testing.T) {
+		b := newBacking(t, open)
+		idem := b.open("node-a").Idempotency
+		got := make([]begun, racers)
+		race(racers, func(i int) {
+			r := begin(t, idem, "k", fmt.Sprintf("p%d", i))
+			if r.err == nil && r.claim != nil {
+				r.err = r.claim.Commit(ctx(t), fmt.Sprintf("result %d", i))
+				r.out = fmt.Sprintf("result %d", i)
+			}
+			got[i] = r
+		})
+		committed := map[any]bool{}
+		for i, r := range got {
+			if r.err != nil {
+				t.Fatalf("claimer %d: %v", i, r.err)
+			}
+			if r.claim != nil {
+				committed[r.out] = true
+			}
+		}
+		if len(committed) == 0 || (!opts.LocalClaims && len(committed) != 1) {
+			t.Fatalf("%d of %d claimers dispatched; want exactly one", len(committed), racers)
+		}
+		for i, r := range got {
+			if r.hit && !committed[r.out] {
+				t.Fatalf("claimer %d got %#v, which no claimer committed", i, r.out)
+			}
+		}
+		final := begin(t, idem, "k", "p-last")
+		if final.err != nil || !final.hit || !committed[final.out] {
+			t.Fatalf("after the race Begin = %#v hit %v err %v; want one of the committed results %v", final.out, final.hit, final.err, committed)
+		}
+		if n := idem.Len(); n != 1 {
+			t.Fatalf("Len after the race: %d, want 1", n)
+		}
+	})
+
+	if !opts.Shared {
+		return
+	}
+	// Two daemons claim one key: one dispatches, the other gets its result.
+	t.Run("AcrossDaemons", func(t *testing.T) {
+		b := newBacking(t, open)
+		a, other := b.open("node-a").Idempotency, b.open("node-b").Idempotency
+		holder := miss(t, a, "k", "p1")
+		second := make(chan begun, 1)
+		go func() { second <- begin(t, other, "k", "p2") }()
+		commit(t, holder, "node-a's")
+		r := <-second
+		if r.err != nil || !r.hit || !reflect.DeepEqual(r.out, "node-a's") {
+			t.Fatalf("node-b's Begin = %#v hit %v err %v; want node-a's result", r.out, r.hit, r.err)
+		}
+	})
+}
