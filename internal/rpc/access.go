@@ -193,4 +193,3 @@ func (c *conn) mayCall(method string) error {
 	}
 	return rpcError(protocol.CodeApprovalDenied, "%s has no entry in the capability table, so no connection may call it", method)
 }
-
