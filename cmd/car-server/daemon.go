@@ -97,9 +97,13 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}
 
 	rt := engine.NewRuntime(engine.Options{
-		MaxActions:               cfg.MaxActions,
-		MaxTools:                 cfg.MaxTools,
-		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
+		MaxActions:             cfg.MaxActions,
+		MaxTools:               cfg.MaxTools,
+		MaxResolvedActionBytes: cfg.MaxResolvedAction,
+		Schemas: engine.SchemaLimits{
+			MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
+			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
+		},
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,
 		MaxStarting:              cfg.MaxStarting,
