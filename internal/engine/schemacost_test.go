@@ -197,9 +197,11 @@ func countedChecks(t *testing.T, schema string, v any) uint64 {
 	}
 	c := jsonschema.NewCompiler()
 	c.RegisterVocabulary(&jsonschema.Vocabulary{
-		URL:     "car:///counter",
-		Schema:  metaSchema,
-		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) { return checkCounter{&n}, nil },
+		URL:    "car:///counter",
+		Schema: metaSchema,
+		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
+			return checkCounter{&n}, nil
+		},
 	})
 	c.AssertVocabs()
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))

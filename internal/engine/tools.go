@@ -86,7 +86,7 @@ func schemaErrorText(err error) string {
 // ToolRegistry holds the tools of one connection. It is safe for concurrent
 // use.
 type ToolRegistry struct {
-	mu    sync.RWMutex
+	mu     sync.RWMutex
 	tools  map[string]*Tool // the client's; nil until it registers one
 	max    int              // client-registered tools held at once; 0 is unbounded
 	limits SchemaLimits     // what a registered schema may cost
