@@ -46,6 +46,7 @@ FUZZ_TARGETS := \
 	./protocol:FuzzDecodeProposal \
 	./internal/engine:FuzzGraph \
 	./internal/engine:FuzzInterpolate \
+	./internal/engine:FuzzSchemaCost \
 	./internal/policy:FuzzLoadFile \
 	./internal/policy:FuzzClassify \
 	./internal/journal:FuzzOpen \

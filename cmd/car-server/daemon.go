@@ -102,10 +102,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// serves the host.* methods from the same one (Runtime.Desk).
 	desk := host.New(host.Options{})
 	rt := engine.NewRuntime(engine.Options{
-		Desk:                     desk,
-		MaxActions:               cfg.MaxActions,
-		MaxTools:                 cfg.MaxTools,
-		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
+		Desk:                   desk,
+		MaxActions:             cfg.MaxActions,
+		MaxTools:               cfg.MaxTools,
+		MaxResolvedActionBytes: cfg.MaxResolvedAction,
+		Schemas: engine.SchemaLimits{
+			MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
+			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
+		},
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxConcurrency:           cfg.MaxConcurrency,
 		MaxStarting:              cfg.MaxStarting,

@@ -108,7 +108,7 @@ func (r *run) perform(ctx context.Context, i int) outcome {
 	if err := r.awaitStreams(ctx, i); err != nil {
 		return failure(ctx, a, outcome{err: err})
 	}
-	params, effects, rej := r.resolve(i)
+	params, effects, rej := r.resolve(ctx, i)
 	if rej != nil {
 		return *rej
 	}
@@ -148,7 +148,7 @@ func failure(ctx context.Context, a *protocol.Action, out outcome) outcome {
 
 // resolve returns the action's parameters and expected effects with their
 // $id.output references replaced, re-checked now that they are known.
-func (r *run) resolve(i int) (params, effects map[string]any, rej *outcome) {
+func (r *run) resolve(ctx context.Context, i int) (params, effects map[string]any, rej *outcome) {
 	nd := &r.nodes[i]
 	a := nd.action
 	if !r.graph.hasRefs[i] {
@@ -177,7 +177,7 @@ func (r *run) resolve(i int) (params, effects map[string]any, rej *outcome) {
 		return nil, nil, rejectedBy("reference", errors.New("with its references resolved: "+problem))
 	}
 	if nd.tool != nil {
-		if err := nd.tool.ValidateParams(any(params)); err != nil {
+		if err := nd.tool.ValidateParams(ctx, any(params)); err != nil {
 			return nil, nil, rejectedBy("schema", err)
 		}
 	}
@@ -501,7 +501,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		return nil, err
 	}
 	r.meterCost(out)
-	if err := t.ValidateOutput(out); err != nil {
+	if err := t.ValidateOutput(ctx, out); err != nil {
 		return nil, err
 	}
 	return out, nil

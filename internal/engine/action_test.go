@@ -112,7 +112,7 @@ func TestAMissingStateDependencyIsRejectedBeforeDispatch(t *testing.T) {
 
 func TestSecondsSaturateInsteadOfOverflowing(t *testing.T) {
 	huge := uint64(10_000_000_000)
-	tools := NewToolRegistry(0)
+	tools := NewToolRegistry(0, SchemaLimits{})
 	if _, err := tools.Register([]protocol.ToolSchema{
 		{Name: "cached", CacheTTLSecs: &huge},
 		{Name: "limited", RateLimit: &protocol.ToolRateLimit{MaxCalls: 1, IntervalSecs: 1e10}},
@@ -138,7 +138,7 @@ func TestSecondsSaturateInsteadOfOverflowing(t *testing.T) {
 }
 
 func TestReturnsSchemaIsCompiledAndChecked(t *testing.T) {
-	_, err := NewToolRegistry(0).Register([]protocol.ToolSchema{{Name: "bad", Returns: json.RawMessage(`{"type":"no-such-type"}`)}})
+	_, err := NewToolRegistry(0, SchemaLimits{}).Register([]protocol.ToolSchema{{Name: "bad", Returns: json.RawMessage(`{"type":"no-such-type"}`)}})
 	if err == nil || !strings.Contains(err.Error(), "tool 'bad': returns is not a valid JSON Schema") {
 		t.Fatalf("an invalid returns schema: %v", err)
 	}

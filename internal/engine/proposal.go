@@ -48,7 +48,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		if r.graph.rejected[i] != "" {
 			continue
 		}
-		if reason := r.validateAction(i); reason != "" {
+		if reason := r.validateAction(ctx, i); reason != "" {
 			r.graph.reject(i, reason)
 		}
 	}
@@ -161,7 +161,7 @@ func newRun(rt *Runtime, sub *Submission) *run {
 // validateAction is the static check of one action: its tool exists, its
 // parameters fit the tool's schema, the built-in action types have the
 // parameters they need. It returns the rejection reason, or "".
-func (r *run) validateAction(i int) string {
+func (r *run) validateAction(ctx context.Context, i int) string {
 	a := r.nodes[i].action
 	switch a.Type {
 	case protocol.ActionToolCall:
@@ -171,7 +171,7 @@ func (r *run) validateAction(i int) string {
 		}
 		r.nodes[i].tool = t
 		if !r.graph.hasRefs[i] {
-			if err := t.ValidateParams(any(a.Parameters)); err != nil {
+			if err := t.ValidateParams(ctx, any(a.Parameters)); err != nil {
 				return err.Error()
 			}
 		}

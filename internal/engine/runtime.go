@@ -43,6 +43,8 @@ type Options struct {
 	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
 
 	Streams streams.Options // handles of detached tool invocations
+
+	Schemas SchemaLimits // what a tool's JSON Schema may cost (DefaultSchemaLimits)
 }
 
 // Defaults of the Options the daemon's settings also offer; config prints
@@ -206,7 +208,7 @@ type Session struct {
 
 // OpenSession creates the session of a new connection.
 func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
-	s := &Session{ID: id, Tools: NewToolRegistry(rt.opts.MaxTools), Policies: policy.NewEngine(), Executor: exec}
+	s := &Session{ID: id, Tools: NewToolRegistry(rt.opts.MaxTools, rt.opts.Schemas), Policies: policy.NewEngine(), Executor: exec}
 	s.tier.Store(int32(policy.SandboxEdit))
 	rt.mu.Lock()
 	rt.sessions[id] = s

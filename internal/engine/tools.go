@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -22,6 +24,7 @@ type Tool struct {
 	Schema     protocol.ToolSchema
 	validator  *jsonschema.Schema // parameters
 	returns    *jsonschema.Schema // nil without returns
+	evalBudget uint64             // subschema checks one validation may make (SchemaLimits.MaxEvaluations)
 	limiter    *rate.Limiter      // nil without rate_limit
 	tokenEvery time.Duration      // how long the limiter takes to grant one call; 0 without rate_limit
 	cache      *resultCache       // nil without cache_ttl_secs
@@ -30,10 +33,15 @@ type Tool struct {
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
-// schema and returns an error that names what is wrong.
-func (t *Tool) ValidateParams(params any) error {
+// schema and returns an error that names what is wrong. Parameters that
+// would take more than the tool's budget of subschema checks are refused
+// before the validator runs, as is everything once ctx ends.
+func (t *Tool) ValidateParams(ctx context.Context, params any) error {
 	if t.validator == nil {
 		return nil
+	}
+	if err := t.withinBudget(ctx, t.validator, "parameters", params); err != nil {
+		return err
 	}
 	if err := t.validator.Validate(params); err != nil {
 		return fmt.Errorf("parameters do not match the schema of tool '%s': %s", t.Schema.Name, schemaErrorText(err))
@@ -43,12 +51,29 @@ func (t *Tool) ValidateParams(params any) error {
 
 // ValidateOutput checks a tool's output against its returns schema, when it
 // has one, and names the path that does not fit.
-func (t *Tool) ValidateOutput(output any) error {
+func (t *Tool) ValidateOutput(ctx context.Context, output any) error {
 	if t.returns == nil {
 		return nil
 	}
+	if err := t.withinBudget(ctx, t.returns, "output", output); err != nil {
+		return err
+	}
 	if err := t.returns.Validate(output); err != nil {
 		return fmt.Errorf("tool '%s' returned output that does not match its returns schema: %s", t.Schema.Name, schemaErrorText(err))
+	}
+	return nil
+}
+
+// withinBudget refuses a value whose validation against s would pass the
+// tool's budget of subschema checks (what names the value: parameters or
+// output).
+func (t *Tool) withinBudget(ctx context.Context, s *jsonschema.Schema, what string, v any) error {
+	err := validationCost(ctx, s, v, t.evalBudget)
+	if errors.Is(err, errOverBudget) {
+		return fmt.Errorf("checking these %s against the schema of tool '%s' would take more than %d subschema checks (max_schema_evaluations); nothing was validated: send smaller %s, or simplify the schema", what, t.Schema.Name, t.evalBudget, what)
+	}
+	if err != nil {
+		return fmt.Errorf("checking the %s of tool '%s' stopped: %w", what, t.Schema.Name, err)
 	}
 	return nil
 }
@@ -61,9 +86,10 @@ func schemaErrorText(err error) string {
 // ToolRegistry holds the tools of one connection. It is safe for concurrent
 // use.
 type ToolRegistry struct {
-	mu    sync.RWMutex
-	tools map[string]*Tool // the client's; nil until it registers one
-	max   int              // client-registered tools held at once; 0 is unbounded
+	mu     sync.RWMutex
+	tools  map[string]*Tool // the client's; nil until it registers one
+	max    int              // client-registered tools held at once; 0 is unbounded
+	limits SchemaLimits     // what a registered schema may cost
 }
 
 // builtinMessaging is the built-in messaging.send every registry holds: one
@@ -71,11 +97,12 @@ type ToolRegistry struct {
 var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true, nameValue: messaging.ToolName}
 
 // NewToolRegistry returns a registry holding the built-in messaging.send,
-// and at most max tools a client registers (0: unbounded). The built-in's
+// and at most max tools a client registers (0: unbounded), each schema
+// within limits (zero fields: DefaultSchemaLimits). The built-in's
 // parameters are checked by the verb's own parser, whose errors name the
 // field and the accepted shape, so its schema is advertised, not compiled.
-func NewToolRegistry(max int) *ToolRegistry {
-	return &ToolRegistry{max: max}
+func NewToolRegistry(max int, limits SchemaLimits) *ToolRegistry {
+	return &ToolRegistry{max: max, limits: limits.withDefaults()}
 }
 
 // Register compiles every schema first and registers all of the tools or none
@@ -86,7 +113,7 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 		if s.Name == messaging.ToolName {
 			return 0, fmt.Errorf("tool %d: '%s' is built in (the daemon governs and dedups it, the client delivers it through %s); it cannot be registered", i, s.Name, messaging.DeliveryTool)
 		}
-		t, err := compileTool(s)
+		t, err := compileTool(s, r.limits)
 		if err != nil {
 			return 0, fmt.Errorf("tool %d: %w", i, err)
 		}
@@ -193,11 +220,18 @@ func isAbsent(raw json.RawMessage) bool {
 
 // compileSchema compiles one of a tool's JSON Schemas (field names which).
 // Only inline references resolve: a client's schema must not make the daemon
-// read its files ($ref: file:///…) or fetch anything.
-func compileSchema(tool, field string, raw json.RawMessage) (*jsonschema.Schema, error) {
+// read its files ($ref: file:///…) or fetch anything. A schema past limits
+// is refused, naming the bound, before or right after it is compiled.
+func compileSchema(tool, field string, raw json.RawMessage, l SchemaLimits) (*jsonschema.Schema, error) {
+	if len(raw) > l.MaxBytes {
+		return nil, fmt.Errorf("tool '%s': %s is %d bytes, over max_schema_bytes (%d): shrink the schema, or raise max_schema_bytes", tool, field, len(raw), l.MaxBytes)
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': %s is not JSON: %w", tool, field, err)
+	}
+	if n := countKeywords(doc, l.MaxKeywords); n > l.MaxKeywords {
+		return nil, fmt.Errorf("tool '%s': %s has more than %d keywords, over max_schema_keywords (%d): shrink the schema, or raise max_schema_keywords", tool, field, l.MaxKeywords, l.MaxKeywords)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
@@ -209,11 +243,14 @@ func compileSchema(tool, field string, raw json.RawMessage) (*jsonschema.Schema,
 	if err != nil {
 		return nil, fmt.Errorf("tool '%s': %s is not a valid JSON Schema: %s", tool, field, schemaErrorText(err))
 	}
+	if err := checkShape(v, l); err != nil {
+		return nil, fmt.Errorf("tool '%s': %s: %w", tool, field, err)
+	}
 	return v, nil
 }
 
 // compileTool checks a schema and compiles its parameter validator.
-func compileTool(s protocol.ToolSchema) (*Tool, error) {
+func compileTool(s protocol.ToolSchema, l SchemaLimits) (*Tool, error) {
 	if strings.TrimSpace(s.Name) == "" {
 		return nil, fmt.Errorf("name is required (a non-empty string)")
 	}
@@ -224,16 +261,16 @@ func compileTool(s protocol.ToolSchema) (*Tool, error) {
 	if absentParams {
 		s.Parameters = json.RawMessage(`{}`)
 	}
-	params, err := compileSchema(s.Name, "parameters", s.Parameters)
+	params, err := compileSchema(s.Name, "parameters", s.Parameters, l)
 	if err != nil {
 		return nil, err
 	}
 	if absentParams {
 		params = nil // the empty schema accepts every value: nothing to check per call
 	}
-	t := &Tool{Schema: s, validator: params, nameValue: s.Name}
+	t := &Tool{Schema: s, validator: params, nameValue: s.Name, evalBudget: l.MaxEvaluations}
 	if !isAbsent(s.Returns) {
-		if t.returns, err = compileSchema(s.Name, "returns", s.Returns); err != nil {
+		if t.returns, err = compileSchema(s.Name, "returns", s.Returns, l); err != nil {
 			return nil, err
 		}
 	}

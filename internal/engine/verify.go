@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -172,7 +173,7 @@ func validateStatically(g *graph, tools *ToolRegistry) {
 			continue
 		}
 		if !g.hasRefs[i] {
-			if err := t.ValidateParams(any(a.Parameters)); err != nil {
+			if err := t.ValidateParams(context.Background(), any(a.Parameters)); err != nil {
 				g.reject(i, err.Error())
 			}
 		}
@@ -231,7 +232,7 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 				continue
 			}
 			if hasSchemas && !g.hasRefs[i] {
-				if err := t.ValidateParams(any(a.Parameters)); err != nil {
+				if err := t.ValidateParams(context.Background(), any(a.Parameters)); err != nil {
 					add(schema, a.ID, "error", err.Error())
 				}
 			}

@@ -23,7 +23,7 @@ func decode(t testing.TB, js string) *protocol.ActionProposal {
 
 func registry(t testing.TB) *ToolRegistry {
 	t.Helper()
-	r := NewToolRegistry(0)
+	r := NewToolRegistry(0, SchemaLimits{})
 	_, err := r.Register([]protocol.ToolSchema{
 		{Name: "deploy"}, {Name: "test"}, {Name: "poll"},
 		{Name: "read_file", Parameters: json.RawMessage(`{"type":"object","required":["path"],"properties":{"path":{"type":"string"}}}`)},

@@ -71,11 +71,19 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 // isHost reports whether the connection authenticated with the host token.
 func (c *conn) isHost() bool { return c.host.Load() }
 
-// mayApprove refuses a connection that may not record human decisions:
-// with approver_role host, only host-role connections may, so that an
-// agent holding the ordinary token cannot approve its own actions.
+// mayApprove refuses a connection that may not record human decisions,
+// erase or stop recording, or touch the operator's backups: an agent never
+// may, and with approver_role host only host-role connections may, so that
+// an agent holding the ordinary token cannot approve its own actions.
 func (c *conn) mayApprove(what string) error {
-	if c.srv.opts.ApproverRole != ApproverHost || c.isHost() {
+	if c.isHost() {
+		return nil
+	}
+	if agent := c.agentID(); agent != "" {
+		return rpcError(protocol.CodeApprovalDenied,
+			"%s needs the host role, and this connection is bound to agent %s, which is governed: a person decides, with session.auth {host_token} read from the daemon's host-token file", what, agent)
+	}
+	if c.srv.opts.ApproverRole != ApproverHost {
 		return nil
 	}
 	return rpcError(protocol.CodeApprovalDenied,

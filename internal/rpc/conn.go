@@ -288,6 +288,11 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		return nil, rpcError(protocol.CodeMethodNotFound,
 			"method not found: '%s'; the README lists the methods this daemon serves", echoName(req.Method))
 	}
+	if err := c.mayCall(req.Method); err != nil {
+		metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
+		c.log.Info("request refused", zap.String("method", req.Method), zap.String("principal", c.principal()))
+		return nil, err
+	}
 	timeout := c.srv.opts.HandlerTimeout
 	ctx, cancel := context.WithTimeout(c.hctx, timeout)
 	if m.budgeted {

@@ -33,6 +33,7 @@ const testTimeout = 30 * time.Second
 var blockers = map[string]chan struct{}{}
 
 func init() {
+	methodAccess["test.block"] = accessAny
 	methods["test.block"] = method{handle: func(c *conn, ctx context.Context, params *json.RawMessage) (any, error) {
 		var p struct {
 			Name string `json:"name"`

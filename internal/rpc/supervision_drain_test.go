@@ -19,6 +19,7 @@ import (
 var decideHeld chan struct{}
 
 func init() {
+	methodAccess["test.decide"] = accessAny
 	methods["test.decide"] = method{handle: func(c *conn, ctx context.Context, params *json.RawMessage) (any, error) {
 		res, err := c.supervisionDecide(ctx, params)
 		select {

@@ -21,6 +21,7 @@ func init() {
 	// test.stall starts a frame it never finishes: every other write on the
 	// connection waits behind it, as it does behind a peer whose socket has
 	// stopped draining (the frame fills the socket and blocks).
+	methodAccess["test.stall"] = accessAny
 	methods["test.stall"] = method{handle: func(c *conn, ctx context.Context, _ *json.RawMessage) (any, error) {
 		w, err := c.ws.Writer(ctx, websocket.MessageText)
 		if err != nil {
