@@ -73,12 +73,12 @@ var Methods = []MethodSpec{
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
 	{Name: MethodSessionBudgetSet, Summary: "The connection's cost budget; no limit removes it.", Params: BudgetLimits{}, Result: BudgetReport{}},
 
-	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence, in debate or hybrid (parallel, then one debate round); each agent is a multi.run_agent callback.", Params: Object{}, Result: Object{}},
-	{Name: MethodMultiPipeline, Summary: "Agents in stages, each fed the previous answer.", Params: Object{}, Result: Object{}},
-	{Name: MethodMultiSupervisor, Summary: "Workers reviewed by a supervisor agent.", Params: Object{}, Result: Object{}},
-	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: Object{}, Result: Object{}},
-	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: Object{}, Result: Object{}},
-	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: Object{}, Result: Object{}},
+	{Name: MethodMultiSwarm, Summary: "Agents in parallel, in sequence, in debate or hybrid (parallel, then one debate round); each agent is a multi.run_agent callback.", Params: SwarmParams{}, Result: SwarmResult{}},
+	{Name: MethodMultiPipeline, Summary: "Agents in stages, each fed the previous answer.", Params: PipelineParams{}, Result: PipelineResult{}},
+	{Name: MethodMultiSupervisor, Summary: "Workers reviewed by a supervisor agent.", Params: SupervisorParams{}, Result: SupervisorResult{}},
+	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: MapReduceParams{}, Result: MapReduceResult{}},
+	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: VoteParams{}, Result: VoteResult{}},
+	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: TournamentParams{}, Result: TournamentResult{}},
 
 	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: Object{}},
 	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: Object{}},
@@ -118,7 +118,7 @@ var Methods = []MethodSpec{
 	{Name: MethodEventsRetention, Summary: "Read or set the event log's retention.", Params: RetentionParams{}, Result: RetentionResult{}},
 	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
 	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: EventsUnsubscribeResult{}},
-	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: Object{}},
+	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: MetricsSummary{}},
 	{Name: MethodMetricsAlerts, Summary: "The thresholds the metrics summary crosses.", Params: AlertThresholds{}, Result: MetricsAlertsResult{}},
 	{Name: MethodEventsCostByAgent, Summary: "The retained events' spend by agent, sorted by agent.", Result: []AgentCost{}},
 
