@@ -19,11 +19,9 @@ type EventsSubscribeResult struct {
 	Cursor     uint64 `json:"cursor"`
 }
 
-// EventsUnsubscribeResult is the reply to events.unsubscribe.
-type EventsUnsubscribeResult struct {
-	Subscribed    bool `json:"subscribed"`
-	WasSubscribed bool `json:"was_subscribed"`
-}
+// EventsUnsubscribeResult is the reply to events.unsubscribe, as to every
+// *.unsubscribe.
+type EventsUnsubscribeResult = SubscriptionResult
 
 // EventNotice is the params of an events.event notification. Cursor is the
 // event's seq. Missed, when present, says that the subscriber fell behind

@@ -117,7 +117,7 @@ var Methods = []MethodSpec{
 	{Name: MethodEventsChainVerify, Summary: "Check the hash chain: verified, or where it breaks.", Result: ChainVerifyResult{}},
 	{Name: MethodEventsRetention, Summary: "Read or set the event log's retention.", Params: RetentionParams{}, Result: RetentionResult{}},
 	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
-	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: EventsUnsubscribeResult{}},
+	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: SubscriptionResult{}},
 	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: MetricsSummary{}},
 	{Name: MethodMetricsAlerts, Summary: "The thresholds the metrics summary crosses.", Params: AlertThresholds{}, Result: MetricsAlertsResult{}},
 	{Name: MethodEventsCostByAgent, Summary: "The retained events' spend by agent, sorted by agent.", Result: []AgentCost{}},

@@ -72,7 +72,7 @@ func (c *conn) eventsSubscribe(_ context.Context, params *json.RawMessage) (any,
 }
 
 func (c *conn) eventsUnsubscribe(context.Context, *json.RawMessage) (any, error) {
-	return protocol.EventsUnsubscribeResult{WasSubscribed: c.endEventSub()}, nil
+	return protocol.SubscriptionResult{WasSubscribed: c.endEventSub()}, nil
 }
 
 // endEventSub ends this connection's events.subscribe, if it has one;
