@@ -1,12 +1,14 @@
 package protocol
 
-import "encoding/json"
+// EventKind names what happened in an event (proposal_received,
+// action_failed, …: the README lists them).
+type EventKind string
 
 // EventsSubscribeParams are the params of events.subscribe: which events
 // the feed carries. Empty fields match everything.
 type EventsSubscribeParams struct {
-	Kinds      []string `json:"kinds,omitempty"`
-	ProposalID string   `json:"proposal_id,omitempty"`
+	Kinds      []EventKind `json:"kinds,omitempty"`
+	ProposalID string      `json:"proposal_id,omitempty"`
 }
 
 // EventsSubscribeResult is the reply to events.subscribe. Cursor is the seq
@@ -17,19 +19,17 @@ type EventsSubscribeResult struct {
 	Cursor     uint64 `json:"cursor"`
 }
 
-// EventsUnsubscribeResult is the reply to events.unsubscribe.
-type EventsUnsubscribeResult struct {
-	Subscribed    bool `json:"subscribed"`
-	WasSubscribed bool `json:"was_subscribed"`
-}
+// EventsUnsubscribeResult is the reply to events.unsubscribe, as to every
+// *.unsubscribe.
+type EventsUnsubscribeResult = SubscriptionResult
 
 // EventNotice is the params of an events.event notification. Cursor is the
 // event's seq. Missed, when present, says that the subscriber fell behind
 // and lost matching events before this one.
 type EventNotice struct {
-	Cursor uint64          `json:"cursor"`
-	Event  json.RawMessage `json:"event"`
-	Missed *EventsMissed   `json:"missed,omitempty"`
+	Cursor uint64        `json:"cursor"`
+	Event  Event         `json:"event"`
+	Missed *EventsMissed `json:"missed,omitempty"`
 }
 
 // EventsMissed is a gap in an events.event feed: Count matching events with
@@ -88,6 +88,39 @@ type Alert struct {
 // MetricsAlertsResult is the reply to metrics.alerts: the metrics.summary
 // it judged, and the thresholds crossed.
 type MetricsAlertsResult struct {
-	Summary Object  `json:"summary"`
-	Alerts  []Alert `json:"alerts"`
+	Alerts  []Alert        `json:"alerts"`
+	Summary MetricsSummary `json:"summary"`
+}
+
+// MetricsSummary is the reply to metrics.summary: the operational rollup of
+// the retained events.
+type MetricsSummary struct {
+	TotalEvents         int         `json:"total_events"`
+	ProposalsReceived   int         `json:"proposals_received"`
+	ActionsSucceeded    int         `json:"actions_succeeded"`
+	ActionsFailed       int         `json:"actions_failed"`
+	ActionsRejected     int         `json:"actions_rejected"`
+	ActionsSkipped      int         `json:"actions_skipped"`
+	SuccessRate         float64     `json:"success_rate"`
+	ErrorRate           float64     `json:"error_rate"`
+	AvgLatencyMs        float64     `json:"avg_latency_ms"`
+	ToolCancellations   int         `json:"tool_cancellations"`
+	GateRejections      int         `json:"gate_rejections"`
+	PolicyViolations    int         `json:"policy_violations"`
+	ApprovalsRecorded   int         `json:"approvals_recorded"`
+	PermissionDecisions int         `json:"permission_decisions"`
+	CostUSD             float64     `json:"cost_usd"`
+	CumulativeCostUSD   float64     `json:"cumulative_cost_usd"`
+	TokensIn            int         `json:"tokens_in"`
+	TokensOut           int         `json:"tokens_out"`
+	GoalEvaluations     int         `json:"goal_evaluations"` // upstream's goal fields: this daemon evaluates no goals yet
+	GoalsMet            int         `json:"goals_met"`
+	GoalsUngrounded     int         `json:"goals_ungrounded"`
+	CostByAgent         []AgentCost `json:"cost_by_agent"`
+	CallbackP50Ms       float64     `json:"callback_p50_ms"` // median duration of tool calls that made a callback
+	CallbackP99Ms       float64     `json:"callback_p99_ms"`
+	// SummarizedEvents is set in a cluster only: the counts, rates and
+	// spend fold the newest SummarizedEvents events of the shared log,
+	// while TotalEvents counts all of them.
+	SummarizedEvents *int `json:"summarized_events,omitempty"`
 }

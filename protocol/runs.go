@@ -20,8 +20,8 @@ type RunsStartParams struct {
 
 // RunsStartResult is the reply to runs.start.
 type RunsStartResult struct {
-	RunID   string `json:"run_id"`
 	AgentID string `json:"agent_id"`
+	RunID   string `json:"run_id"`
 }
 
 // RunsCompleteParams are the params of runs.complete.
@@ -32,8 +32,8 @@ type RunsCompleteParams struct {
 
 // RunsCompleteResult is the reply to runs.complete.
 type RunsCompleteResult struct {
-	RunID string `json:"run_id"`
 	OK    bool   `json:"ok"`
+	RunID string `json:"run_id"`
 }
 
 // RunTurn is one turn as runs.record_turns takes it; the daemon numbers it.
@@ -45,30 +45,40 @@ type RunTurn struct {
 	CliOutcome      json.RawMessage `json:"cli_outcome,omitempty"`
 	VerifierVerdict json.RawMessage `json:"verifier_verdict,omitempty"`
 	PolicyRejected  json.RawMessage `json:"policy_rejected,omitempty"`
-	Tokens          *RunUsage       `json:"tokens,omitempty"`
-}
-
-// RunUsage is the spend a turn reports, folded into events.cost_by_agent.
-type RunUsage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
+	// Tokens is the spend the turn reports, folded into
+	// events.cost_by_agent.
+	Tokens *TokenUsage `json:"tokens,omitempty"`
 }
 
 // RunsRecordTurnsParams are the params of runs.record_turns.
 type RunsRecordTurnsParams struct {
-	RunID string    `json:"run_id"`
-	Turns []RunTurn `json:"turns"`
+	RunID string   `json:"run_id"`
+	Turns RunTurns `json:"turns"`
 }
 
+// RunTurns is a runs.record_turns batch, an array of RunTurn, as the wire
+// carries it: the daemon reads each turn itself, keeping its numbers exact
+// and naming a turn that is not a RunTurn.
+type RunTurns json.RawMessage
+
+// MarshalJSON writes the batch as it is.
+func (t RunTurns) MarshalJSON() ([]byte, error) { return json.RawMessage(t).MarshalJSON() }
+
+// UnmarshalJSON keeps the batch as sent.
+func (t *RunTurns) UnmarshalJSON(b []byte) error { return (*json.RawMessage)(t).UnmarshalJSON(b) }
+
+// JSONSchemaAlias documents the batch as the RunTurn array it holds.
+func (RunTurns) JSONSchemaAlias() any { return []RunTurn{} }
+
 // RunsRecordTurnsResult is the reply to runs.record_turns. A refused batch
-// is ok false with the reason in dropped, and nothing of it is kept.
+// is ok false with the reason in dropped, and nothing of it is kept. Its
+// members are in the order the daemon sends them, alphabetical.
 type RunsRecordTurnsResult struct {
-	RunID     string `json:"run_id"`
 	BaseIndex int    `json:"base_index"`
 	Count     int    `json:"count"`
-	OK        bool   `json:"ok"`
 	Dropped   string `json:"dropped,omitempty"` // run_not_found, run_terminal, run_turn_limit or turn_too_large
+	OK        bool   `json:"ok"`
+	RunID     string `json:"run_id"`
 }
 
 // RunIDParams are the params of runs.subscribe and runs.unsubscribe.
@@ -97,7 +107,7 @@ type RunRecord struct {
 	CliOutcome      json.RawMessage `json:"cli_outcome,omitempty"`
 	VerifierVerdict json.RawMessage `json:"verifier_verdict,omitempty"`
 	PolicyRejected  json.RawMessage `json:"policy_rejected,omitempty"`
-	Tokens          *RunUsage       `json:"tokens,omitempty"`
+	Tokens          *TokenUsage     `json:"tokens,omitempty"`
 
 	Status  string          `json:"status,omitempty"`
 	Outcome json.RawMessage `json:"outcome,omitempty"`
@@ -126,8 +136,8 @@ type RunTraceEvent struct {
 
 // RunsUnsubscribeResult is the reply to runs.unsubscribe.
 type RunsUnsubscribeResult struct {
-	RunID   string `json:"run_id"`
 	Removed bool   `json:"removed"`
+	RunID   string `json:"run_id"`
 }
 
 // AgentIDParams are the params of the methods that name one agent.
@@ -160,13 +170,14 @@ type RunsGetTraceParams struct {
 
 // RunsGetTraceResult is the reply to runs.get_trace: the records from the
 // cursor, or not_found true (an unknown run and one the caller may not see
-// get the same answer).
+// get the same answer). Its members are in the order the daemon sends them,
+// alphabetical.
 type RunsGetTraceResult struct {
-	RunID    string      `json:"run_id"`
 	AgentID  string      `json:"agent_id,omitempty"`
-	Records  []RunRecord `json:"records,omitempty"`
 	Cursor   *int        `json:"cursor,omitempty"`
 	NotFound bool        `json:"not_found,omitempty"`
+	Records  []RunRecord `json:"records,omitzero"`
+	RunID    string      `json:"run_id"`
 }
 
 // TierPosture is a posture mode (always_allow, require_approval or deny)

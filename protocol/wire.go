@@ -21,20 +21,32 @@ type SubscriptionResult struct {
 	WasSubscribed bool `json:"was_subscribed"`
 }
 
-// ServerStatusResult is the reply to server.status.
+// ServerStatusResult is the reply to server.status. Its members are in the
+// order the daemon sends them, alphabetical.
 type ServerStatusResult struct {
-	Version     string `json:"version"`
-	Connections int    `json:"connections"`
-	Runtime     Object `json:"runtime"`
-	// Store is the kind of store the daemon keeps its shared parts in:
-	// file (the journals under $CAR_HOME) or postgres.
-	Store string `json:"store,omitempty"`
+	Connections int `json:"connections"`
 	// Members are the daemons sharing the store, this one included; a
 	// member whose heartbeat stopped is listed with alive false.
 	Members []Member `json:"members"`
 	// MembersError says why the member list could not be read (the store is
 	// unavailable); Members is then empty.
-	MembersError string `json:"members_error,omitempty"`
+	MembersError string        `json:"members_error,omitempty"`
+	Runtime      RuntimeStatus `json:"runtime"`
+	// Store is the kind of store the daemon keeps its shared parts in:
+	// file (the journals under $CAR_HOME) or postgres.
+	Store   string `json:"store,omitempty"`
+	Version string `json:"version"`
+}
+
+// RuntimeStatus is what the runtime is doing now, in server.status.
+type RuntimeStatus struct {
+	UptimeSecs        float64 `json:"uptime_secs"`
+	Sessions          int     `json:"sessions"`
+	ProposalsInFlight int64   `json:"proposals_in_flight"`
+	Supervisors       int     `json:"supervisors"`
+	ParkedIntents     int     `json:"parked_intents"`
+	OperatorPolicies  int     `json:"operator_policies"`
+	Events            int     `json:"events"`
 }
 
 // Member is one daemon sharing the store.
@@ -123,8 +135,8 @@ type SupervisionFilter struct {
 
 // SupervisionSubscribeResult is the reply to supervision.subscribe.
 type SupervisionSubscribeResult struct {
-	Subscribed        bool  `json:"subscribed"`
 	DecisionTimeoutMs int64 `json:"decision_timeout_ms"`
+	Subscribed        bool  `json:"subscribed"`
 	Supervisors       int   `json:"supervisors"`
 }
 
@@ -172,8 +184,8 @@ type SupervisionPendingResult struct {
 
 // SupervisionDecideParams are the params of supervision.decide.
 type SupervisionDecideParams struct {
-	IntentID string              `json:"intent_id"`
-	Decision SupervisionDecision `json:"decision"`
+	IntentID string               `json:"intent_id"`
+	Decision *SupervisionDecision `json:"decision"`
 }
 
 // SupervisionDecision is a supervisor's answer to an intent.
@@ -187,25 +199,31 @@ type SupervisionDecideResult struct {
 	Decided bool `json:"decided"`
 }
 
-// EventsQueryParams are the params of events.query.
+// EventsQueryParams are the params of events.query, and the engine's
+// filter of events; every set field must match.
 type EventsQueryParams struct {
-	Kinds       []string          `json:"kinds,omitempty"`
+	Kinds       []EventKind       `json:"kinds,omitempty"`
 	ActionID    string            `json:"action_id,omitempty"`
 	ProposalID  string            `json:"proposal_id,omitempty"`
 	Since       *time.Time        `json:"since,omitempty"`
 	Until       *time.Time        `json:"until,omitempty"`
 	DataMatches map[string]string `json:"data_matches,omitempty"`
 	Limit       int               `json:"limit,omitempty"`
-	AfterCursor uint64            `json:"after_cursor,omitempty"`
-	Node        string            `json:"node,omitempty"` // in a cluster: one daemon's events
+	// AfterCursor keeps only events with a larger Seq: how a subscriber
+	// backfills a gap in its events.event feed (in a cluster, with Node:
+	// Seq is the place in that daemon's chain).
+	AfterCursor uint64 `json:"after_cursor,omitempty"`
+	// Node keeps only the events one daemon of a cluster recorded.
+	Node string `json:"node,omitempty"`
 }
 
 // Event is one entry of the event log. Node, in a cluster, is the daemon
-// that recorded it; Seq is its place in that daemon's chain.
+// that recorded it; Seq is its place in that daemon's chain. Data holds
+// names and counts, never parameter values.
 type Event struct {
 	Seq        uint64    `json:"seq"`
 	Node       string    `json:"node,omitempty"`
-	Kind       string    `json:"kind"`
+	Kind       EventKind `json:"kind"`
 	Timestamp  time.Time `json:"timestamp"`
 	ProposalID string    `json:"proposal_id,omitempty"`
 	ActionID   string    `json:"action_id,omitempty"`
@@ -382,40 +400,6 @@ type HostApprovalParams struct {
 	Description       string `json:"description,omitempty"`
 	Context           Object `json:"context,omitempty"`
 	RequiredApprovals int    `json:"required_approvals,omitempty"`
-}
-
-// AgentSpec describes one agent of a multi.* coordination.
-type AgentSpec struct {
-	Name         string   `json:"name"`
-	SystemPrompt string   `json:"system_prompt"`
-	Tools        []string `json:"tools"`
-	MaxTurns     int      `json:"max_turns"`
-	Metadata     Object   `json:"metadata"`
-	CacheControl *bool    `json:"cache_control,omitempty"`
-}
-
-// RunAgentParams are the params of the multi.run_agent callback.
-type RunAgentParams struct {
-	Spec AgentSpec `json:"spec"`
-	Task string    `json:"task"`
-}
-
-// TokenUsage is what an agent reports it spent.
-type TokenUsage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
-
-// AgentOutput is a client's answer to multi.run_agent.
-type AgentOutput struct {
-	Name       string      `json:"name"`
-	Answer     string      `json:"answer"`
-	Turns      int         `json:"turns"`
-	ToolCalls  int         `json:"tool_calls"`
-	DurationMs float64     `json:"duration_ms"`
-	Error      *string     `json:"error" jsonschema:"nullable"`
-	Tokens     *TokenUsage `json:"tokens,omitempty"`
 }
 
 // ConnectionInfo is one open connection in server.connections.

@@ -78,7 +78,7 @@ func TestTheCLIDecidesOnTheOneDecisionPath(t *testing.T) {
 	}
 
 	var recorded protocol.EventsQueryResult
-	if err := person.Call(ctxT(t), protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []string{"approval_recorded"}}, &recorded); err != nil {
+	if err := person.Call(ctxT(t), protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []protocol.EventKind{"approval_recorded"}}, &recorded); err != nil {
 		t.Fatal(err)
 	}
 	if recorded.Count != 2 {

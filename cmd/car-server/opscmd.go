@@ -203,21 +203,7 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 	defer tw.Flush()
 	switch method {
 	case protocol.MethodServerStatus:
-		var s struct {
-			Version      string            `json:"version"`
-			Connections  int               `json:"connections"`
-			Store        string            `json:"store"`
-			Members      []protocol.Member `json:"members"`
-			MembersError string            `json:"members_error"`
-			Runtime      struct {
-				UptimeSecs        float64 `json:"uptime_secs"`
-				ProposalsInFlight int     `json:"proposals_in_flight"`
-				Supervisors       int     `json:"supervisors"`
-				ParkedIntents     int     `json:"parked_intents"`
-				OperatorPolicies  int     `json:"operator_policies"`
-				Events            int     `json:"events"`
-			} `json:"runtime"`
-		}
+		var s protocol.ServerStatusResult
 		_ = json.Unmarshal(raw, &s)
 		fmt.Fprintf(tw, "version\t%s\n", s.Version)
 		fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(s.Runtime.UptimeSecs) * time.Second).String())

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Spend. An agent run of multi.* that reports tokens (EventAgentRun) and a
@@ -17,13 +18,7 @@ import (
 const EventInferenceMetered EventKind = "inference_metered"
 
 // AgentCost is one agent's spend (events.cost_by_agent).
-type AgentCost struct {
-	Agent     string  `json:"agent"`
-	Calls     int     `json:"calls"`
-	TokensIn  int64   `json:"tokens_in"`
-	TokensOut int64   `json:"tokens_out"`
-	CostUSD   float64 `json:"cost_usd"`
-}
+type AgentCost = protocol.AgentCost
 
 // spendOf reads the spend an event reports; ok is false for an event that
 // reports none.
@@ -82,22 +77,12 @@ func (l *EventLog) CostByAgent() []AgentCost {
 	return s.CostByAgent
 }
 
-// AlertThresholds are metrics.alerts' params; nil is unchecked.
-type AlertThresholds struct {
-	MaxCostUSD         *float64 `json:"max_cost_usd,omitempty"`
-	MaxErrorRate       *float64 `json:"max_error_rate,omitempty"`
-	MaxAvgLatencyMs    *float64 `json:"max_avg_latency_ms,omitempty"`
-	MaxGoalsUngrounded *int     `json:"max_goals_ungrounded,omitempty"`
-	MinActions         *int     `json:"min_actions,omitempty"` // below this many actions the error rate is not judged (5)
-}
-
-// Alert is one threshold crossed.
-type Alert struct {
-	Kind      string  `json:"kind"` // cost_overage, error_rate, latency, goal_ungrounded
-	Message   string  `json:"message"`
-	Observed  float64 `json:"observed"`
-	Threshold float64 `json:"threshold"`
-}
+// AlertThresholds are metrics.alerts' params (nil is unchecked); an Alert
+// is one threshold crossed.
+type (
+	AlertThresholds = protocol.AlertThresholds
+	Alert           = protocol.Alert
+)
 
 // Alerts judges the summary against th. The cost budget is checked against
 // the cumulative cost, which retention never rolls back.

@@ -15,7 +15,7 @@ import (
 )
 
 // EventKind names what happened.
-type EventKind string
+type EventKind = protocol.EventKind
 
 // Kinds of events the engine records.
 const (
@@ -42,75 +42,17 @@ const (
 	EventAgentRun               EventKind = "agent_run" // one multi.* agent run
 )
 
-// Event is one entry of the audit trail. Data holds names and counts, never
-// parameter values.
-type Event struct {
-	Seq        uint64         `json:"seq"`
-	Node       string         `json:"node,omitempty"` // the daemon that recorded it, in a cluster (its chain)
-	Kind       EventKind      `json:"kind"`
-	Timestamp  time.Time      `json:"timestamp"`
-	ProposalID string         `json:"proposal_id,omitempty"`
-	ActionID   string         `json:"action_id,omitempty"`
-	Connection string         `json:"connection,omitempty"`
-	Data       map[string]any `json:"data,omitempty"`
-	PrevHash   string         `json:"prev_hash,omitempty"`
-	Hash       string         `json:"hash,omitempty"`
-}
-
-// RetentionPolicy bounds the log by count and age; nil fields are unbounded.
-type RetentionPolicy struct {
-	MaxEvents  *uint64 `json:"max_events,omitempty"`
-	MaxAgeSecs *uint64 `json:"max_age_secs,omitempty"`
-}
-
-// EventQuery filters events; every set field must match.
-type EventQuery struct {
-	Kinds       []EventKind       `json:"kinds,omitempty"`
-	ActionID    string            `json:"action_id,omitempty"`
-	ProposalID  string            `json:"proposal_id,omitempty"`
-	Since       *time.Time        `json:"since,omitempty"`
-	Until       *time.Time        `json:"until,omitempty"`
-	DataMatches map[string]string `json:"data_matches,omitempty"`
-	Limit       int               `json:"limit,omitempty"`
-	// AfterCursor keeps only events with a larger Seq: how a subscriber
-	// backfills a gap in its events.event feed (in a cluster, with Node:
-	// Seq is the place in that daemon's chain).
-	AfterCursor uint64 `json:"after_cursor,omitempty"`
-	// Node keeps only the events one daemon of a cluster recorded.
-	Node string `json:"node,omitempty"`
-}
-
-// MetricsSummary is the operational rollup of the retained events.
-type MetricsSummary struct {
-	TotalEvents         int         `json:"total_events"`
-	ProposalsReceived   int         `json:"proposals_received"`
-	ActionsSucceeded    int         `json:"actions_succeeded"`
-	ActionsFailed       int         `json:"actions_failed"`
-	ActionsRejected     int         `json:"actions_rejected"`
-	ActionsSkipped      int         `json:"actions_skipped"`
-	SuccessRate         float64     `json:"success_rate"`
-	ErrorRate           float64     `json:"error_rate"`
-	AvgLatencyMs        float64     `json:"avg_latency_ms"`
-	ToolCancellations   int         `json:"tool_cancellations"`
-	GateRejections      int         `json:"gate_rejections"`
-	PolicyViolations    int         `json:"policy_violations"`
-	ApprovalsRecorded   int         `json:"approvals_recorded"`
-	PermissionDecisions int         `json:"permission_decisions"`
-	CostUSD             float64     `json:"cost_usd"`
-	CumulativeCostUSD   float64     `json:"cumulative_cost_usd"`
-	TokensIn            int         `json:"tokens_in"`
-	TokensOut           int         `json:"tokens_out"`
-	GoalEvaluations     int         `json:"goal_evaluations"` // upstream's goal fields: this daemon evaluates no goals yet
-	GoalsMet            int         `json:"goals_met"`
-	GoalsUngrounded     int         `json:"goals_ungrounded"`
-	CostByAgent         []AgentCost `json:"cost_by_agent"`
-	CallbackP50Ms       float64     `json:"callback_p50_ms"` // median duration of tool calls that made a callback
-	CallbackP99Ms       float64     `json:"callback_p99_ms"`
-	// SummarizedEvents is set in a cluster only: the counts, rates and
-	// spend fold the newest SummarizedEvents events of the shared log,
-	// while TotalEvents counts all of them.
-	SummarizedEvents *int `json:"summarized_events,omitempty"`
-}
+// The event log's records and queries are the wire's: an event holds names
+// and counts in its data, never parameter values; a query's set fields must
+// all match; a retention policy bounds the log by count and age (nil fields
+// are unbounded); the summary is the operational rollup of the retained
+// events.
+type (
+	Event           = protocol.Event
+	EventQuery      = protocol.EventsQueryParams
+	RetentionPolicy = protocol.RetentionPolicy
+	MetricsSummary  = protocol.MetricsSummary
+)
 
 // EventLog is the daemon's bounded, in-memory audit trail, optionally
 // hash-chained. In a cluster (JoinCluster) every event is also handed to the
@@ -197,7 +139,7 @@ func (l *EventLog) deliver(ticket uint64, subs []*eventSubscriber, e Event) {
 		l.deliverMu.Unlock()
 	}()
 	for _, s := range subs {
-		if s.filter.matches(&e) {
+		if eventMatches(&s.filter, &e) {
 			s.fn(e)
 		}
 	}
@@ -284,7 +226,7 @@ func (l *EventLog) Query(q EventQuery) []Event {
 		if q.AfterCursor > 0 && e.Seq <= q.AfterCursor {
 			break // Seq grows along the log
 		}
-		if !q.matches(e) {
+		if !eventMatches(&q, e) {
 			continue
 		}
 		out = append(out, *e)
@@ -298,7 +240,8 @@ func (l *EventLog) Query(q EventQuery) []Event {
 	return out
 }
 
-func (q *EventQuery) matches(e *Event) bool {
+// eventMatches reports whether e passes every set field of q.
+func eventMatches(q *EventQuery, e *Event) bool {
 	if q.Node != "" && q.Node != e.Node {
 		return false
 	}

@@ -277,7 +277,7 @@ func (l *EventLog) QueryAll(ctx context.Context, q EventQuery) (events []Event, 
 		if err != nil {
 			continue // events.chain.verify reports it
 		}
-		if !q.matches(&e) || (q.AfterCursor > 0 && e.Seq <= q.AfterCursor) {
+		if !eventMatches(&q, &e) || (q.AfterCursor > 0 && e.Seq <= q.AfterCursor) {
 			continue
 		}
 		events = append(events, e)

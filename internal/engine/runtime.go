@@ -163,15 +163,7 @@ func (rt *Runtime) Close() {
 }
 
 // Status is a snapshot for operators.
-type Status struct {
-	UptimeSecs        float64 `json:"uptime_secs"`
-	Sessions          int     `json:"sessions"`
-	ProposalsInFlight int64   `json:"proposals_in_flight"`
-	Supervisors       int     `json:"supervisors"`
-	ParkedIntents     int     `json:"parked_intents"`
-	OperatorPolicies  int     `json:"operator_policies"`
-	Events            int     `json:"events"`
-}
+type Status = protocol.RuntimeStatus
 
 // Status reports what the Runtime is doing now.
 func (rt *Runtime) Status() Status {

@@ -26,49 +26,16 @@ import (
 // Nobody answering within the timeout rejects it (fail-closed). With no
 // subscriber the gate is one atomic load.
 
-// SupervisionFilter selects the proposals a supervisor sees; empty matches
-// everything, and every set field must match.
-type SupervisionFilter struct {
-	Tools            []string               `json:"tools,omitempty"`
-	Sessions         []string               `json:"sessions,omitempty"`
-	MinReversibility protocol.Reversibility `json:"min_reversibility,omitempty"`
-}
-
-// IntentAction describes one action of a parked proposal: names, never
-// parameter values.
-type IntentAction struct {
-	ID               string                 `json:"id"`
-	ActionType       protocol.ActionType    `json:"action_type"`
-	Tool             string                 `json:"tool,omitempty"`
-	Reversibility    protocol.Reversibility `json:"reversibility"`
-	ParameterKeys    []string               `json:"parameter_keys"`
-	ParametersDigest string                 `json:"parameters_digest"`
-}
-
-// Intent is a proposal parked for supervisors.
-type Intent struct {
-	ID            string                 `json:"id"`
-	ProposalID    string                 `json:"proposal_id"`
-	Source        string                 `json:"source"`
-	SessionID     string                 `json:"session_id,omitempty"`
-	Scope         map[string]string      `json:"scope,omitempty"`
-	Reversibility protocol.Reversibility `json:"reversibility"`
-	CreatedAt     time.Time              `json:"created_at"`
-	Actions       []IntentAction         `json:"actions"`
-	// Node is the daemon the proposal waits on; set once this daemon has
-	// joined others (JoinCluster), empty on a daemon alone.
-	Node string `json:"node,omitempty"`
-	// ActionsOmitted counts the actions left out of an intent that came
-	// from another daemon, so that it fit one cross-daemon notification:
-	// Actions lists the first ones only.
-	ActionsOmitted int `json:"actions_omitted,omitempty"`
-}
-
-// SupervisionDecision is a supervisor's verdict.
-type SupervisionDecision struct {
-	Kind   string `json:"kind"` // allow, deny or escalate
-	Reason string `json:"reason,omitempty"`
-}
+// The supervision vocabulary is the wire's: a filter selects the proposals
+// a supervisor sees (empty matches everything, every set field must match);
+// an intent is a parked proposal, its actions named, never their parameter
+// values; a decision is a supervisor's verdict.
+type (
+	SupervisionFilter   = protocol.SupervisionFilter
+	IntentAction        = protocol.IntentAction
+	Intent              = protocol.Intent
+	SupervisionDecision = protocol.SupervisionDecision
+)
 
 type subscriber struct {
 	filter SupervisionFilter
@@ -117,7 +84,8 @@ func (s *Supervisors) countLocked() {
 	s.watching.Store(int32(len(s.subs) + len(s.remote)))
 }
 
-func (f *SupervisionFilter) validate() error {
+// validateFilter refuses a filter no intent could be ranked against.
+func validateFilter(f *SupervisionFilter) error {
 	if f.MinReversibility != "" && f.MinReversibility.Rank() > protocol.Irreversible.Rank() {
 		return fmt.Errorf("min_reversibility must be reversible, compensable or irreversible; got '%s'", f.MinReversibility)
 	}
@@ -132,7 +100,7 @@ func (f *SupervisionFilter) validate() error {
 // first, so that they park for it; an error wrapping ErrCluster says that
 // could not be done, and nothing was subscribed.
 func (s *Supervisors) Subscribe(ctx context.Context, connID string, f SupervisionFilter, notify func(Intent)) (int, error) {
-	if err := f.validate(); err != nil {
+	if err := validateFilter(&f); err != nil {
 		return 0, err
 	}
 	cl := s.cl.Load()
@@ -286,7 +254,9 @@ func (s *Supervisors) removeLocked(id string) {
 	}
 }
 
-func (f *SupervisionFilter) matches(in *Intent, connID string) bool {
+// selects reports whether f sends in, submitted by connection connID, to
+// its supervisor.
+func selects(f *SupervisionFilter, in *Intent, connID string) bool {
 	if len(f.Tools) > 0 {
 		hit := false
 		for _, a := range in.Actions {
@@ -363,14 +333,14 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 	var notify []func(Intent)
 	matched := map[string]bool{}
 	for id, sb := range s.subs {
-		if sb.filter.matches(&in, sub.Session.ID) {
+		if selects(&sb.filter, &in, sub.Session.ID) {
 			notify = append(notify, sb.notify)
 			matched[id] = true
 		}
 	}
 	elsewhere := false
 	for i := range s.remote {
-		if s.remote[i].filter.matches(&in, sub.Session.ID) {
+		if selects(&s.remote[i].filter, &in, sub.Session.ID) {
 			elsewhere = true
 			break
 		}

@@ -425,7 +425,7 @@ func (s *Supervisors) arrive(m supervisionMsg) {
 		s.dropAwayLocked(s.awayOrder[0], "")
 	}
 	for id, sb := range s.subs {
-		if sb.filter.matches(&in, m.Submitter) {
+		if selects(&sb.filter, &in, m.Submitter) {
 			notify = append(notify, sb.notify)
 			a.matched[id] = true
 		}

@@ -3,25 +3,15 @@ package multi
 import (
 	"fmt"
 	"sync"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
-// BudgetLimits bound a coordination; unset fields are unbounded.
-type BudgetLimits struct {
-	MaxInputTokens  *int64   `json:"max_input_tokens,omitempty"`
-	MaxOutputTokens *int64   `json:"max_output_tokens,omitempty"`
-	MaxTotalTokens  *int64   `json:"max_total_tokens,omitempty"`
-	MaxCostUSD      *float64 `json:"max_cost_usd,omitempty"`
-	MaxAgents       *int     `json:"max_agents,omitempty"`
-}
-
-// Spend is what a run used.
-type Spend struct {
-	Agents       int     `json:"agents"`
-	Refused      int     `json:"refused"`
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
-}
+// BudgetLimits bound a coordination; Spend is what it used.
+type (
+	BudgetLimits = protocol.MultiBudget
+	Spend        = protocol.MultiSpend
+)
 
 // budget sums what agents report and refuses new agents once a limit is
 // crossed. max_agents is a hard cap: it is checked when an agent starts.

@@ -116,28 +116,6 @@ func (c *Coordinator) synthesize(ctx context.Context, spec *AgentSpec, task stri
 	return &s, s.Answer, false
 }
 
-// SwarmParams are the params of multi.swarm.
-type SwarmParams struct {
-	Mode        string        `json:"mode"`
-	Agents      []AgentSpec   `json:"agents"`
-	Task        string        `json:"task"`
-	Synthesizer *AgentSpec    `json:"synthesizer,omitempty"`
-	Rounds      int           `json:"rounds,omitempty"`
-	Budget      *BudgetLimits `json:"budget,omitempty"`
-}
-
-// SwarmResult is the reply to multi.swarm.
-type SwarmResult struct {
-	Mode        string          `json:"mode"`
-	Task        string          `json:"task"`
-	Outputs     []AgentOutput   `json:"outputs"`
-	Rounds      [][]AgentOutput `json:"rounds,omitempty"`
-	Synthesizer *AgentOutput    `json:"synthesizer,omitempty"`
-	FinalAnswer string          `json:"final_answer"`
-	FellBack    bool            `json:"fell_back"`
-	Spend       Spend           `json:"spend"`
-}
-
 // Swarm runs agents in parallel, in sequence (each sees the answers so far),
 // as a debate (later rounds see the others' previous answers) or hybrid (a
 // parallel round, then one debate round).
@@ -203,23 +181,6 @@ func (c *Coordinator) debate(ctx context.Context, agents []AgentSpec, task strin
 	return all
 }
 
-// PipelineParams are the params of multi.pipeline.
-type PipelineParams struct {
-	Stages []AgentSpec   `json:"stages"`
-	Task   string        `json:"task"`
-	Budget *BudgetLimits `json:"budget,omitempty"`
-}
-
-// PipelineResult is the reply to multi.pipeline.
-type PipelineResult struct {
-	Task        string        `json:"task"`
-	Stages      []AgentOutput `json:"stages"`
-	FinalAnswer string        `json:"final_answer"`
-	Completed   bool          `json:"completed"`
-	Error       string        `json:"error,omitempty"`
-	Spend       Spend         `json:"spend"`
-}
-
 // Pipeline runs stages in order; each stage gets the task and the previous
 // stage's answer. A failed stage stops the pipeline.
 func (c *Coordinator) Pipeline(ctx context.Context, p PipelineParams) (PipelineResult, error) {
@@ -245,32 +206,6 @@ func (c *Coordinator) Pipeline(ctx context.Context, p PipelineParams) (PipelineR
 	}
 	res.Spend = c.Spend()
 	return res, nil
-}
-
-// SupervisorParams are the params of multi.supervisor.
-type SupervisorParams struct {
-	Workers    []AgentSpec   `json:"workers"`
-	Supervisor AgentSpec     `json:"supervisor"`
-	Task       string        `json:"task"`
-	MaxRounds  *int          `json:"max_rounds,omitempty"`
-	Budget     *BudgetLimits `json:"budget,omitempty"`
-}
-
-// SupervisorRound is one round of work and review.
-type SupervisorRound struct {
-	Round   int           `json:"round"`
-	Workers []AgentOutput `json:"workers"`
-	Review  AgentOutput   `json:"review"`
-}
-
-// SupervisorResult is the reply to multi.supervisor.
-type SupervisorResult struct {
-	Task        string            `json:"task"`
-	Rounds      []SupervisorRound `json:"rounds"`
-	Approved    bool              `json:"approved"`
-	FinalAnswer string            `json:"final_answer"`
-	FellBack    bool              `json:"fell_back"`
-	Spend       Spend             `json:"spend"`
 }
 
 // Supervisor runs the workers, has the supervisor review their answers, and
@@ -316,25 +251,6 @@ func (c *Coordinator) Supervisor(ctx context.Context, p SupervisorParams) (Super
 	return res, nil
 }
 
-// MapReduceParams are the params of multi.map_reduce.
-type MapReduceParams struct {
-	Mapper  AgentSpec     `json:"mapper"`
-	Reducer AgentSpec     `json:"reducer"`
-	Items   []string      `json:"items"`
-	Task    string        `json:"task"`
-	Budget  *BudgetLimits `json:"budget,omitempty"`
-}
-
-// MapReduceResult is the reply to multi.map_reduce.
-type MapReduceResult struct {
-	Task        string        `json:"task"`
-	Mapped      []AgentOutput `json:"mapped"`
-	Reduced     AgentOutput   `json:"reduced"`
-	FinalAnswer string        `json:"final_answer"`
-	FellBack    bool          `json:"fell_back"`
-	Spend       Spend         `json:"spend"`
-}
-
 // MapReduce runs the mapper once per item, in parallel, then the reducer on
 // every mapped answer. A refused or failed reducer falls back to the mapped
 // answers.
@@ -366,33 +282,6 @@ func (c *Coordinator) MapReduce(ctx context.Context, p MapReduceParams) (MapRedu
 	}
 	res.Spend = c.Spend()
 	return res, nil
-}
-
-// VoteParams are the params of multi.vote.
-type VoteParams struct {
-	Agents      []AgentSpec   `json:"agents"`
-	Task        string        `json:"task"`
-	Synthesizer *AgentSpec    `json:"synthesizer,omitempty"`
-	Budget      *BudgetLimits `json:"budget,omitempty"`
-}
-
-// VoteTally is one distinct answer and who gave it.
-type VoteTally struct {
-	Answer string   `json:"answer"`
-	Count  int      `json:"count"`
-	Agents []string `json:"agents"`
-}
-
-// VoteResult is the reply to multi.vote.
-type VoteResult struct {
-	Task         string        `json:"task"`
-	Outputs      []AgentOutput `json:"outputs"`
-	Votes        []VoteTally   `json:"votes"`
-	WinnerAnswer string        `json:"winner_answer"`
-	WinnerCount  int           `json:"winner_count"`
-	Synthesizer  *AgentOutput  `json:"synthesizer,omitempty"`
-	FinalAnswer  string        `json:"final_answer"`
-	Spend        Spend         `json:"spend"`
 }
 
 // Vote runs the agents in parallel and counts answers, compared trimmed and

@@ -6,36 +6,6 @@ import (
 	"strings"
 )
 
-// TournamentParams are the params of multi.tournament.
-type TournamentParams struct {
-	Competitors []AgentSpec   `json:"competitors"`
-	Judge       AgentSpec     `json:"judge"`
-	Task        string        `json:"task"`
-	Budget      *BudgetLimits `json:"budget,omitempty"`
-}
-
-// MatchResult is one match of the bracket.
-type MatchResult struct {
-	Round  int          `json:"round"`
-	A      string       `json:"a"`
-	B      string       `json:"b,omitempty"` // empty for a bye
-	Winner string       `json:"winner"`
-	Bye    bool         `json:"bye"`
-	Judge  *AgentOutput `json:"judge,omitempty"`
-	Reason string       `json:"reason"`
-}
-
-// TournamentResult is the reply to multi.tournament.
-type TournamentResult struct {
-	Task         string        `json:"task"`
-	Candidates   []AgentOutput `json:"candidates"`
-	Matches      []MatchResult `json:"matches"`
-	WinnerName   string        `json:"winner_name"`
-	WinnerAnswer string        `json:"winner_answer"`
-	Ranking      []string      `json:"ranking"`
-	Spend        Spend         `json:"spend"`
-}
-
 // Tournament has every competitor answer, then a single-elimination bracket
 // judged pairwise by a fresh judge per match. With an odd number left, the
 // last one gets a bye. A competitor that failed loses its match; a judge

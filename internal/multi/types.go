@@ -11,38 +11,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
-// AgentSpec describes one agent; it is passed to the runner as given.
-type AgentSpec struct {
-	Name         string         `json:"name"`
-	SystemPrompt string         `json:"system_prompt"`
-	Tools        []string       `json:"tools"`
-	MaxTurns     int            `json:"max_turns"`
-	Metadata     map[string]any `json:"metadata"`
-	CacheControl *bool          `json:"cache_control,omitempty"`
-}
-
-// TokenUsage is what an agent reports it spent.
-type TokenUsage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
-
-// AgentOutput is one agent's result.
-type AgentOutput struct {
-	Name       string      `json:"name"`
-	Answer     string      `json:"answer"`
-	Turns      int         `json:"turns"`
-	ToolCalls  int         `json:"tool_calls"`
-	DurationMs float64     `json:"duration_ms"`
-	Error      *string     `json:"error"`
-	Tokens     *TokenUsage `json:"tokens,omitempty"`
-}
-
-// Failed reports whether the agent produced no usable answer.
-func (o AgentOutput) Failed() bool { return o.Error != nil }
+// The coordination's wire shapes are protocol's; these names are the
+// package's vocabulary for them.
+type (
+	AgentSpec   = protocol.AgentSpec
+	TokenUsage  = protocol.TokenUsage
+	AgentOutput = protocol.AgentOutput
+)
 
 // failedOutput is the output of an agent that did not run or did not answer.
 func failedOutput(name, msg string) AgentOutput {
@@ -134,3 +113,22 @@ func DecodeOutput(raw json.RawMessage) (AgentOutput, error) {
 	}
 	return out, nil
 }
+
+// The params and replies of the coordinations (multi.*).
+type (
+	SwarmParams      = protocol.SwarmParams
+	SwarmResult      = protocol.SwarmResult
+	PipelineParams   = protocol.PipelineParams
+	PipelineResult   = protocol.PipelineResult
+	SupervisorParams = protocol.SupervisorParams
+	SupervisorRound  = protocol.SupervisorRound
+	SupervisorResult = protocol.SupervisorResult
+	MapReduceParams  = protocol.MapReduceParams
+	MapReduceResult  = protocol.MapReduceResult
+	VoteParams       = protocol.VoteParams
+	VoteTally        = protocol.VoteTally
+	VoteResult       = protocol.VoteResult
+	TournamentParams = protocol.TournamentParams
+	MatchResult      = protocol.MatchResult
+	TournamentResult = protocol.TournamentResult
+)

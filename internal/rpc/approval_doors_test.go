@@ -54,7 +54,7 @@ func TestEveryApprovalDoorResolvesTheHostRowOnce(t *testing.T) {
 			}
 
 			var recorded protocol.EventsQueryResult
-			mustCall(t, runner, protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []string{string(engine.EventApprovalRecorded)}}, &recorded)
+			mustCall(t, runner, protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []protocol.EventKind{engine.EventApprovalRecorded}}, &recorded)
 			if recorded.Count != door.recorded {
 				t.Fatalf("%d decisions recorded on the ledger, want %d: %+v", recorded.Count, door.recorded, recorded.Events)
 			}

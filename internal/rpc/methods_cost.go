@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Spend and alerts over the event log (events.cost_by_agent,
@@ -19,7 +19,7 @@ func (c *conn) eventsCostByAgent(ctx context.Context, _ *json.RawMessage) (any, 
 const alertsShape = "{max_cost_usd?: number, max_error_rate?: number, max_avg_latency_ms?: number, max_goals_ungrounded?: number, min_actions?: number}"
 
 func (c *conn) metricsAlerts(ctx context.Context, params *json.RawMessage) (any, error) {
-	var th engine.AlertThresholds
+	var th protocol.AlertThresholds
 	if err := optionalParams(params, &th, alertsShape); err != nil {
 		return nil, err
 	}
@@ -34,5 +34,5 @@ func (c *conn) metricsAlerts(ctx context.Context, params *json.RawMessage) (any,
 		c.srv.log.Named("alerts").Warn("alert fired", zap.String("kind", a.Kind), zap.String("message", a.Message),
 			zap.Float64("observed", a.Observed), zap.Float64("threshold", a.Threshold))
 	}
-	return map[string]any{"summary": summary, "alerts": alerts}, nil
+	return protocol.MetricsAlertsResult{Alerts: alerts, Summary: summary}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // In a cluster, events.count, events.query, events.chain.verify and
@@ -17,16 +18,11 @@ func (c *conn) eventsCount(ctx context.Context, _ *json.RawMessage) (any, error)
 
 const eventQueryShape = "{kinds?: string[], action_id?: string, proposal_id?: string, node?: string, since?: RFC3339, until?: RFC3339, data_matches?: {key: string}, limit?: number, after_cursor?: number}"
 
-// eventsQueryResult is the reply to events.query; Truncated is said in a
-// cluster only, when older events were not looked at.
-type eventsQueryResult struct {
-	Count     int            `json:"count"`
-	Events    []engine.Event `json:"events"`
-	Truncated bool           `json:"truncated,omitempty"`
-}
+// eventsQueryResult is the reply to events.query.
+type eventsQueryResult = protocol.EventsQueryResult
 
 func (c *conn) eventsQuery(ctx context.Context, params *json.RawMessage) (any, error) {
-	var q engine.EventQuery
+	var q protocol.EventsQueryParams
 	if err := optionalParams(params, &q, eventQueryShape); err != nil {
 		return nil, err
 	}
@@ -42,7 +38,7 @@ func (c *conn) eventsQuery(ctx context.Context, params *json.RawMessage) (any, e
 
 func (c *conn) eventsChainEnable(context.Context, *json.RawMessage) (any, error) {
 	c.srv.rt.Events.EnableChain()
-	return map[string]any{"ok": true}, nil
+	return protocol.OKResult{OK: true}, nil
 }
 
 func (c *conn) eventsChainVerify(ctx context.Context, _ *json.RawMessage) (any, error) {
@@ -50,20 +46,18 @@ func (c *conn) eventsChainVerify(ctx context.Context, _ *json.RawMessage) (any, 
 }
 
 func (c *conn) eventsRetention(_ context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		Policy *engine.RetentionPolicy `json:"policy"`
-	}
+	var p protocol.RetentionParams
 	if err := optionalParams(params, &p, "{policy?: {max_events?: number, max_age_secs?: number}}"); err != nil {
 		return nil, err
 	}
 	if p.Policy == nil {
-		return map[string]any{"policy": c.srv.rt.Events.Retention()}, nil
+		return protocol.RetentionResult{Policy: c.srv.rt.Events.Retention()}, nil
 	}
 	if a := p.Policy.MaxAgeSecs; a != nil && *a > engine.MaxAgeSecsLimit {
 		return nil, invalidParams("policy.max_age_secs must be at most %d (about 100 years), got %d", engine.MaxAgeSecsLimit, *a)
 	}
 	removed := c.srv.rt.Events.SetRetention(*p.Policy)
-	return map[string]any{"policy": *p.Policy, "removed": removed}, nil
+	return protocol.RetentionResult{Policy: *p.Policy, Removed: &removed}, nil
 }
 
 func (c *conn) metricsSummary(ctx context.Context, _ *json.RawMessage) (any, error) {

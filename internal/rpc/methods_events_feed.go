@@ -36,13 +36,8 @@ type feedEvent struct {
 	event engine.Event
 }
 
-// eventNotice is the params of events.event (protocol.EventNotice, with the
-// event unencoded).
-type eventNotice struct {
-	Cursor uint64                 `json:"cursor"`
-	Event  engine.Event           `json:"event"`
-	Missed *protocol.EventsMissed `json:"missed,omitempty"`
-}
+// eventNotice is the params of events.event.
+type eventNotice = protocol.EventNotice
 
 const eventsSubscribeShape = "{kinds?: string[], proposal_id?: string}"
 
@@ -53,10 +48,7 @@ func (c *conn) eventsSubscribe(_ context.Context, params *json.RawMessage) (any,
 	if err := optionalParams(params, &p, eventsSubscribeShape); err != nil {
 		return nil, err
 	}
-	filter := engine.EventQuery{ProposalID: p.ProposalID}
-	for _, k := range p.Kinds {
-		filter.Kinds = append(filter.Kinds, engine.EventKind(k))
-	}
+	filter := protocol.EventsQueryParams{Kinds: p.Kinds, ProposalID: p.ProposalID}
 	feed := c.eventFeed()
 	sub := &eventSub{}
 	// sub is current before the log can call it, and its fields are set
@@ -80,7 +72,7 @@ func (c *conn) eventsSubscribe(_ context.Context, params *json.RawMessage) (any,
 }
 
 func (c *conn) eventsUnsubscribe(context.Context, *json.RawMessage) (any, error) {
-	return protocol.EventsUnsubscribeResult{WasSubscribed: c.endEventSub()}, nil
+	return protocol.SubscriptionResult{WasSubscribed: c.endEventSub()}, nil
 }
 
 // endEventSub ends this connection's events.subscribe, if it has one;

@@ -27,7 +27,7 @@ func (r agentRunner) RunAgent(ctx context.Context, spec multi.AgentSpec, task st
 	defer cancel()
 	<-r.c.ready
 	var raw json.RawMessage
-	err := r.c.rpc.Call(ctx, protocol.MethodMultiRunAgent, map[string]any{"spec": spec, "task": task}, &raw)
+	err := r.c.rpc.Call(ctx, protocol.MethodMultiRunAgent, protocol.RunAgentParams{Spec: spec, Task: task}, &raw)
 	switch {
 	case err == nil:
 		return raw, nil

@@ -46,13 +46,7 @@ func (c *conn) runsStart(ctx context.Context, params *json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		Intent             string `json:"intent"`
-		AgentID            string `json:"agent_id"`
-		AgentName          string `json:"agent_name"`
-		OutcomeDescription string `json:"outcome_description"`
-		IdempotencyKey     string `json:"idempotency_key"`
-	}
+	var p protocol.RunsStartParams
 	if err := decodeParams(params, &p, runsStartShape); err != nil {
 		return nil, err
 	}
@@ -81,7 +75,7 @@ func (c *conn) runsStart(ctx context.Context, params *json.RawMessage) (any, err
 	}
 	c.runs.started[runID] = true
 	c.runs.mu.Unlock()
-	return map[string]any{"run_id": runID, "agent_id": agent}, nil
+	return protocol.RunsStartResult{AgentID: agent, RunID: runID}, nil
 }
 
 // runAgent resolves who a new run belongs to: a bound connection's own
@@ -143,10 +137,7 @@ func (c *conn) runsComplete(ctx context.Context, params *json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		RunID   string          `json:"run_id"`
-		Outcome json.RawMessage `json:"outcome"`
-	}
+	var p protocol.RunsCompleteParams
 	if err := decodeParams(params, &p, runsCompleteShape); err != nil {
 		return nil, err
 	}
@@ -175,7 +166,7 @@ func (c *conn) runsComplete(ctx context.Context, params *json.RawMessage) (any, 
 	}
 	delete(c.runs.started, p.RunID)
 	c.runs.mu.Unlock()
-	return map[string]any{"run_id": p.RunID, "ok": true}, nil
+	return protocol.RunsCompleteResult{OK: true, RunID: p.RunID}, nil
 }
 
 const recordTurnsShape = "runs.record_turns requires { run_id, turns: [RunTurn] }"
@@ -185,19 +176,16 @@ func (c *conn) runsRecordTurns(ctx context.Context, params *json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		RunID string          `json:"run_id"`
-		Turns json.RawMessage `json:"turns"`
-	}
+	var p protocol.RunsRecordTurnsParams
 	if params == nil || json.Unmarshal(*params, &p) != nil || p.RunID == "" {
 		return nil, invalidParams("%s", recordTurnsShape)
 	}
-	turns, err := runs.DecodeTurns(p.Turns)
+	turns, err := runs.DecodeTurns(json.RawMessage(p.Turns))
 	if err != nil {
 		return nil, invalidParams("%s: %v", recordTurnsShape, err)
 	}
 	dropped := func(reason string) any {
-		return map[string]any{"run_id": p.RunID, "base_index": 0, "count": 0, "ok": false, "dropped": reason}
+		return protocol.RunsRecordTurnsResult{Dropped: reason, RunID: p.RunID}
 	}
 	agent, owner, err := st.Info(ctx, p.RunID)
 	if isUnavailable(err) {
@@ -217,7 +205,7 @@ func (c *conn) runsRecordTurns(ctx context.Context, params *json.RawMessage) (an
 		return nil, internalError("runs.record_turns: %v", err)
 	}
 	c.meterTurns(agent, p.RunID, turns)
-	return map[string]any{"run_id": p.RunID, "base_index": base, "count": len(turns), "ok": true}, nil
+	return protocol.RunsRecordTurnsResult{BaseIndex: base, Count: len(turns), OK: true, RunID: p.RunID}, nil
 }
 
 // meterTurns records the spend turns report, folded into cost by agent.
@@ -268,13 +256,41 @@ func (c *conn) runsSubscribe(ctx context.Context, params *json.RawMessage) (any,
 	case err != nil:
 		return nil, errRunNotFound(runID)
 	}
-	return snap, nil
+	return protocol.RunSnapshot{RunID: snap.RunID, AgentID: snap.AgentID, TurnsSoFar: wireRecords(snap.TurnsSoFar), Cursor: snap.Cursor, Status: snap.Status}, nil
 }
 
 // deliverTrace writes one runs.trace.event. Its cursor is the run's turn
 // count: a gap there is a dropped event, and the subscriber re-subscribes.
 func (c *conn) deliverTrace(ctx context.Context, it fanout.Item[runs.Event]) error {
-	return c.notify(ctx, protocol.MethodRunsTraceEvent, it.Value)
+	e := it.Value
+	return c.notify(ctx, protocol.MethodRunsTraceEvent, protocol.RunTraceEvent{RunID: e.RunID, AgentID: e.AgentID, Record: wireRecord(e.Record), Cursor: e.Cursor, Status: e.Status})
+}
+
+// wireRecord is a stored run record as the wire carries it.
+func wireRecord(r runs.Record) protocol.RunRecord {
+	w := protocol.RunRecord{
+		Record: r.Record, RunID: r.RunID, AgentID: r.AgentID, AgentName: r.AgentName, Intent: r.Intent,
+		OutcomeDescription: r.OutcomeDescription, StartedAt: r.StartedAt,
+		Status: r.Status, Outcome: r.Outcome, EndedAt: r.EndedAt,
+	}
+	if t := r.Turn; t != nil {
+		w.Index = &t.Index
+		w.Prompt, w.Tool, w.Parameters, w.Output = t.Prompt, t.Tool, t.Parameters, t.Output
+		w.CliOutcome, w.VerifierVerdict, w.PolicyRejected, w.Tokens = t.CliOutcome, t.VerifierVerdict, t.PolicyRejected, t.Tokens
+	}
+	return w
+}
+
+// wireRecords is wireRecord of each record; nil stays nil.
+func wireRecords(recs []runs.Record) []protocol.RunRecord {
+	if recs == nil {
+		return nil
+	}
+	out := make([]protocol.RunRecord, len(recs))
+	for i, r := range recs {
+		out[i] = wireRecord(r)
+	}
+	return out
 }
 
 func (c *conn) runsUnsubscribe(_ context.Context, params *json.RawMessage) (any, error) {
@@ -293,7 +309,7 @@ func (c *conn) runsUnsubscribe(_ context.Context, params *json.RawMessage) (any,
 	if q != nil {
 		q.Close()
 	}
-	return map[string]any{"run_id": runID, "removed": removed}, nil
+	return protocol.RunsUnsubscribeResult{Removed: removed, RunID: runID}, nil
 }
 
 func (c *conn) runsList(ctx context.Context, params *json.RawMessage) (any, error) {
@@ -312,7 +328,7 @@ func (c *conn) runsList(ctx context.Context, params *json.RawMessage) (any, erro
 	if err != nil {
 		return nil, storeError("runs.list", "nothing was read", err)
 	}
-	return map[string]any{"agent_id": agentID, "runs": list}, nil
+	return protocol.RunsListResult{AgentID: agentID, Runs: list}, nil
 }
 
 func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, error) {
@@ -320,10 +336,7 @@ func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
-	var p struct {
-		RunID  string `json:"run_id"`
-		Cursor int    `json:"cursor"`
-	}
+	var p protocol.RunsGetTraceParams
 	const shape = "{run_id: string, cursor?: number}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -334,7 +347,7 @@ func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, 
 	if p.Cursor < 0 {
 		return nil, invalidParams("param 'cursor' must be 0 or more")
 	}
-	notFound := map[string]any{"run_id": p.RunID, "not_found": true}
+	notFound := protocol.RunsGetTraceResult{NotFound: true, RunID: p.RunID}
 	agent, _, err := st.Info(ctx, p.RunID)
 	if isUnavailable(err) {
 		return nil, storeError("runs.get_trace", "nothing was read", err)
@@ -352,7 +365,7 @@ func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, 
 	if err != nil {
 		return nil, internalError("runs.get_trace: %v", err)
 	}
-	return map[string]any{"run_id": p.RunID, "agent_id": agent, "records": recs, "cursor": p.Cursor}, nil
+	return protocol.RunsGetTraceResult{AgentID: agent, Cursor: &p.Cursor, Records: wireRecords(recs), RunID: p.RunID}, nil
 }
 
 // recorder is the turn recorder of the connection's current run, or nil.

@@ -16,17 +16,17 @@ import (
 // car-server approvals list); any authenticated client may call them.
 
 func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error) {
-	out := map[string]any{
-		"version":     c.srv.opts.Version,
-		"connections": c.srv.ConnectionCount(),
-		"runtime":     c.srv.rt.Status(),
-		"members":     []protocol.Member{},
+	out := protocol.ServerStatusResult{
+		Version:     c.srv.opts.Version,
+		Connections: c.srv.ConnectionCount(),
+		Runtime:     c.srv.rt.Status(),
+		Members:     []protocol.Member{},
 	}
 	st := c.srv.opts.Store
 	if st == nil {
 		return out, nil
 	}
-	out["store"] = st.Kind
+	out.Store = st.Kind
 	if st.Members == nil {
 		return out, nil
 	}
@@ -34,11 +34,11 @@ func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error
 	// down: a member list that cannot be read is said, not fatal.
 	members, err := st.Members.List(ctx)
 	if err != nil {
-		out["members_error"] = store.Wrap("the member list could not be read", err).Error()
+		out.MembersError = store.Wrap("the member list could not be read", err).Error()
 		return out, nil
 	}
 	if members != nil {
-		out["members"] = members
+		out.Members = members
 	}
 	return out, nil
 }
@@ -46,21 +46,13 @@ func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error
 func (c *conn) approvalsList(context.Context, *json.RawMessage) (any, error) {
 	led := c.srv.rt.Approvals()
 	if led == nil {
-		return map[string]any{"approvals": []approvals.Record{}}, nil
+		return protocol.ApprovalsListResult{Approvals: []approvals.Record{}}, nil
 	}
 	list := led.List()
 	if list == nil {
 		list = []approvals.Record{}
 	}
-	return map[string]any{"approvals": list}, nil
-}
-
-// connectionInfo is one row of server.connections.
-type connectionInfo struct {
-	ID     string `json:"id"`
-	Role   string `json:"role"` // host (the host token), client (the auth token) or unauthenticated
-	Tier   string `json:"tier"` // the standing permission tier
-	Remote string `json:"remote,omitempty"`
+	return protocol.ApprovalsListResult{Approvals: list}, nil
 }
 
 // serverConnections lists the open connections for the dashboard's roster:
@@ -72,7 +64,7 @@ func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error)
 		conns = append(conns, o)
 	}
 	c.srv.mu.Unlock()
-	list := make([]connectionInfo, 0, len(conns))
+	list := make([]protocol.ConnectionInfo, 0, len(conns))
 	for _, o := range conns {
 		select {
 		case <-o.ready: // its session and remote address are set
@@ -86,10 +78,10 @@ func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error)
 		case !o.authed.Load():
 			role = "unauthenticated"
 		}
-		list = append(list, connectionInfo{ID: o.id, Role: role, Tier: o.sess.Tier().String(), Remote: o.remote})
+		list = append(list, protocol.ConnectionInfo{ID: o.id, Role: role, Tier: o.sess.Tier().String(), Remote: o.remote})
 	}
-	slices.SortFunc(list, func(a, b connectionInfo) int { return strings.Compare(a.ID, b.ID) })
-	return map[string]any{"connections": list, "self": c.id}, nil
+	slices.SortFunc(list, func(a, b protocol.ConnectionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return protocol.ServerConnectionsResult{Connections: list, Self: c.id}, nil
 }
 
 // rpcDiscover answers the OpenRPC document (openrpc.json), as the OpenRPC

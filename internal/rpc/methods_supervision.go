@@ -11,30 +11,22 @@ import (
 )
 
 func (c *conn) supervisionSubscribe(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		Filter engine.SupervisionFilter `json:"filter"`
-	}
+	var p protocol.SupervisionSubscribeParams
 	if err := optionalParams(params, &p, "{filter?: {tools?: string[], sessions?: string[], min_reversibility?: string}}"); err != nil {
 		return nil, err
 	}
-	n, err := c.srv.rt.Supervisors.Subscribe(ctx, c.id, p.Filter, c.intentFeed().Push)
+	var filter protocol.SupervisionFilter
+	if p.Filter != nil {
+		filter = *p.Filter
+	}
+	n, err := c.srv.rt.Supervisors.Subscribe(ctx, c.id, filter, c.intentFeed().Push)
 	if errors.Is(err, engine.ErrCluster) {
 		return nil, internalError("%v", err)
 	}
 	if err != nil {
 		return nil, invalidParams("filter: %v", err)
 	}
-	return map[string]any{"subscribed": true, "decision_timeout_ms": c.srv.rt.Supervisors.Timeout().Milliseconds(), "supervisors": n}, nil
-}
-
-// intentNotice is the params of supervision.intent: the intent and its
-// place in this connection's feed. dropped > 0 says that many intents before
-// this one were dropped because the supervisor fell behind: re-read
-// supervision.pending.
-type intentNotice struct {
-	engine.Intent
-	Cursor  uint64 `json:"cursor"`
-	Dropped uint64 `json:"dropped"`
+	return protocol.SupervisionSubscribeResult{DecisionTimeoutMs: c.srv.rt.Supervisors.Timeout().Milliseconds(), Subscribed: true, Supervisors: n}, nil
 }
 
 // intentFeed is this connection's supervision.intent queue, made on first
@@ -43,25 +35,24 @@ func (c *conn) intentFeed() *fanout.Queue[engine.Intent] {
 	return feed(c, &c.intents, c.deliverIntent)
 }
 
-// deliverIntent writes one queued intent to this supervisor.
+// deliverIntent writes one queued intent to this supervisor, with its place
+// in this connection's feed and how many intents before it were dropped
+// because the supervisor fell behind.
 func (c *conn) deliverIntent(ctx context.Context, it fanout.Item[engine.Intent]) error {
-	return c.notify(ctx, protocol.MethodSupervisionIntent, intentNotice{Intent: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
+	return c.notify(ctx, protocol.MethodSupervisionIntent, protocol.IntentNotice{Intent: it.Value, Cursor: it.Cursor, Dropped: it.Dropped})
 }
 
 func (c *conn) supervisionUnsubscribe(context.Context, *json.RawMessage) (any, error) {
 	was := c.srv.rt.Supervisors.Unsubscribe(c.id)
-	return map[string]any{"subscribed": false, "was_subscribed": was}, nil
+	return protocol.SubscriptionResult{Subscribed: false, WasSubscribed: was}, nil
 }
 
 func (c *conn) supervisionPending(context.Context, *json.RawMessage) (any, error) {
-	return map[string]any{"intents": c.srv.rt.Supervisors.Pending()}, nil
+	return protocol.SupervisionPendingResult{Intents: c.srv.rt.Supervisors.Pending()}, nil
 }
 
 func (c *conn) supervisionDecide(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p struct {
-		IntentID string                      `json:"intent_id"`
-		Decision *engine.SupervisionDecision `json:"decision"`
-	}
+	var p protocol.SupervisionDecideParams
 	const shape = "{intent_id: string, decision: {kind: allow|deny|escalate, reason?: string}}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
@@ -78,5 +69,5 @@ func (c *conn) supervisionDecide(ctx context.Context, params *json.RawMessage) (
 		}
 		return nil, invalidParams("%v", err)
 	}
-	return map[string]any{"decided": true}, nil
+	return protocol.SupervisionDecideResult{Decided: true}, nil
 }

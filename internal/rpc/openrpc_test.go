@@ -422,7 +422,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	notExercised := map[string]string{
 		protocol.MethodSessionAuth:       "auth is off on this server; auth_test.go covers it",
 		protocol.MethodSupervisionDecide: "needs a parked intent; supervision tests cover it",
-		protocol.MethodMultiSwarm:        "multi.* results are described as objects; multi_test.go covers them",
+		protocol.MethodMultiSwarm:        "needs agents that answer multi.run_agent; multi_doc_test.go validates every multi.* reply",
 		protocol.MethodMultiPipeline:     "as multi.swarm",
 		protocol.MethodMultiSupervisor:   "as multi.swarm",
 		protocol.MethodMultiMapReduce:    "as multi.swarm",

@@ -46,7 +46,7 @@ type Turn struct {
 }
 
 // Usage is spend a turn reports, in AgentOutput.tokens' shape.
-type Usage = protocol.RunUsage
+type Usage = protocol.TokenUsage
 
 // Record is one line of a run's trace: started, a turn, or ended.
 type Record struct {

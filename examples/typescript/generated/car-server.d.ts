@@ -16,6 +16,15 @@ export interface ToolSchema {
   cache_ttl_secs?: Integer2AHOqbcQ;
   rate_limit?: ToolRateLimit;
 }
+export interface PolicyDefinition {
+  name: StringDoaGddGA;
+  rule: StringDoaGddGA;
+  target?: StringDoaGddGA;
+  key?: StringDoaGddGA;
+  pattern?: StringDoaGddGA;
+  value?: AlwaysTrue;
+  session_id?: StringDoaGddGA;
+}
 export interface ObjectHAgrRKSz { [key: string]: any; }
 export interface Precondition {
   key: StringDoaGddGA;
@@ -49,7 +58,15 @@ export interface Action {
   metadata?: ObjectHAgrRKSz;
 }
 export type UnorderedSetOfActionFRKso7V5 = Action[];
-export interface RunUsage {
+export interface AgentSpec {
+  name: StringDoaGddGA;
+  system_prompt: StringDoaGddGA;
+  tools: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  max_turns: Integer2AHOqbcQ;
+  metadata: ObjectHAgrRKSz;
+  cache_control?: BooleanVyG3AETh;
+}
+export interface TokenUsage {
   input_tokens: Integer2AHOqbcQ;
   output_tokens: Integer2AHOqbcQ;
   cost_usd?: NumberHo1ClIqD;
@@ -62,7 +79,7 @@ export interface RunTurn {
   cli_outcome?: AlwaysTrue;
   verifier_verdict?: AlwaysTrue;
   policy_rejected?: AlwaysTrue;
-  tokens?: RunUsage;
+  tokens?: TokenUsage;
 }
 export interface ReplanFailure {
   action_id: StringDoaGddGA;
@@ -88,18 +105,10 @@ export interface RunRecord {
   cli_outcome?: AlwaysTrue;
   verifier_verdict?: AlwaysTrue;
   policy_rejected?: AlwaysTrue;
-  tokens?: RunUsage;
+  tokens?: TokenUsage;
   status?: StringDoaGddGA;
   outcome?: AlwaysTrue;
   ended_at?: StringV0UwQeVu;
-}
-export interface AgentSpec {
-  name: StringDoaGddGA;
-  system_prompt: StringDoaGddGA;
-  tools: UnorderedSetOfStringDoaGddGADvj0XlFa;
-  max_turns: Integer2AHOqbcQ;
-  metadata: ObjectHAgrRKSz;
-  cache_control?: BooleanVyG3AETh;
 }
 export interface ObjectBd6DQSjJ { [key: string]: any; }
 export interface IntentAction {
@@ -111,6 +120,18 @@ export interface IntentAction {
   parameters_digest: StringDoaGddGA;
 }
 export type UnorderedSetOfIntentActionwPU8Pmrk = IntentAction[];
+export interface Event {
+  seq: Integer2AHOqbcQ;
+  node?: StringDoaGddGA;
+  kind: StringDoaGddGA;
+  timestamp: StringV0UwQeVu;
+  proposal_id?: StringDoaGddGA;
+  action_id?: StringDoaGddGA;
+  connection?: StringDoaGddGA;
+  data?: ObjectHAgrRKSz;
+  prev_hash?: StringDoaGddGA;
+  hash?: StringDoaGddGA;
+}
 export interface ObjectJNVaTOCK { [key: string]: any; }
 export interface EventsMissed {
   count: Integer2AHOqbcQ;
@@ -125,6 +146,15 @@ export interface Member {
   alive: BooleanVyG3AETh;
 }
 export type UnorderedSetOfMemberIKo60AsA = Member[];
+export interface RuntimeStatus {
+  uptime_secs: NumberHo1ClIqD;
+  sessions: Integer2AHOqbcQ;
+  proposals_in_flight: Integer2AHOqbcQ;
+  supervisors: Integer2AHOqbcQ;
+  parked_intents: Integer2AHOqbcQ;
+  operator_policies: Integer2AHOqbcQ;
+  events: Integer2AHOqbcQ;
+}
 export interface ApprovalRecord {
   fingerprint: StringDoaGddGA;
   decision: StringDoaGddGA;
@@ -142,6 +172,7 @@ export interface ConnectionInfo {
   remote?: StringDoaGddGA;
 }
 export type UnorderedSetOfConnectionInfoIG4XDn47 = ConnectionInfo[];
+export type OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa = StringDoaGddGA | ObjectHAgrRKSz;
 export interface PolicyInfo {
   name: StringDoaGddGA;
   description: StringDoaGddGA;
@@ -240,6 +271,86 @@ export interface Replan {
   error?: StringDoaGddGA;
 }
 export type UnorderedSetOfReplanWLd3RHkW = Replan[];
+export interface AgentOutput {
+  name: StringDoaGddGA;
+  answer: StringDoaGddGA;
+  turns: Integer2AHOqbcQ;
+  tool_calls: Integer2AHOqbcQ;
+  duration_ms: NumberHo1ClIqD;
+  error: OneOfNullQu0Arl1FStringDoaGddGABsU3LTQx;
+  tokens?: TokenUsage;
+}
+export type UnorderedSetOfAgentOutputlX4CNr3L = AgentOutput[];
+export type UnorderedSetOfUnorderedSetOfAgentOutputlX4CNr3LraBAfjgY = UnorderedSetOfAgentOutputlX4CNr3L[];
+export interface MultiSpend {
+  agents: Integer2AHOqbcQ;
+  refused: Integer2AHOqbcQ;
+  input_tokens: Integer2AHOqbcQ;
+  output_tokens: Integer2AHOqbcQ;
+  cost_usd: NumberHo1ClIqD;
+}
+export interface SupervisorRound {
+  round: Integer2AHOqbcQ;
+  workers: UnorderedSetOfAgentOutputlX4CNr3L;
+  review: AgentOutput;
+}
+export type UnorderedSetOfSupervisorRound2DmUdmZD = SupervisorRound[];
+export interface VoteTally {
+  answer: StringDoaGddGA;
+  count: Integer2AHOqbcQ;
+  agents: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export type UnorderedSetOfVoteTally3FkDRSQ8 = VoteTally[];
+export interface MatchResult {
+  round: Integer2AHOqbcQ;
+  a: StringDoaGddGA;
+  b?: StringDoaGddGA;
+  winner: StringDoaGddGA;
+  bye: BooleanVyG3AETh;
+  judge?: AgentOutput;
+  reason: StringDoaGddGA;
+}
+export type UnorderedSetOfMatchResultWl5X32Pv = MatchResult[];
+export interface VerifyIssue {
+  action_id: StringDoaGddGA;
+  severity: StringDoaGddGA;
+  message: StringDoaGddGA;
+  tier: StringDoaGddGA;
+}
+export type UnorderedSetOfVerifyIssue90T3UNcN = VerifyIssue[];
+export type UnorderedSetOfUnorderedSetOfStringDoaGddGADvj0XlFa8UTGvH52 = UnorderedSetOfStringDoaGddGADvj0XlFa[];
+export type UnorderedSetOfStringDoaGddGA741Ek67P = StringDoaGddGA[];
+export type UnorderedSetOfUnorderedSetOfStringDoaGddGA741Ek67PZm5GVwTX = UnorderedSetOfStringDoaGddGA741Ek67P[];
+export interface CheckRecord {
+  name: StringDoaGddGA;
+  ran: BooleanVyG3AETh;
+  verifies: StringDoaGddGA;
+  cannot_verify: StringDoaGddGA;
+  findings: Integer2AHOqbcQ;
+  tier: StringDoaGddGA;
+}
+export type UnorderedSetOfCheckRecordtsDM2Vwc = CheckRecord[];
+export interface Evidence {
+  checks: UnorderedSetOfCheckRecordtsDM2Vwc;
+  assumptions: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  untested_regions: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  residual_risks: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  confidence: NumberHo1ClIqD;
+}
+export interface BlockedAction {
+  action_id: StringDoaGddGA;
+  reason: StringDoaGddGA;
+}
+export type UnorderedSetOfBlockedActionm7UI0ZV8 = BlockedAction[];
+export interface Difference {
+  state_index: Integer2AHOqbcQ;
+  key: StringDoaGddGA;
+  a: AlwaysTrue;
+  b: AlwaysTrue;
+  present_in_a: BooleanVyG3AETh;
+  present_in_b: BooleanVyG3AETh;
+}
+export type UnorderedSetOfDifferenceytLHBOCK = Difference[];
 export interface ActionProposal {
   id: StringDoaGddGA;
   source: StringDoaGddGA;
@@ -247,7 +358,54 @@ export interface ActionProposal {
   actions: UnorderedSetOfActionFRKso7V5;
   context?: ObjectHAgrRKSz;
 }
-export type UnorderedSetOfObjectHAgrRKSzAfoBnX12 = ObjectHAgrRKSz[];
+export interface PrunedDependency {
+  action_id: StringDoaGddGA;
+  key: StringDoaGddGA;
+  reason: StringDoaGddGA;
+}
+export type UnorderedSetOfPrunedDependencyv0Z77RFr = PrunedDependency[];
+export type OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8 = NumberHo1ClIqD | NullQu0Arl1F;
+export interface Distribution {
+  mean: NumberHo1ClIqD;
+  min: Integer2AHOqbcQ;
+  p50: Integer2AHOqbcQ;
+  p95: Integer2AHOqbcQ;
+  max: Integer2AHOqbcQ;
+}
+export interface ValueProbability {
+  value: AlwaysTrue;
+  probability: NumberHo1ClIqD;
+}
+export type UnorderedSetOfValueProbabilitya67YVxNO = ValueProbability[];
+export interface KeyDistribution {
+  key: StringDoaGddGA;
+  p_present: NumberHo1ClIqD;
+  values: UnorderedSetOfValueProbabilitya67YVxNO;
+}
+export type UnorderedSetOfKeyDistributionLgxa1LxI = KeyDistribution[];
+export interface ActionOutcome {
+  action_id: StringDoaGddGA;
+  p_rejected: NumberHo1ClIqD;
+  p_failed: NumberHo1ClIqD;
+  p_effects_landed: NumberHo1ClIqD;
+  mean_blast_radius: NumberHo1ClIqD;
+}
+export type UnorderedSetOfActionOutcomemMtuNu1V = ActionOutcome[];
+export type OneOfInteger2AHOqbcQNullQu0Arl1FHsQRyS69 = Integer2AHOqbcQ | NullQu0Arl1F;
+export interface ToolRate {
+  tool: StringDoaGddGA;
+  rate: NumberHo1ClIqD;
+  source: StringDoaGddGA;
+  succeeded: OneOfInteger2AHOqbcQNullQu0Arl1FHsQRyS69;
+  dispatched: OneOfInteger2AHOqbcQNullQu0Arl1FHsQRyS69;
+}
+export type UnorderedSetOfToolRateyrmnPKQb = ToolRate[];
+export interface RateProvenance {
+  window_days: Integer2AHOqbcQ;
+  trajectories_available: BooleanVyG3AETh;
+  overridden_by_caller: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  tools: UnorderedSetOfToolRateyrmnPKQb;
+}
 export interface Classification {
   action_id: StringDoaGddGA;
   tool?: StringDoaGddGA;
@@ -257,6 +415,18 @@ export interface Classification {
   signals: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
 export type UnorderedSetOfClassificationJyLVemAq = Classification[];
+export interface PermissionDecision {
+  action_id: StringDoaGddGA;
+  tool?: StringDoaGddGA;
+  fingerprint: StringDoaGddGA;
+  decision: StringDoaGddGA;
+  required: StringDoaGddGA;
+  reversibility: StringDoaGddGA;
+  granted: StringDoaGddGA;
+  reason?: StringDoaGddGA;
+  signals?: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export type UnorderedSetOfPermissionDecisionb2K4DvRh = PermissionDecision[];
 export interface Intent {
   id: StringDoaGddGA;
   proposal_id: StringDoaGddGA;
@@ -323,18 +493,6 @@ export interface HostIdentity {
   role?: StringDoaGddGA;
   approver_role: StringDoaGddGA;
 }
-export interface Event {
-  seq: Integer2AHOqbcQ;
-  node?: StringDoaGddGA;
-  kind: StringDoaGddGA;
-  timestamp: StringV0UwQeVu;
-  proposal_id?: StringDoaGddGA;
-  action_id?: StringDoaGddGA;
-  connection?: StringDoaGddGA;
-  data?: ObjectHAgrRKSz;
-  prev_hash?: StringDoaGddGA;
-  hash?: StringDoaGddGA;
-}
 export type UnorderedSetOfEventmkobcZjY = Event[];
 export interface NodeChain {
   node: StringDoaGddGA;
@@ -346,13 +504,6 @@ export interface RetentionPolicy {
   max_events?: Integer2AHOqbcQ;
   max_age_secs?: Integer2AHOqbcQ;
 }
-export interface Alert {
-  kind: StringDoaGddGA;
-  message: StringDoaGddGA;
-  observed: NumberHo1ClIqD;
-  threshold: NumberHo1ClIqD;
-}
-export type UnorderedSetOfAlertQnA5LTPb = Alert[];
 export interface AgentCost {
   agent: StringDoaGddGA;
   calls: Integer2AHOqbcQ;
@@ -360,7 +511,42 @@ export interface AgentCost {
   tokens_out: Integer2AHOqbcQ;
   cost_usd: NumberHo1ClIqD;
 }
-export type UnorderedSetOfRunRecordUna7QQki = RunRecord[];
+export type UnorderedSetOfAgentCostiev788Td = AgentCost[];
+export interface Alert {
+  kind: StringDoaGddGA;
+  message: StringDoaGddGA;
+  observed: NumberHo1ClIqD;
+  threshold: NumberHo1ClIqD;
+}
+export type UnorderedSetOfAlertQnA5LTPb = Alert[];
+export interface MetricsSummary {
+  total_events: Integer2AHOqbcQ;
+  proposals_received: Integer2AHOqbcQ;
+  actions_succeeded: Integer2AHOqbcQ;
+  actions_failed: Integer2AHOqbcQ;
+  actions_rejected: Integer2AHOqbcQ;
+  actions_skipped: Integer2AHOqbcQ;
+  success_rate: NumberHo1ClIqD;
+  error_rate: NumberHo1ClIqD;
+  avg_latency_ms: NumberHo1ClIqD;
+  tool_cancellations: Integer2AHOqbcQ;
+  gate_rejections: Integer2AHOqbcQ;
+  policy_violations: Integer2AHOqbcQ;
+  approvals_recorded: Integer2AHOqbcQ;
+  permission_decisions: Integer2AHOqbcQ;
+  cost_usd: NumberHo1ClIqD;
+  cumulative_cost_usd: NumberHo1ClIqD;
+  tokens_in: Integer2AHOqbcQ;
+  tokens_out: Integer2AHOqbcQ;
+  goal_evaluations: Integer2AHOqbcQ;
+  goals_met: Integer2AHOqbcQ;
+  goals_ungrounded: Integer2AHOqbcQ;
+  cost_by_agent: UnorderedSetOfAgentCostiev788Td;
+  callback_p50_ms: NumberHo1ClIqD;
+  callback_p99_ms: NumberHo1ClIqD;
+  summarized_events?: Integer2AHOqbcQ;
+}
+export type UnorderedSetOfRunRecordFLq2ETrf = RunRecord[];
 export interface RunSummary {
   run_id: StringDoaGddGA;
   agent_id: StringDoaGddGA;
@@ -377,15 +563,27 @@ export interface TierPosture {
   full_access?: StringDoaGddGA;
 }
 export interface ObjectFWHLFtsb { [key: string]: any; }
-export interface TokenUsage {
-  input_tokens: Integer2AHOqbcQ;
-  output_tokens: Integer2AHOqbcQ;
-  cost_usd?: NumberHo1ClIqD;
-}
+export type UnorderedSetOfPolicyDefinition9KOiK7KH = PolicyDefinition[];
 export interface RuntimeScope {
   callerId?: StringDoaGddGA;
   tenantId?: StringDoaGddGA;
   claims?: ObjectHAgrRKSz;
+}
+export type UnorderedSetOfAgentSpec7JaMzPsv = AgentSpec[];
+export interface MultiBudget {
+  max_input_tokens?: Integer2AHOqbcQ;
+  max_output_tokens?: Integer2AHOqbcQ;
+  max_total_tokens?: Integer2AHOqbcQ;
+  max_cost_usd?: NumberHo1ClIqD;
+  max_agents?: Integer2AHOqbcQ;
+}
+export type UnorderedSetOfObjectHAgrRKSzAfoBnX12 = ObjectHAgrRKSz[];
+export interface ObjectSASv8Knd { [key: string]: any; }
+export interface MonteCarloConfig {
+  trials?: Integer2AHOqbcQ;
+  seed?: Integer2AHOqbcQ;
+  default_success_rate?: NumberHo1ClIqD;
+  retry_attempts?: Integer2AHOqbcQ;
 }
 export interface SupervisionFilter {
   tools?: UnorderedSetOfStringDoaGddGADvj0XlFa;
@@ -396,7 +594,7 @@ export interface SupervisionDecision {
   kind: StringDoaGddGA;
   reason?: StringDoaGddGA;
 }
-export type UnorderedSetOfRunTurnXdEIojeh = RunTurn[];
+export type UnorderedSetOfRunTurnq5ZFJZev = RunTurn[];
 export interface ToolExecuteParams {
   action_id: StringDoaGddGA;
   tool: StringDoaGddGA;
@@ -455,7 +653,7 @@ export interface IntentNotice {
 }
 export interface EventNotice {
   cursor: Integer2AHOqbcQ;
-  event: AlwaysTrue;
+  event: Event;
   missed?: EventsMissed;
 }
 export interface HostEventNotice {
@@ -486,12 +684,12 @@ export interface SessionInitResult {
   policies_registered: Integer2AHOqbcQ;
 }
 export interface ServerStatusResult {
-  version: StringDoaGddGA;
   connections: Integer2AHOqbcQ;
-  runtime: ObjectHAgrRKSz;
-  store?: StringDoaGddGA;
   members: UnorderedSetOfMemberIKo60AsA;
   members_error?: StringDoaGddGA;
+  runtime: RuntimeStatus;
+  store?: StringDoaGddGA;
+  version: StringDoaGddGA;
 }
 export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
@@ -509,16 +707,16 @@ export interface SessionPolicyCloseResult {
 export interface PolicyRegisterResult {
   name: StringDoaGddGA;
   registered: StringDoaGddGA;
-  scope: AlwaysTrue;
+  scope: OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa;
 }
 export interface PolicyUnregisterResult {
-  unregistered: StringDoaGddGA;
   removed: Integer2AHOqbcQ;
-  scope: AlwaysTrue;
+  scope: OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa;
+  unregistered: StringDoaGddGA;
 }
 export interface PolicyListResult {
   policies: UnorderedSetOfPolicyInfoLvPmkecg;
-  scope: AlwaysTrue;
+  scope: OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa;
 }
 export interface ToolsListResult {
   tools: UnorderedSetOfToolSchemagpWzu5Eb;
@@ -575,9 +773,93 @@ export interface ProposalResult {
 export interface ProposalCancelResult {
   cancelled: BooleanVyG3AETh;
 }
+export interface SwarmResult {
+  mode: StringDoaGddGA;
+  task: StringDoaGddGA;
+  outputs: UnorderedSetOfAgentOutputlX4CNr3L;
+  rounds?: UnorderedSetOfUnorderedSetOfAgentOutputlX4CNr3LraBAfjgY;
+  synthesizer?: AgentOutput;
+  final_answer: StringDoaGddGA;
+  fell_back: BooleanVyG3AETh;
+  spend: MultiSpend;
+}
+export interface PipelineResult {
+  task: StringDoaGddGA;
+  stages: UnorderedSetOfAgentOutputlX4CNr3L;
+  final_answer: StringDoaGddGA;
+  completed: BooleanVyG3AETh;
+  error?: StringDoaGddGA;
+  spend: MultiSpend;
+}
+export interface SupervisorResult {
+  task: StringDoaGddGA;
+  rounds: UnorderedSetOfSupervisorRound2DmUdmZD;
+  approved: BooleanVyG3AETh;
+  final_answer: StringDoaGddGA;
+  fell_back: BooleanVyG3AETh;
+  spend: MultiSpend;
+}
+export interface MapReduceResult {
+  task: StringDoaGddGA;
+  mapped: UnorderedSetOfAgentOutputlX4CNr3L;
+  reduced: AgentOutput;
+  final_answer: StringDoaGddGA;
+  fell_back: BooleanVyG3AETh;
+  spend: MultiSpend;
+}
+export interface VoteResult {
+  task: StringDoaGddGA;
+  outputs: UnorderedSetOfAgentOutputlX4CNr3L;
+  votes: UnorderedSetOfVoteTally3FkDRSQ8;
+  winner_answer: StringDoaGddGA;
+  winner_count: Integer2AHOqbcQ;
+  synthesizer?: AgentOutput;
+  final_answer: StringDoaGddGA;
+  spend: MultiSpend;
+}
+export interface TournamentResult {
+  task: StringDoaGddGA;
+  candidates: UnorderedSetOfAgentOutputlX4CNr3L;
+  matches: UnorderedSetOfMatchResultWl5X32Pv;
+  winner_name: StringDoaGddGA;
+  winner_answer: StringDoaGddGA;
+  ranking: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  spend: MultiSpend;
+}
+export interface VerifyResult {
+  valid: BooleanVyG3AETh;
+  issues: UnorderedSetOfVerifyIssue90T3UNcN;
+  simulated_state: ObjectHAgrRKSz;
+  execution_levels: UnorderedSetOfUnorderedSetOfStringDoaGddGADvj0XlFa8UTGvH52;
+  conflicts: UnorderedSetOfUnorderedSetOfStringDoaGddGA741Ek67PZm5GVwTX;
+  evidence: Evidence;
+}
+export interface SimulateResult {
+  final_state: ObjectHAgrRKSz;
+  blocked: UnorderedSetOfBlockedActionm7UI0ZV8;
+}
+export interface EquivalentResult {
+  equivalent: BooleanVyG3AETh;
+  differences: UnorderedSetOfDifferenceytLHBOCK;
+  states_tested: Integer2AHOqbcQ;
+  sampled: BooleanVyG3AETh;
+  note: StringDoaGddGA;
+}
 export interface OptimizeResult {
   proposal: ActionProposal;
-  pruned: UnorderedSetOfObjectHAgrRKSzAfoBnX12;
+  pruned: UnorderedSetOfPrunedDependencyv0Z77RFr;
+}
+export interface MonteCarloResult {
+  trials: Integer2AHOqbcQ;
+  seed: Integer2AHOqbcQ;
+  p_goal_reached: OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8;
+  goal_underivable_conditions: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  p_all_effects_landed: NumberHo1ClIqD;
+  tool_calls: Distribution;
+  actions_executed: Distribution;
+  state_distribution: UnorderedSetOfKeyDistributionLgxa1LxI;
+  action_outcomes: UnorderedSetOfActionOutcomemMtuNu1V;
+  rate_provenance: RateProvenance;
 }
 export interface TierResult {
   granted_tier: StringDoaGddGA;
@@ -587,14 +869,14 @@ export interface ClassifyResult {
   declared_rollback_contract: StringDoaGddGA;
 }
 export interface EvaluateResult {
-  decisions: UnorderedSetOfObjectHAgrRKSzAfoBnX12;
+  decisions: UnorderedSetOfPermissionDecisionb2K4DvRh;
 }
 export interface PendingResult {
-  pending: UnorderedSetOfObjectHAgrRKSzAfoBnX12;
+  pending: UnorderedSetOfPermissionDecisionb2K4DvRh;
 }
 export interface SupervisionSubscribeResult {
-  subscribed: BooleanVyG3AETh;
   decision_timeout_ms: Integer2AHOqbcQ;
+  subscribed: BooleanVyG3AETh;
   supervisors: Integer2AHOqbcQ;
 }
 export interface SubscriptionResult {
@@ -642,51 +924,46 @@ export interface EventsSubscribeResult {
   subscribed: BooleanVyG3AETh;
   cursor: Integer2AHOqbcQ;
 }
-export interface EventsUnsubscribeResult {
-  subscribed: BooleanVyG3AETh;
-  was_subscribed: BooleanVyG3AETh;
-}
 export interface MetricsAlertsResult {
-  summary: ObjectHAgrRKSz;
   alerts: UnorderedSetOfAlertQnA5LTPb;
+  summary: MetricsSummary;
 }
-export type UnorderedSetOfAgentCostiev788Td = AgentCost[];
 export interface RunsStartResult {
-  run_id: StringDoaGddGA;
   agent_id: StringDoaGddGA;
+  run_id: StringDoaGddGA;
 }
 export interface RunsCompleteResult {
-  run_id: StringDoaGddGA;
   ok: BooleanVyG3AETh;
+  run_id: StringDoaGddGA;
 }
 export interface RunsRecordTurnsResult {
-  run_id: StringDoaGddGA;
   base_index: Integer2AHOqbcQ;
   count: Integer2AHOqbcQ;
-  ok: BooleanVyG3AETh;
   dropped?: StringDoaGddGA;
+  ok: BooleanVyG3AETh;
+  run_id: StringDoaGddGA;
 }
 export interface RunSnapshot {
   run_id: StringDoaGddGA;
   agent_id: StringDoaGddGA;
-  turns_so_far: UnorderedSetOfRunRecordUna7QQki;
+  turns_so_far: UnorderedSetOfRunRecordFLq2ETrf;
   cursor: Integer2AHOqbcQ;
   status: StringDoaGddGA;
 }
 export interface RunsUnsubscribeResult {
-  run_id: StringDoaGddGA;
   removed: BooleanVyG3AETh;
+  run_id: StringDoaGddGA;
 }
 export interface RunsListResult {
   agent_id: StringDoaGddGA;
   runs: UnorderedSetOfRunSummaryjqVe58VF;
 }
 export interface RunsGetTraceResult {
-  run_id: StringDoaGddGA;
   agent_id?: StringDoaGddGA;
-  records?: UnorderedSetOfRunRecordUna7QQki;
   cursor?: Integer2AHOqbcQ;
   not_found?: BooleanVyG3AETh;
+  records?: UnorderedSetOfRunRecordFLq2ETrf;
+  run_id: StringDoaGddGA;
 }
 export interface AgentPostures {
   default: TierPosture;
@@ -694,9 +971,9 @@ export interface AgentPostures {
 }
 export interface AgentPermissionsEvaluateResult {
   agent_id: StringDoaGddGA;
-  tier: StringDoaGddGA;
-  mode: StringDoaGddGA;
   has_override: BooleanVyG3AETh;
+  mode: StringDoaGddGA;
+  tier: StringDoaGddGA;
 }
 export interface AgentsRevokeResult {
   agent_id: StringDoaGddGA;
@@ -704,25 +981,16 @@ export interface AgentsRevokeResult {
   connections_closed: Integer2AHOqbcQ;
 }
 export type OneOfActionProposalNullQu0Arl1FLOK7Hzq5 = ActionProposal | NullQu0Arl1F;
-export interface AgentOutput {
-  name: StringDoaGddGA;
-  answer: StringDoaGddGA;
-  turns: Integer2AHOqbcQ;
-  tool_calls: Integer2AHOqbcQ;
-  duration_ms: NumberHo1ClIqD;
-  error: OneOfNullQu0Arl1FStringDoaGddGABsU3LTQx;
-  tokens?: TokenUsage;
-}
 /**
  *
  * Generated! Represents an alias to any of the provided schemas
  *
  */
-export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbSetOfAnykhpArGaqStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQActionProposalStringDoaGddGARuntimeScopeStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnXdEIojehStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetProposalResultProposalCancelResultNullQu0Arl1FBudgetReportObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzObjectHAgrRKSzOptimizeResultObjectHAgrRKSzTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultEventsUnsubscribeResultObjectHAgrRKSzMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemagpWzu5Eb | SetOfAnykhpArGaq | UnorderedSetOfStringDoaGddGADvj0XlFa | Integer2AHOqbcQ | ActionProposal | RuntimeScope | BooleanVyG3AETh | NumberHo1ClIqD | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnXdEIojeh | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | OptimizeResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | EventsUnsubscribeResult | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
+export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbUnorderedSetOfPolicyDefinition9KOiK7KHStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemagpWzu5EbStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQActionProposalStringDoaGddGARuntimeScopeStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAStringDoaGddGAUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecInteger2AHOqbcQMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAInteger2AHOqbcQMultiBudgetAgentSpecAgentSpecUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAMultiBudgetActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalActionProposalObjectHAgrRKSzObjectSASv8KndAlwaysTrueInteger2AHOqbcQMonteCarloConfigStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnq5ZFJZevStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetProposalResultProposalCancelResultNullQu0Arl1FBudgetReportSwarmResultPipelineResultSupervisorResultMapReduceResultVoteResultTournamentResultVerifyResultSimulateResultEquivalentResultOptimizeResultMonteCarloResultTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultSubscriptionResultMetricsSummaryMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemagpWzu5Eb | UnorderedSetOfPolicyDefinition9KOiK7KH | UnorderedSetOfStringDoaGddGADvj0XlFa | Integer2AHOqbcQ | ActionProposal | RuntimeScope | BooleanVyG3AETh | NumberHo1ClIqD | UnorderedSetOfAgentSpec7JaMzPsv | AgentSpec | MultiBudget | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | ObjectSASv8Knd | MonteCarloConfig | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnq5ZFJZev | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | SwarmResult | PipelineResult | SupervisorResult | MapReduceResult | VoteResult | TournamentResult | VerifyResult | SimulateResult | EquivalentResult | OptimizeResult | MonteCarloResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | MetricsSummary | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
 export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA, agent_id: StringDoaGddGA) => Promise<AuthResult>;
 export type ServerHandshake = (protocol_version: AlwaysTrue, client_version: StringDoaGddGA) => Promise<HandshakeResult>;
 export type RpcDiscover = () => Promise<ObjectHAgrRKSz>;
-export type SessionInit = (tools: UnorderedSetOfToolSchemagpWzu5Eb, policies: SetOfAnykhpArGaq) => Promise<SessionInitResult>;
+export type SessionInit = (tools: UnorderedSetOfToolSchemagpWzu5Eb, policies: UnorderedSetOfPolicyDefinition9KOiK7KH) => Promise<SessionInitResult>;
 export type ServerStatus = () => Promise<ServerStatusResult>;
 export type ApprovalsList = () => Promise<ApprovalsListResult>;
 export type ServerConnections = () => Promise<ServerConnectionsResult>;
@@ -755,17 +1023,17 @@ export type ProposalSubmit = (proposal: ActionProposal, session_id: StringDoaGdd
 export type ProposalCancel = (proposal_id: StringDoaGddGA, reason: StringDoaGddGA) => Promise<ProposalCancelResult>;
 export type ReplanSetConfig = (max_replans: Integer2AHOqbcQ, delay_ms: Integer2AHOqbcQ, verify_before_execute: BooleanVyG3AETh, replan_on_rejected: BooleanVyG3AETh) => Promise<NullQu0Arl1F>;
 export type SessionBudgetSet = (max_tool_calls: Integer2AHOqbcQ, max_actions: Integer2AHOqbcQ, max_duration_ms: Integer2AHOqbcQ, max_cost_usd: NumberHo1ClIqD, scope: StringDoaGddGA) => Promise<BudgetReport>;
-export type MultiSwarm = () => Promise<ObjectHAgrRKSz>;
-export type MultiPipeline = () => Promise<ObjectHAgrRKSz>;
-export type MultiSupervisor = () => Promise<ObjectHAgrRKSz>;
-export type MultiMapReduce = () => Promise<ObjectHAgrRKSz>;
-export type MultiVote = () => Promise<ObjectHAgrRKSz>;
-export type MultiTournament = () => Promise<ObjectHAgrRKSz>;
-export type Verify = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<ObjectHAgrRKSz>;
-export type Simulate = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<ObjectHAgrRKSz>;
-export type Equivalent = (a: ActionProposal, b: ActionProposal, test_states: UnorderedSetOfObjectHAgrRKSzAfoBnX12) => Promise<ObjectHAgrRKSz>;
+export type MultiSwarm = (mode: StringDoaGddGA, agents: UnorderedSetOfAgentSpec7JaMzPsv, task: StringDoaGddGA, synthesizer: AgentSpec, rounds: Integer2AHOqbcQ, budget: MultiBudget) => Promise<SwarmResult>;
+export type MultiPipeline = (stages: UnorderedSetOfAgentSpec7JaMzPsv, task: StringDoaGddGA, budget: MultiBudget) => Promise<PipelineResult>;
+export type MultiSupervisor = (workers: UnorderedSetOfAgentSpec7JaMzPsv, supervisor: AgentSpec, task: StringDoaGddGA, max_rounds: Integer2AHOqbcQ, budget: MultiBudget) => Promise<SupervisorResult>;
+export type MultiMapReduce = (mapper: AgentSpec, reducer: AgentSpec, items: UnorderedSetOfStringDoaGddGADvj0XlFa, task: StringDoaGddGA, budget: MultiBudget) => Promise<MapReduceResult>;
+export type MultiVote = (agents: UnorderedSetOfAgentSpec7JaMzPsv, task: StringDoaGddGA, synthesizer: AgentSpec, budget: MultiBudget) => Promise<VoteResult>;
+export type MultiTournament = (competitors: UnorderedSetOfAgentSpec7JaMzPsv, judge: AgentSpec, task: StringDoaGddGA, budget: MultiBudget) => Promise<TournamentResult>;
+export type Verify = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<VerifyResult>;
+export type Simulate = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<SimulateResult>;
+export type Equivalent = (a: ActionProposal, b: ActionProposal, test_states: UnorderedSetOfObjectHAgrRKSzAfoBnX12) => Promise<EquivalentResult>;
 export type Optimize = (proposal: ActionProposal) => Promise<OptimizeResult>;
-export type VerifyMonteCarlo = () => Promise<ObjectHAgrRKSz>;
+export type VerifyMonteCarlo = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz, tool_success_rates: ObjectSASv8Knd, goal: AlwaysTrue, rate_window_days: Integer2AHOqbcQ, config: MonteCarloConfig) => Promise<MonteCarloResult>;
 export type PermissionGetTier = () => Promise<TierResult>;
 export type PermissionSetTier = (tier: StringDoaGddGA) => Promise<TierResult>;
 export type PermissionClassify = (proposal: ActionProposal) => Promise<ClassifyResult>;
@@ -794,13 +1062,13 @@ export type EventsChainEnable = () => Promise<OKResult>;
 export type EventsChainVerify = () => Promise<ChainVerifyResult>;
 export type EventsRetention = (policy: RetentionPolicy) => Promise<RetentionResult>;
 export type EventsSubscribe = (kinds: UnorderedSetOfStringDoaGddGADvj0XlFa, proposal_id: StringDoaGddGA) => Promise<EventsSubscribeResult>;
-export type EventsUnsubscribe = () => Promise<EventsUnsubscribeResult>;
-export type MetricsSummary = () => Promise<ObjectHAgrRKSz>;
+export type EventsUnsubscribe = () => Promise<SubscriptionResult>;
+export type MetricsSummary = () => Promise<MetricsSummary>;
 export type MetricsAlerts = (max_cost_usd: NumberHo1ClIqD, max_error_rate: NumberHo1ClIqD, max_avg_latency_ms: NumberHo1ClIqD, max_goals_ungrounded: Integer2AHOqbcQ, min_actions: Integer2AHOqbcQ) => Promise<MetricsAlertsResult>;
 export type EventsCostByAgent = () => Promise<UnorderedSetOfAgentCostiev788Td>;
 export type RunsStart = (intent: StringDoaGddGA, agent_id: StringDoaGddGA, agent_name: StringDoaGddGA, outcome_description: StringDoaGddGA, idempotency_key: StringDoaGddGA) => Promise<RunsStartResult>;
 export type RunsComplete = (run_id: StringDoaGddGA, outcome: AlwaysTrue) => Promise<RunsCompleteResult>;
-export type RunsRecordTurns = (run_id: StringDoaGddGA, turns: UnorderedSetOfRunTurnXdEIojeh) => Promise<RunsRecordTurnsResult>;
+export type RunsRecordTurns = (run_id: StringDoaGddGA, turns: UnorderedSetOfRunTurnq5ZFJZev) => Promise<RunsRecordTurnsResult>;
 export type RunsSubscribe = (run_id: StringDoaGddGA) => Promise<RunSnapshot>;
 export type RunsUnsubscribe = (run_id: StringDoaGddGA) => Promise<RunsUnsubscribeResult>;
 export type RunsList = (agent_id: StringDoaGddGA) => Promise<RunsListResult>;
