@@ -12,25 +12,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parslee-ai/car-server/internal/agents"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/fanout"
-	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/journal"
-	"github.com/parslee-ai/car-server/internal/messaging"
-	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Kind is the Store.Kind of this store.
 const Kind = "file"
-
-// The journals are the file store's parts.
-var (
-	_ store.Approvals   = (*approvals.Ledger)(nil)
-	_ store.Idempotency = (*idempotency.Cache)(nil)
-	_ store.Messages    = (*messaging.Ledger)(nil)
-)
 
 // Config says where the journals are and who this daemon is.
 type Config struct {
@@ -48,32 +36,32 @@ type Config struct {
 // Report is what replaying each journal found.
 type Report struct {
 	Idempotency, Approvals, Messages journal.Report
-	Runs                             runs.FileReport
+	Runs                             RunsReport
 }
 
 // Open replays the journals and returns the store over them. On an error
 // nothing stays open.
 func Open(cfg Config) (*store.Store, Report, error) {
 	var rep Report
-	idem, r, err := idempotency.Open(cfg.IdempotencyPath, cfg.Journal...)
+	idem, r, err := OpenIdempotency(cfg.IdempotencyPath, cfg.Journal...)
 	rep.Idempotency = r
 	if err != nil {
 		return nil, rep, err
 	}
-	ledger, r, err := approvals.Open(cfg.ApprovalsPath, cfg.Journal...)
+	ledger, r, err := OpenApprovals(cfg.ApprovalsPath, cfg.Journal...)
 	rep.Approvals = r
 	if err != nil {
 		return nil, rep, errors.Join(err, idem.Close())
 	}
-	messages, r, err := messaging.OpenLedger(cfg.MessagesPath, cfg.Journal...)
+	messages, r, err := OpenMessages(cfg.MessagesPath, cfg.Journal...)
 	rep.Messages = r
 	if err != nil {
 		return nil, rep, errors.Join(err, idem.Close(), ledger.Close())
 	}
-	var runLog *runs.FileLog
+	var runLog *Runs
 	closeRuns := func() error { return nil }
 	if cfg.RunsDir != "" {
-		runLog, rep.Runs, err = runs.OpenFileLog(cfg.RunsDir)
+		runLog, rep.Runs, err = OpenRuns(cfg.RunsDir)
 		if err != nil {
 			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close())
 		}
@@ -99,10 +87,10 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		st.Runs = runLog
 	}
 	if cfg.AgentTokensPath != "" {
-		st.AgentTokens = agents.TokenFile(cfg.AgentTokensPath)
+		st.AgentTokens = TokenFile(cfg.AgentTokensPath)
 	}
 	if cfg.PosturesPath != "" {
-		st.Postures = agents.PostureFile(cfg.PosturesPath)
+		st.Postures = PostureFile(cfg.PosturesPath)
 	}
 	return st, rep, nil
 }
