@@ -4,10 +4,19 @@
 // notifications, the member list, agent run traces, and agent identity
 // (the agents' token hashes and their postures).
 //
-// Two implementations stand behind it: store/file (the journals under
-// $CAR_HOME, the default; one daemon) and store/postgres (several daemons on
-// one PostgreSQL). The engine and rpc talk to these interfaces only; neither
-// learns SQL. Every method that can reach a database takes a context and
+// Two implementations stand behind it, one file per part each: store/file
+// (the journals under $CAR_HOME, the default; one daemon) and
+// store/postgres (several daemons on one PostgreSQL). What both backends
+// share lives here (the approval watchers, the token hash, CheckRunRecord).
+// The engine and rpc talk to these interfaces only; neither learns SQL, and
+// the engine imports no backend (cmd/car-server hands it the parts).
+//
+// The arrows run downward: store may import the domain packages' plain
+// types (approvals, runs, agents), which never import store or journal
+// back. Where an interface's consumer is a domain package (runs.Store over
+// runs.Log, agents.Postures over agents.PostureStore), that package
+// defines it and store names it too (RunLog, Postures); imports_test.go
+// fails when an arrow turns upward. Every method that can reach a database takes a context and
 // returns an error that wraps ErrUnavailable when the store cannot be
 // reached, so callers can say so instead of guessing.
 package store

@@ -207,23 +207,6 @@ func TestEachDropReason(t *testing.T) {
 	}
 }
 
-func TestDecodeTurnsRefusesWhatIsNotABatch(t *testing.T) {
-	for name, raw := range map[string]string{
-		"empty":      `[]`,
-		"not array":  `{"prompt":"x"}`,
-		"not object": `["x"]`,
-		"over batch": "[" + strings.TrimSuffix(strings.Repeat(`{},`, runs.MaxBatch+1), ",") + "]",
-	} {
-		if _, err := runs.DecodeTurns(json.RawMessage(raw)); err == nil {
-			t.Errorf("%s: decoded", name)
-		}
-	}
-	turns, err := runs.DecodeTurns(json.RawMessage(`[{"index":7,"prompt":"p","tokens":{"input_tokens":3,"output_tokens":4}}]`))
-	if err != nil || len(turns) != 1 || turns[0].Index != 0 || turns[0].Tokens.InputTokens != 3 {
-		t.Fatalf("a batch of one: %+v, %v", turns, err)
-	}
-}
-
 // feed collects one subscriber's events; its push never blocks.
 type feed struct {
 	mu     sync.Mutex
