@@ -18,10 +18,10 @@ import (
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
-// Runs is the run log of a single daemon: one journal
-// per run under <root>/<agent_id>/<run_id>.jsonl, one record a line,
-// through the journal's durability rules (fsync before the ack, a torn
-// tail cut off, interior corruption refused). It keeps every run's head in
+// Runs is the run log (runs.Log) of a single daemon: one journal per run
+// under <root>/<agent_id>/<run_id>.jsonl, one record a line, through the
+// journal's durability rules (fsync before the ack, a torn tail cut off,
+// interior corruption refused). It keeps every run's head in
 // memory and an in-progress run's records in its journal's memory, so only
 // an ended run's trace is read from disk. It is safe for concurrent use.
 type Runs struct {
