@@ -11,6 +11,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // startServer serves a daemon's JSON-RPC surface on a loopback port until
@@ -21,7 +22,7 @@ func startServer(t *testing.T) (*rpc.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := engine.NewRuntime(engine.Options{})
+	rt := engine.NewRuntime(engine.Options{State: file.NewState()})
 	srv := rpc.NewServer(rt, rpc.Options{Token: "tok"})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()

@@ -12,10 +12,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/parslee-ai/car-server/config"
-	"github.com/parslee-ai/car-server/internal/agents"
+
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -104,7 +105,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 // file, or the shared database when the store is postgres.
 func openAgentTokens(ctx context.Context, cfg *config.Config) (store.AgentTokens, func(), error) {
 	if cfg.Store != config.StorePostgres {
-		return agents.TokenFile(cfg.AgentTokensPath), func() {}, nil
+		return file.TokenFile(cfg.AgentTokensPath), func() {}, nil
 	}
 	return postgres.OpenTokens(ctx, postgresConfig(cfg, "", nil))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/agents"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 func TestConcurrentIssueTokenCommandsKeepEveryAgent(t *testing.T) {
@@ -47,7 +48,7 @@ func TestConcurrentIssueTokenCommandsKeepEveryAgent(t *testing.T) {
 		t.Fatalf("%d concurrent issue-token commands left %d agents: %s", issuers, len(list.Agents), out)
 	}
 	for i, token := range tokens {
-		ok, err := agents.Verify(filepath.Join(home, "agent-tokens.json"), fmt.Sprint("agent-", i), token)
+		ok, err := file.VerifyToken(filepath.Join(home, "agent-tokens.json"), fmt.Sprint("agent-", i), token)
 		if err != nil || !ok {
 			t.Errorf("agent-%d's printed token does not verify: %v", i, err)
 		}

@@ -1,8 +1,10 @@
 // Package agents owns what the daemon knows of agent identities that live
-// beyond a connection: the per-agent tokens the operator mints (only their
-// hashes, read on every agent auth so issuing and revoking take effect
-// without a restart), and the per-agent permission postures. Both are kept
-// behind the store seam (store.AgentTokens, store.Postures): on one daemon
-// in a 0600 file each (TokenFile, PostureFile, written atomically), on
-// several in the shared store. It never imports a transport.
+// beyond a connection: the per-agent permission postures (Postures, the
+// policy in force, kept in memory over a PostureStore) and the name of an
+// agent with a token (IssuedAgent). Where they are kept is the store's:
+// the token hashes and the posture document live in a 0600 file each in
+// store/file (written atomically under a lock), in the shared database in
+// store/postgres, behind store.AgentTokens and store.Postures (which is
+// this package's PostureStore). It never imports a transport, the store or
+// the journal.
 package agents

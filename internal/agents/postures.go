@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/policy"
-	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Posture modes: what happens to an agent's action at a tier.
@@ -89,12 +86,12 @@ func rank(m string) int {
 }
 
 // Postures is the daemon's per-agent posture: the policy in force, kept in
-// memory, over a store.Postures that keeps it durably (the policy file, or
+// memory, over a PostureStore that keeps it durably (the policy file, or
 // the shared store's row). Every mutation goes through the store under its
 // lock; a change made elsewhere (another daemon) is read back when the
 // store says so. It is safe for concurrent use.
 type Postures struct {
-	src     store.Postures
+	src     PostureStore
 	writeMu sync.Mutex // one mutation or reload at a time in this process
 	mu      sync.Mutex // guards p; never held across I/O, so the gate never waits on the store
 	p       Policy
@@ -102,17 +99,11 @@ type Postures struct {
 	onError func(error)
 }
 
-// OpenPostures reads the policy file at path; a missing file is the
-// balanced default with no overrides.
-func OpenPostures(path string) (*Postures, error) {
-	return NewPostures(context.Background(), PostureFile(path), nil)
-}
-
 // NewPostures reads the policy src keeps (none: the balanced default with
 // no overrides) and follows the changes src reports until Close. onError
 // hears a change that could not be read back (nil ignores it: the policy
 // in force stays, and the next change reads it again).
-func NewPostures(ctx context.Context, src store.Postures, onError func(error)) (*Postures, error) {
+func NewPostures(ctx context.Context, src PostureStore, onError func(error)) (*Postures, error) {
 	s := &Postures{src: src, p: defaultPolicy(), onError: onError}
 	p, found, err := readDoc(ctx, src)
 	if err != nil {
@@ -163,19 +154,21 @@ func defaultPolicy() Policy {
 }
 
 // readDoc reads and decodes the policy src keeps.
-func readDoc(ctx context.Context, src store.Postures) (Policy, bool, error) {
+func readDoc(ctx context.Context, src PostureStore) (Policy, bool, error) {
 	doc, found, err := src.Read(ctx)
 	if err != nil || !found {
 		return Policy{}, false, err
 	}
-	p, err := decodePolicy(doc)
+	p, err := ParsePolicy(doc)
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("the agent permissions policy is not valid (%v); set it again with agent_permissions.set_default", err)
 	}
 	return p, true, nil
 }
 
-func decodePolicy(doc []byte) (Policy, error) {
+// ParsePolicy decodes a posture policy document (a missing agents map is
+// an empty one); a store checks with it what it reads.
+func ParsePolicy(doc []byte) (Policy, error) {
 	var p Policy
 	if err := json.Unmarshal(doc, &p); err != nil {
 		return Policy{}, err
@@ -185,50 +178,6 @@ func decodePolicy(doc []byte) (Policy, error) {
 	}
 	return p, nil
 }
-
-// postureFile is the policy file, written atomically under its lock.
-type postureFile struct{ path string }
-
-// PostureFile is the store.Postures of a single daemon: the policy file at
-// path (0600), rewritten atomically under path + ".lock".
-func PostureFile(path string) store.Postures { return postureFile{path: path} }
-
-// Read reads the file; a missing one holds no document.
-func (f postureFile) Read(context.Context) (json.RawMessage, bool, error) {
-	b, err := os.ReadFile(f.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("agent permissions %s: %w", f.path, err)
-	}
-	if _, err := decodePolicy(b); err != nil {
-		return nil, false, fmt.Errorf("agent permissions %s is not valid JSON (%v); fix it or move it aside", f.path, err)
-	}
-	return b, true, nil
-}
-
-// Update holds the file's lock across the read, the change and the atomic
-// write, so another writer's update is kept, not overwritten.
-func (f postureFile) Update(ctx context.Context, change func(json.RawMessage, bool) (json.RawMessage, error)) error {
-	unlock, err := lockFile(ctx, f.path)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	cur, found, err := f.Read(ctx)
-	if err != nil {
-		return err
-	}
-	next, err := change(cur, found)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(f.path, append(next, '\n'))
-}
-
-// Watch never calls fn: only this process writes the file it reads.
-func (postureFile) Watch(func()) func() { return func() {} }
 
 // Get returns a copy of the whole policy.
 func (s *Postures) Get() Policy {
@@ -338,7 +287,7 @@ func (s *Postures) mutate(ctx context.Context, change func(*Policy) error) (Poli
 	err := s.src.Update(ctx, func(cur json.RawMessage, found bool) (json.RawMessage, error) {
 		next = s.Get()
 		if found {
-			p, err := decodePolicy(cur)
+			p, err := ParsePolicy(cur)
 			if err != nil {
 				return nil, fmt.Errorf("the agent permissions policy held is not valid (%v); reset it with agent_permissions.set_default", err)
 			}

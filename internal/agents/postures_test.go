@@ -1,21 +1,20 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
-func openPostures(t *testing.T, path string) *Postures {
+func openPostures(t *testing.T, path string) *agents.Postures {
 	t.Helper()
-	ps, err := OpenPostures(path)
+	ps, err := file.OpenPostures(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +23,7 @@ func openPostures(t *testing.T, path string) *Postures {
 
 // resolves fails unless agent's mode at each tier is want (read_only,
 // sandbox_edit, full_access).
-func resolves(t *testing.T, ps *Postures, agent string, want [3]string) {
+func resolves(t *testing.T, ps *agents.Postures, agent string, want [3]string) {
 	t.Helper()
 	for i, tier := range []policy.Tier{policy.ReadOnly, policy.SandboxEdit, policy.FullAccess} {
 		if got, _ := ps.Resolve(agent, tier); got != want[i] {
@@ -35,18 +34,18 @@ func resolves(t *testing.T, ps *Postures, agent string, want [3]string) {
 
 func TestPresetsSetTheDefaultPosture(t *testing.T) {
 	ps := openPostures(t, filepath.Join(t.TempDir(), "agent-permissions.json"))
-	resolves(t, ps, "alice", [3]string{AlwaysAllow, RequireApproval, RequireApproval}) // balanced, no file
+	resolves(t, ps, "alice", [3]string{agents.AlwaysAllow, agents.RequireApproval, agents.RequireApproval}) // balanced, no file
 	ctx := context.Background()
 	for name, want := range map[string][3]string{
-		"cautious": {AlwaysAllow, RequireApproval, Deny},
-		"balanced": {AlwaysAllow, RequireApproval, RequireApproval},
-		"trusting": {AlwaysAllow, AlwaysAllow, RequireApproval},
+		"cautious": {agents.AlwaysAllow, agents.RequireApproval, agents.Deny},
+		"balanced": {agents.AlwaysAllow, agents.RequireApproval, agents.RequireApproval},
+		"trusting": {agents.AlwaysAllow, agents.AlwaysAllow, agents.RequireApproval},
 	} {
 		pol, err := ps.SetDefault(ctx, name, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pol.Default != Presets[name] {
+		if pol.Default != agents.Presets[name] {
 			t.Errorf("set_default %s returned default %+v", name, pol.Default)
 		}
 		resolves(t, ps, "alice", want)
@@ -59,10 +58,10 @@ func TestPresetsSetTheDefaultPosture(t *testing.T) {
 		t.Fatal(err)
 	}
 	tier := policy.FullAccess
-	if _, err := ps.SetDefault(ctx, "", &tier, Deny); err != nil {
+	if _, err := ps.SetDefault(ctx, "", &tier, agents.Deny); err != nil {
 		t.Fatal(err)
 	}
-	resolves(t, ps, "alice", [3]string{AlwaysAllow, AlwaysAllow, Deny})
+	resolves(t, ps, "alice", [3]string{agents.AlwaysAllow, agents.AlwaysAllow, agents.Deny})
 }
 
 func TestAnOverrideWinsAndAnAgentCannotLoosenItsOwn(t *testing.T) {
@@ -70,22 +69,22 @@ func TestAnOverrideWinsAndAnAgentCannotLoosenItsOwn(t *testing.T) {
 	ps := openPostures(t, path)
 	ctx := context.Background()
 	sandbox := policy.SandboxEdit
-	pol, err := ps.Set(ctx, "alice", AlwaysAllow, &sandbox, false)
-	if err != nil || pol.Agents["alice"].SandboxEdit != AlwaysAllow {
+	pol, err := ps.Set(ctx, "alice", agents.AlwaysAllow, &sandbox, false)
+	if err != nil || pol.Agents["alice"].SandboxEdit != agents.AlwaysAllow {
 		t.Fatalf("host sets alice's sandbox_edit: %+v %v", pol, err)
 	}
-	resolves(t, ps, "alice", [3]string{AlwaysAllow, AlwaysAllow, RequireApproval})
-	resolves(t, ps, "bob", [3]string{AlwaysAllow, RequireApproval, RequireApproval})
+	resolves(t, ps, "alice", [3]string{agents.AlwaysAllow, agents.AlwaysAllow, agents.RequireApproval})
+	resolves(t, ps, "bob", [3]string{agents.AlwaysAllow, agents.RequireApproval, agents.RequireApproval})
 
 	full := policy.FullAccess
-	if _, err := ps.Set(ctx, "bob", AlwaysAllow, &full, true); !errors.Is(err, ErrLoosen) {
+	if _, err := ps.Set(ctx, "bob", agents.AlwaysAllow, &full, true); !errors.Is(err, agents.ErrLoosen) {
 		t.Fatalf("bob loosening his own full_access: %v, want ErrLoosen", err)
 	}
-	if _, err := ps.Set(ctx, "bob", Deny, nil, true); err != nil {
+	if _, err := ps.Set(ctx, "bob", agents.Deny, nil, true); err != nil {
 		t.Fatalf("bob tightening himself: %v", err)
 	}
-	resolves(t, ps, "bob", [3]string{Deny, Deny, Deny})
-	if _, err := ps.Set(ctx, "bob", RequireApproval, &full, true); !errors.Is(err, ErrLoosen) {
+	resolves(t, ps, "bob", [3]string{agents.Deny, agents.Deny, agents.Deny})
+	if _, err := ps.Set(ctx, "bob", agents.RequireApproval, &full, true); !errors.Is(err, agents.ErrLoosen) {
 		t.Fatalf("bob loosening deny to require_approval: %v", err)
 	}
 	if _, err := ps.Set(ctx, "bob", "maybe", nil, false); err == nil {
@@ -96,104 +95,12 @@ func TestAnOverrideWinsAndAnAgentCannotLoosenItsOwn(t *testing.T) {
 	if err != nil || len(pol.Agents) != 1 {
 		t.Fatalf("reset bob: %+v %v", pol, err)
 	}
-	resolves(t, ps, "bob", [3]string{AlwaysAllow, RequireApproval, RequireApproval})
+	resolves(t, ps, "bob", [3]string{agents.AlwaysAllow, agents.RequireApproval, agents.RequireApproval})
 
 	// What was written is what a restart reads.
 	again := openPostures(t, path)
-	resolves(t, again, "alice", [3]string{AlwaysAllow, AlwaysAllow, RequireApproval})
-	if got := again.Get(); len(got.Agents) != 1 || got.Default != Presets[DefaultPreset] {
+	resolves(t, again, "alice", [3]string{agents.AlwaysAllow, agents.AlwaysAllow, agents.RequireApproval})
+	if got := again.Get(); len(got.Agents) != 1 || got.Default != agents.Presets[agents.DefaultPreset] {
 		t.Fatalf("reopened: %+v", got)
-	}
-}
-
-func TestPostureWritesAreAtomicAnd0600(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agent-permissions.json")
-	ps := openPostures(t, path)
-	ctx := context.Background()
-	for i := 0; i < 5; i++ {
-		if _, err := ps.Set(ctx, fmt.Sprint("agent-", i), Deny, nil, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Fatalf("the posture file is %v, want 0600", st.Mode().Perm())
-	}
-	assertOnlyFiles(t, dir, "agent-permissions.json", "agent-permissions.json.lock")
-}
-
-func TestAPostureWriteThatFailsLeavesTheOldFileAndPolicy(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agent-permissions.json")
-	ps := openPostures(t, path)
-	ctx := context.Background()
-	if _, err := ps.Set(ctx, "agent-0", Deny, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o500); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
-	if f, err := os.CreateTemp(dir, "probe"); err == nil {
-		f.Close()
-		t.Skip("the directory stays writable (running as root): no failed write to observe")
-	}
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ps.Reset(ctx, "agent-0"); err == nil {
-		t.Fatal("a write into a read-only directory succeeded")
-	}
-	after, err := os.ReadFile(path)
-	if err != nil || string(after) != string(before) {
-		t.Fatalf("a failed write changed the file (%v)", err)
-	}
-	if m, _ := ps.Resolve("agent-0", policy.ReadOnly); m != Deny {
-		t.Fatalf("a failed write changed the policy in force: %s", m)
-	}
-}
-
-func TestTwoWritersOfOnePostureFileKeepEachOthersChanges(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agent-permissions.json")
-	// Two holders of the one file, as a daemon and another process would be.
-	a, b := openPostures(t, path), openPostures(t, path)
-	ctx := context.Background()
-	const each = 10
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*each)
-	for w, ps := range []*Postures{a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				_, err := ps.Set(ctx, fmt.Sprintf("w%d-%d", w, i), Deny, nil, false)
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := openPostures(t, path).Get(); len(got.Agents) != 2*each {
-		t.Fatalf("two writers of %d overrides each left %d in the file: an update was lost", each, len(got.Agents))
-	}
-}
-
-func TestAGarbledPostureFileIsRefusedWithWhatToDo(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "agent-permissions.json")
-	if err := os.WriteFile(path, []byte(`{"default":`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenPostures(path); err == nil || !strings.Contains(err.Error(), "move it aside") {
-		t.Fatalf("open a garbled file: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // ResolveApproval decides a gate's row on the ledger at its operation's
@@ -16,7 +17,7 @@ import (
 // nothing: an unknown row, another connection's question, any decision
 // without a ledger.
 func TestResolveApprovalDecidesEachKindOfRowOnce(t *testing.T) {
-	ledger, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@
 // run.execute; each action runs in run.runAction (action.go). With
 // replanning configured, Execute asks for replacements after a failure.
 //
-// The engine never imports a transport. Tools run through the ToolExecutor
+// The engine never imports a transport, nor a store backend: engine.Options
+// takes its state and stores (store's interfaces) from the caller, and a
+// nil one turns its feature off. Tools run through the ToolExecutor
 // interface, which the rpc package implements with tools.execute callbacks,
 // and replacements for a failed proposal come through Replanner
 // (replan.propose).

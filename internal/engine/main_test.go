@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // TestMain fails the package when a test leaves a goroutine running: the
@@ -50,10 +52,14 @@ func stateKeys(t testing.TB, rt *Runtime, tenant string) []string {
 	return keys
 }
 
-// newRuntime is how these tests make a Runtime: closed with the test, so
+// newRuntime is how these tests make a Runtime: over an in-memory state
+// of the file store unless opts names one, and closed with the test, so
 // that the workers it parked between runs are gone when goleak looks.
 func newRuntime(tb testing.TB, opts Options) *Runtime {
 	tb.Helper()
+	if opts.State == nil {
+		opts.State = file.NewState()
+	}
 	rt := NewRuntime(opts)
 	tb.Cleanup(rt.Close)
 	return rt

@@ -12,6 +12,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -19,7 +20,7 @@ import (
 // not yet heard of their decisions: those are in elsewhere until Refresh
 // reads them.
 type laggingLedger struct {
-	*approvals.Ledger
+	*file.Approvals
 	elsewhere map[string]approvals.Record
 	refreshed []string
 	fail      error
@@ -44,12 +45,12 @@ func (l *laggingLedger) Refresh(_ context.Context, fingerprints ...string) error
 // a session on it.
 func laggingRuntime(t *testing.T) (*laggingLedger, *Runtime, *Session) {
 	t.Helper()
-	file, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { file.Close() })
-	l := &laggingLedger{Ledger: file, elsewhere: map[string]approvals.Record{}}
+	t.Cleanup(func() { ledger.Close() })
+	l := &laggingLedger{Approvals: ledger, elsewhere: map[string]approvals.Record{}}
 	rt := newRuntime(t, Options{Approvals: l})
 	return l, rt, rt.OpenSession("s", nil)
 }

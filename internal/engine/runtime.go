@@ -11,7 +11,6 @@ import (
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/store"
-	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -29,7 +28,7 @@ type Options struct {
 	Idempotency        store.Idempotency // durable idempotency cache; nil turns it off
 	Approvals          store.Approvals   // durable approval ledger; nil: nothing can be approved
 	Messages           store.Messages    // delivered messaging.send idempotency keys; nil: keys are refused
-	State              store.State       // shared state; nil: a new in-memory one (file.NewState)
+	State              store.State       // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
 	Checkpoints        *checkpoint.Store // saved copies of state; nil: checkpoints are off
 	SupervisionTimeout time.Duration     // how long a parked proposal waits for a supervisor (30 s)
 	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
@@ -95,7 +94,7 @@ func (o *Options) setDefaults() {
 		o.MaxResolvedProposalBytes = DefaultMaxResolvedProposalBytes
 	}
 	if o.State == nil {
-		o.State = file.NewState()
+		o.State = stateOff{}
 	}
 	if o.Desk == nil {
 		o.Desk = host.New(host.Options{})
@@ -135,7 +134,8 @@ type Runtime struct {
 	sessions map[string]*Session
 }
 
-// NewRuntime returns a Runtime with empty state.
+// NewRuntime returns a Runtime over the state and stores opts hands it
+// (cmd/car-server passes its store's parts; a nil one is off).
 func NewRuntime(opts Options) *Runtime {
 	opts.setDefaults()
 	rt := &Runtime{

@@ -1,8 +1,8 @@
 // Package journal is the durable, append-only JSONL log under every journal
-// of the file store (the approval ledger, the idempotency cache, the
-// messaging dedup ledger and one journal per agent run) and under
-// car-server journal verify/compact: one implementation of append, fsync,
-// replay, torn-tail recovery and compaction.
+// of the file store (store/file: the idempotency cache, the approval
+// ledger, the messaging dedup ledger, one journal per agent run): one
+// implementation of append, fsync, replay, torn-tail recovery and
+// compaction.
 //
 // Every record is one JSON object on one line with a string "key" and an
 // "op"; the last record for a key is the key's value, and an op of

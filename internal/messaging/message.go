@@ -6,6 +6,10 @@
 // messaging.send flows through the same validator → policy → rate limit →
 // event log chain as every other tool. Without a way to deliver, a send is an
 // error, never a silent success.
+//
+// The keys already delivered (Key scopes one to its tenant) are kept by
+// the store (store.Messages: a journal in store/file, a table in
+// store/postgres); the package never imports the store or the journal.
 package messaging
 
 import (

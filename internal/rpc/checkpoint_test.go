@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -18,7 +18,7 @@ import (
 func startCheckpointServer(t *testing.T) *testServer {
 	t.Helper()
 	dir := t.TempDir()
-	ledger, _, err := approvals.Open(filepath.Join(dir, "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(dir, "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

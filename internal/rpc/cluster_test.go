@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/parslee-ai/car-server/client"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/storetest"
 	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
@@ -39,7 +39,7 @@ type cluster struct {
 // startCluster serves one daemon per node.
 func startCluster(t *testing.T, nodes ...string) cluster {
 	t.Helper()
-	ledger, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -21,7 +22,7 @@ import (
 // up to approvalTimeout, and the server options given.
 func startHostServer(t *testing.T, approvalTimeout time.Duration, opts Options) *testServer {
 	t.Helper()
-	ledger, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/engine"
-	"github.com/parslee-ai/car-server/internal/idempotency"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // startIdemServer serves a runtime whose idempotency journal is at path.
 func startIdemServer(t *testing.T, path string) *testServer {
 	t.Helper()
-	cache, _, err := idempotency.Open(path)
+	cache, _, err := file.OpenIdempotency(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 func TestMain(m *testing.M) {
@@ -90,13 +91,17 @@ func startRuntime(t *testing.T, opts engine.Options, closeAfter func() error) *t
 	return startServerWith(t, serverSetup{engine: opts, closeAfter: closeAfter})
 }
 
-// startServerWith is the one way these tests start a server. It registers a
-// bounded shutdown: a shutdown that does not finish within testTimeout
-// fails the test.
+// startServerWith is the one way these tests start a server, its runtime
+// over an in-memory state of the file store unless s.engine names one. It
+// registers a bounded shutdown: a shutdown that does not finish within
+// testTimeout fails the test.
 func startServerWith(t testing.TB, s serverSetup) *testServer {
 	t.Helper()
 	if s.engine.RetryBase == 0 {
 		s.engine.RetryBase = time.Millisecond
+	}
+	if s.engine.State == nil {
+		s.engine.State = file.NewState()
 	}
 	logs := newLogWatch()
 	if s.opts.Logger == nil {

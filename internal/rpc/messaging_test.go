@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/messaging"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -17,11 +17,11 @@ import (
 // message ledger under dir (reopened as they are after a restart).
 func startMessagingServer(t *testing.T, dir string) *testServer {
 	t.Helper()
-	led, _, err := approvals.Open(filepath.Join(dir, "approvals.jsonl"))
+	led, _, err := file.OpenApprovals(filepath.Join(dir, "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, _, err := messaging.OpenLedger(filepath.Join(dir, "messages.jsonl"))
+	msgs, _, err := file.OpenMessages(filepath.Join(dir, "messages.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

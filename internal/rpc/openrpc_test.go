@@ -16,12 +16,11 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/parslee-ai/car-server/client"
-	"github.com/parslee-ai/car-server/internal/agents"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/openrpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -194,7 +193,7 @@ func TestRPCDiscoverServesTheDocument(t *testing.T) {
 func TestRepliesMatchTheDocument(t *testing.T) {
 	d := loadOpenRPC(t)
 	home := t.TempDir()
-	ledger, _, err := approvals.Open(filepath.Join(home, "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(home, "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,17 +201,17 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runStore, _, err := runs.Open(filepath.Join(home, "runs"), runs.Options{Grace: time.Minute})
+	runStore, _, err := file.OpenRunStore(filepath.Join(home, "runs"), runs.Options{Grace: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	postures, err := agents.OpenPostures(filepath.Join(home, "agent-permissions.json"))
+	postures, err := file.OpenPostures(filepath.Join(home, "agent-permissions.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(home, "agent-tokens.json")
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
-		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: agents.TokenFile(tokens), Postures: postures},
+		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures},
 		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures},
 		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close()) },
 	})}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 func startGovernedServer(t *testing.T, supervisionTimeout time.Duration) *testServer {
 	t.Helper()
-	ledger, _, err := approvals.Open(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

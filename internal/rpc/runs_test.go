@@ -11,9 +11,9 @@ import (
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/agents"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -44,20 +44,20 @@ func startRunsServer(t *testing.T, rs runsSetup) *runsServer {
 	if rs.grace == 0 {
 		rs.grace = time.Minute
 	}
-	st, _, err := runs.Open(filepath.Join(rs.home, "runs"), runs.Options{Grace: rs.grace})
+	st, _, err := file.OpenRunStore(filepath.Join(rs.home, "runs"), runs.Options{Grace: rs.grace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := agents.OpenPostures(filepath.Join(rs.home, "agent-permissions.json"))
+	ps, err := file.OpenPostures(filepath.Join(rs.home, "agent-permissions.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger, _, err := approvals.Open(filepath.Join(rs.home, "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(rs.home, "approvals.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := startServerWith(t, serverSetup{
-		opts:   Options{HostToken: runsHostToken, Runs: st, AgentTokens: agents.TokenFile(filepath.Join(rs.home, "agent-tokens.json")), Postures: ps, FeedQueue: rs.feedQueue, WriteTimeout: rs.writeTimeout},
+		opts:   Options{HostToken: runsHostToken, Runs: st, AgentTokens: file.TokenFile(filepath.Join(rs.home, "agent-tokens.json")), Postures: ps, FeedQueue: rs.feedQueue, WriteTimeout: rs.writeTimeout},
 		engine: engine.Options{Approvals: ledger, Postures: ps, ApprovalTimeout: testTimeout},
 		closeAfter: func() error {
 			return errorsJoin(st.Close(), ledger.Close())
@@ -79,7 +79,7 @@ func errorsJoin(errs ...error) error {
 func (rs *runsServer) issue(t *testing.T, agent string) string {
 	t.Helper()
 	token := "token-of-" + agent + "-" + fmt.Sprint(time.Now().UnixNano())
-	if err := agents.Issue(context.Background(), filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
+	if err := file.IssueToken(context.Background(), filepath.Join(rs.home, "agent-tokens.json"), agent, token); err != nil {
 		t.Fatal(err)
 	}
 	return token
@@ -686,7 +686,7 @@ func TestAgentPosturesAreEnforcedOnABoundAgentsProposal(t *testing.T) {
 		t.Fatalf("after reset and cautious %+v", after)
 	}
 	// The file holds what the daemon answered.
-	reread, err := agents.OpenPostures(filepath.Join(rs.home, "agent-permissions.json"))
+	reread, err := file.OpenPostures(filepath.Join(rs.home, "agent-permissions.json"))
 	if err != nil || reread.Get().Default.FullAccess != "deny" {
 		t.Fatalf("file %+v %v", reread, err)
 	}

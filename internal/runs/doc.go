@@ -1,10 +1,12 @@
 // Package runs owns agent run traces: a run is one runs.start /
 // runs.complete bracket around an agent loop, its turns appended in order
-// to a run log (store.RunLog). On one daemon that is the FileLog: one
-// journal per run under <root>/<agent_id>/<run_id>.jsonl, one record a
-// line, through the journal's durability rules (fsync before the ack, a
-// torn tail cut off, interior corruption refused). On several daemons it
-// is the shared store's, which every daemon reads.
+// to a run log (Log, log.go: this package defines it, and the store's
+// backends implement it; store.RunLog is the same interface). On one
+// daemon that is store/file's: one journal per run under
+// <root>/<agent_id>/<run_id>.jsonl, through the journal's durability rules
+// (fsync before the ack, a torn tail cut off, interior corruption
+// refused). On several daemons it is store/postgres's, which every daemon
+// reads.
 //
 // The store owns the turn index (the log hands each append the run's
 // counts under the run's lock), bounds what is recorded (caps.go), and
@@ -17,5 +19,5 @@
 //
 // The engine records a proposal's tool calls as turns through a Recorder,
 // the same append path runs.record_turns takes. The package never imports
-// a transport.
+// a transport, the store or the journal.
 package runs

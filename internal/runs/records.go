@@ -4,22 +4,21 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// Run statuses.
+// Run statuses, as the run log keeps them.
 const (
-	StatusInProgress = store.RunInProgress
-	StatusCompleted  = store.RunCompleted
-	StatusIncomplete = store.RunIncomplete
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusIncomplete = "incomplete"
 )
 
-// Record kinds.
+// Record kinds, as the run log keeps them.
 const (
-	KindStarted = store.RunStarted
-	KindTurn    = store.RunTurn
-	KindEnded   = store.RunEnded
+	KindStarted = "started" // a run's record 0
+	KindTurn    = "turn"    // counted in Head.Turns
+	KindEnded   = "ended"   // the last record of a run that ended
 )
 
 // Reasons record_turns drops a batch (nothing of it is appended).

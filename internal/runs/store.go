@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // Options configure a Store. Zero values take the defaults noted.
@@ -18,14 +16,15 @@ type Options struct {
 	// Grace is how long a run whose connection went away without
 	// runs.complete waits before it is marked incomplete (10 s).
 	Grace time.Duration
+	// CloseLog, when set, is called by Close once the store has stopped:
+	// an opener that hands the log over with the store sets it. Nil: the
+	// opener closes the log after the Store.
+	CloseLog func() error
 }
 
 // DefaultGrace is Options.Grace when zero, and the daemon's
 // run_incomplete_grace when not set.
 const DefaultGrace = 10 * time.Second
-
-// ErrNotFound is the answer for a run that does not exist.
-var ErrNotFound = store.ErrRunNotFound
 
 // DropError is a record_turns batch refused whole; Reason is one of the
 // Drop constants.
@@ -41,13 +40,13 @@ func (e *ElsewhereError) Error() string {
 	return fmt.Sprintf("run %s is in progress on daemon %s; subscribe through a connection to that daemon, or read it with runs.get_trace", e.RunID, e.Node)
 }
 
-// Store is the daemon's run traces over a run log (store.RunLog): the
+// Store is the daemon's run traces over a run log (a Log): the
 // runs in progress on this daemon, each with its writer slot, and the
 // subscriptions to runs. It is safe for concurrent use.
 type Store struct {
-	log     store.RunLog
-	ownsLog *FileLog // opened by Open: closed by Close
-	grace   time.Duration
+	log      Log
+	closeLog func() error // Options.CloseLog
+	grace    time.Duration
 
 	ctx    context.Context // cancelled by Close: ends waits for a run's writer
 	cancel context.CancelFunc
@@ -62,45 +61,20 @@ type Store struct {
 // run is a run in progress on this daemon (started or started again by
 // one of its connections).
 type run struct {
-	head    store.RunHead // as of the last record published
+	head    Head          // as of the last record published
 	writer  chan struct{} // held by the one append in progress, across its write
 	pending bool          // its Start is in progress: head is not the log's yet
-}
-
-// LoadReport says what Open found on disk.
-type LoadReport struct {
-	Runs       int // runs loaded
-	Incomplete int // runs found without an end, now marked incomplete
-	Torn       int // runs whose file ended in a torn line (crash residue), cut off
-}
-
-// Open loads every run under root (creating it, 0700) into a FileLog,
-// which the Store closes with itself. A run the last daemon left in
-// progress is marked incomplete: its connection is gone.
-func Open(root string, opts Options) (*Store, LoadReport, error) {
-	fl, frep, err := OpenFileLog(root)
-	rep := LoadReport{Runs: frep.Runs, Torn: frep.Torn}
-	if err != nil {
-		return nil, rep, err
-	}
-	s, n, err := OpenLog(context.Background(), fl, opts)
-	rep.Incomplete = n
-	if err != nil {
-		return nil, rep, errors.Join(err, fl.Close())
-	}
-	s.ownsLog = fl
-	return s, rep, nil
 }
 
 // OpenLog returns the store over log, which its opener closes after the
 // Store. The runs this daemon left in progress are marked incomplete
 // first: their connections are gone. It returns how many were.
-func OpenLog(ctx context.Context, log store.RunLog, opts Options) (*Store, int, error) {
+func OpenLog(ctx context.Context, log Log, opts Options) (*Store, int, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultGrace
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Store{log: log, grace: opts.Grace, ctx: sctx, cancel: cancel, live: map[string]*run{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}
+	s := &Store{log: log, closeLog: opts.CloseLog, grace: opts.Grace, ctx: sctx, cancel: cancel, live: map[string]*run{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}
 	stranded, err := log.Stranded(ctx)
 	if err != nil {
 		cancel()
@@ -108,13 +82,13 @@ func OpenLog(ctx context.Context, log store.RunLog, opts Options) (*Store, int, 
 	}
 	n := 0
 	for _, h := range stranded {
-		_, err := s.end(ctx, nil, h.RunID, StatusIncomplete, nil, func(cur store.RunHead) bool {
+		_, err := s.end(ctx, nil, h.RunID, StatusIncomplete, nil, func(cur Head) bool {
 			return cur.Node == h.Node && cur.Owner == h.Owner // not taken over since
 		})
 		switch {
 		case err == nil:
 			n++
-		case errors.Is(err, errSkip), errors.Is(err, store.ErrRunEnded):
+		case errors.Is(err, errSkip), errors.Is(err, ErrEnded):
 		default:
 			cancel()
 			return nil, n, fmt.Errorf("mark run %s incomplete: %w", h.RunID, err)
@@ -123,8 +97,8 @@ func OpenLog(ctx context.Context, log store.RunLog, opts Options) (*Store, int, 
 	return s, n, nil
 }
 
-// Close stops the incomplete markers not yet due (the next Open writes
-// them) and, when Open opened the log, closes it.
+// Close stops the incomplete markers not yet due (the next OpenLog writes
+// them) and, when Options.CloseLog is set, closes the log.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for id, t := range s.orphans {
@@ -136,8 +110,8 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.timers.Wait()
-	if s.ownsLog != nil {
-		return s.ownsLog.Close()
+	if s.closeLog != nil {
+		return s.closeLog()
 	}
 	return nil
 }
@@ -165,7 +139,7 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 		return "", false, err
 	}
 	now := time.Now().UTC()
-	h := store.RunHead{RunID: st.RunID, AgentID: st.AgentID, Intent: st.Intent, Owner: st.Owner, Status: StatusInProgress, StartedAt: now}
+	h := Head{RunID: st.RunID, AgentID: st.AgentID, Intent: st.Intent, Owner: st.Owner, Status: StatusInProgress, StartedAt: now}
 	s.mu.Lock()
 	r, ok := s.live[st.RunID]
 	if ok && !r.pending && r.head.AgentID != st.AgentID {
@@ -188,10 +162,10 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 		s.forget(st.RunID, r)
 		return "", false, err
 	}
-	cur, created, err := s.log.Start(ctx, h, store.RunRecord{Kind: KindStarted, Body: body})
+	cur, created, err := s.log.Start(ctx, h, LogRecord{Kind: KindStarted, Body: body})
 	if err != nil {
 		s.forget(st.RunID, r)
-		if errors.Is(err, store.ErrRunNotFound) {
+		if errors.Is(err, ErrNotFound) {
 			return "", false, ErrNotFound
 		}
 		return "", false, fmt.Errorf("record the start of run %s: %w", st.RunID, err)
@@ -283,20 +257,20 @@ func (s *Store) Append(ctx context.Context, runID string, turns []Turn) (base in
 		defer func() { <-r.writer }()
 	}
 	recs := make([]Record, len(turns))
-	h, err := s.log.Append(ctx, runID, func(h store.RunHead) (store.RunBatch, error) {
+	h, err := s.log.Append(ctx, runID, func(h Head) (Batch, error) {
 		if h.Turns+len(turns) > MaxTurns {
-			return store.RunBatch{}, &DropError{Reason: DropRunTurnLimit}
+			return Batch{}, &DropError{Reason: DropRunTurnLimit}
 		}
 		base = h.Turns
-		batch := store.RunBatch{Records: make([]store.RunRecord, len(turns))}
+		batch := Batch{Records: make([]LogRecord, len(turns))}
 		for i := range turns {
 			turns[i].Index = base + i
 			recs[i] = Record{Record: KindTurn, Turn: &turns[i]}
 			b, err := json.Marshal(recs[i])
 			if err != nil {
-				return store.RunBatch{}, fmt.Errorf("encode turn %d: %w", i, err)
+				return Batch{}, fmt.Errorf("encode turn %d: %w", i, err)
 			}
-			batch.Records[i] = store.RunRecord{Kind: KindTurn, Body: b}
+			batch.Records[i] = LogRecord{Kind: KindTurn, Body: b}
 		}
 		return batch, nil
 	})
@@ -304,9 +278,9 @@ func (s *Store) Append(ctx context.Context, runID string, turns []Turn) (base in
 	switch {
 	case errors.As(err, &drop):
 		return 0, err
-	case errors.Is(err, store.ErrRunNotFound):
+	case errors.Is(err, ErrNotFound):
 		return 0, &DropError{Reason: DropRunNotFound}
-	case errors.Is(err, store.ErrRunEnded):
+	case errors.Is(err, ErrEnded):
 		s.retire(runID, r)
 		return 0, &DropError{Reason: DropRunTerminal}
 	case err != nil:
@@ -336,7 +310,7 @@ func (s *Store) retire(runID string, r *run) {
 
 // publishLocked hands appended records to the run's subscribers; h is the
 // run's head after them.
-func (s *Store) publishLocked(h store.RunHead, recs []Record) {
+func (s *Store) publishLocked(h Head, recs []Record) {
 	subs := s.subs[h.RunID]
 	if len(subs) == 0 {
 		return
@@ -378,23 +352,23 @@ var errSkip = errors.New("the run changed hands")
 // end appends a run's terminal record, when cond (if any) holds of its head,
 // and publishes it; the caller holds r's writer slot (r nil: the run is
 // not live here).
-func (s *Store) end(ctx context.Context, r *run, runID, status string, outcome json.RawMessage, cond func(store.RunHead) bool) (store.RunHead, error) {
+func (s *Store) end(ctx context.Context, r *run, runID, status string, outcome json.RawMessage, cond func(Head) bool) (Head, error) {
 	now := time.Now().UTC()
 	rec := Record{Record: KindEnded, Status: status, Outcome: outcome, EndedAt: &now}
-	h, err := s.log.Append(ctx, runID, func(h store.RunHead) (store.RunBatch, error) {
+	h, err := s.log.Append(ctx, runID, func(h Head) (Batch, error) {
 		if cond != nil && !cond(h) {
-			return store.RunBatch{}, errSkip
+			return Batch{}, errSkip
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
-			return store.RunBatch{}, fmt.Errorf("encode the end of run %s: %w", runID, err)
+			return Batch{}, fmt.Errorf("encode the end of run %s: %w", runID, err)
 		}
-		return store.RunBatch{Records: []store.RunRecord{{Kind: KindEnded, Body: b}}, End: &store.RunEnd{Status: status, At: now, Outcome: outcome}}, nil
+		return Batch{Records: []LogRecord{{Kind: KindEnded, Body: b}}, End: &End{Status: status, At: now, Outcome: outcome}}, nil
 	})
 	switch {
-	case errors.Is(err, store.ErrRunNotFound):
+	case errors.Is(err, ErrNotFound):
 		return h, ErrNotFound
-	case errors.Is(err, store.ErrRunEnded):
+	case errors.Is(err, ErrEnded):
 		s.retire(runID, r)
 		return h, fmt.Errorf("run %s: %w; a run is completed once", runID, err)
 	case errors.Is(err, errSkip):
@@ -445,7 +419,7 @@ func (s *Store) dropOrphanLocked(runID string) {
 func (s *Store) markIncomplete(runID, conn string) {
 	r, err := s.slot(s.ctx, runID)
 	if err != nil || r == nil {
-		return // the store closed (the next Open marks it), or the run ended
+		return // the store closed (the next OpenLog marks it), or the run ended
 	}
 	defer func() { <-r.writer }()
 	s.mu.Lock()
@@ -455,7 +429,7 @@ func (s *Store) markIncomplete(runID, conn string) {
 	if !still {
 		return
 	}
-	_, err = s.end(s.ctx, r, runID, StatusIncomplete, nil, func(h store.RunHead) bool { return h.Owner == conn })
+	_, err = s.end(s.ctx, r, runID, StatusIncomplete, nil, func(h Head) bool { return h.Owner == conn })
 	if errors.Is(err, errSkip) {
 		s.retire(runID, r) // another daemon's connection took it over
 	}
@@ -468,7 +442,7 @@ func (s *Store) markIncomplete(runID, conn string) {
 func (s *Store) Subscribe(ctx context.Context, runID, id string, push func(Event)) (Snapshot, error) {
 	s.mu.Lock()
 	r, live := s.live[runID]
-	var h store.RunHead
+	var h Head
 	if live {
 		h = r.head
 		s.addSubLocked(runID, id, push)
@@ -572,7 +546,7 @@ func (s *Store) List(ctx context.Context, agentID string) ([]Summary, error) {
 func (s *Store) Trace(ctx context.Context, runID string, cursor int) ([]Record, error) {
 	recs, err := s.records(ctx, runID, cursor, -1)
 	if err != nil {
-		if errors.Is(err, store.ErrRunNotFound) {
+		if errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("read run %s: %w", runID, err)

@@ -1,12 +1,10 @@
-package runs
+package runs_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // The store starts goroutines (its journals' writers, incomplete-marker
@@ -26,9 +25,9 @@ func TestMain(m *testing.M) {
 // testWait bounds a wait for something the test caused; a hang guard.
 const testWait = 20 * time.Second
 
-func openStore(t *testing.T, root string, opts Options) (*Store, LoadReport) {
+func openRunStore(t *testing.T, root string, opts runs.Options) (*runs.Store, file.RunsReport) {
 	t.Helper()
-	s, rep, err := Open(root, opts)
+	s, rep, err := file.OpenRunStore(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func openStore(t *testing.T, root string, opts Options) (*Store, LoadReport) {
 }
 
 // closeOnCleanup closes s when the test ends, failing it on an error.
-func closeOnCleanup(t *testing.T, s *Store) {
+func closeOnCleanup(t *testing.T, s *runs.Store) {
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("close the store: %v", err)
@@ -44,25 +43,25 @@ func closeOnCleanup(t *testing.T, s *Store) {
 	})
 }
 
-func startRun(t *testing.T, s *Store, agent, runID string) string {
+func startRun(t *testing.T, s *runs.Store, agent, runID string) string {
 	t.Helper()
-	id, _, err := s.Start(context.Background(), Start{RunID: runID, AgentID: agent, Intent: "test", Owner: "conn-1"})
+	id, _, err := s.Start(context.Background(), runs.Start{RunID: runID, AgentID: agent, Intent: "test", Owner: "conn-1"})
 	if err != nil {
 		t.Fatalf("start run %q of %q: %v", runID, agent, err)
 	}
 	return id
 }
 
-func promptTurns(n int, prefix string) []Turn {
-	out := make([]Turn, n)
+func promptTurns(n int, prefix string) []runs.Turn {
+	out := make([]runs.Turn, n)
 	for i := range out {
-		out[i] = Turn{Prompt: fmt.Sprintf("%s-%d", prefix, i), Index: 999}
+		out[i] = runs.Turn{Prompt: fmt.Sprintf("%s-%d", prefix, i), Index: 999}
 	}
 	return out
 }
 
 // turnRecords is the run's turn records, read back through Trace.
-func turnRecords(t *testing.T, s *Store, runID string) []Record {
+func turnRecords(t *testing.T, s *runs.Store, runID string) []runs.Record {
 	t.Helper()
 	recs, err := s.Trace(context.Background(), runID, 0)
 	if err != nil {
@@ -71,8 +70,8 @@ func turnRecords(t *testing.T, s *Store, runID string) []Record {
 	return turnsOf(recs)
 }
 
-// list is the agent's runs, failing the test on an error.
-func list(t *testing.T, s *Store, agent string) []Summary {
+// listRuns is the agent's runs, failing the test on an error.
+func listRuns(t *testing.T, s *runs.Store, agent string) []runs.Summary {
 	t.Helper()
 	got, err := s.List(context.Background(), agent)
 	if err != nil {
@@ -81,9 +80,17 @@ func list(t *testing.T, s *Store, agent string) []Summary {
 	return got
 }
 
+// What the tests read of package runs' own (export_test.go).
+var turnsOf = runs.TurnsOf
+
+const (
+	truncatedMark = runs.TruncatedMark
+	turnOverMark  = runs.TurnOverMark
+)
+
 // dropReason is the reason of a *DropError, or the error itself as text.
 func dropReason(err error) string {
-	var d *DropError
+	var d *runs.DropError
 	if errors.As(err, &d) {
 		return d.Reason
 	}
@@ -91,7 +98,7 @@ func dropReason(err error) string {
 }
 
 func TestTheStoreOwnsTheIndexAndBoundsEachField(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{})
 	closeOnCleanup(t, s)
 	run := startRun(t, s, "alice", "r1")
 	ctx := context.Background()
@@ -99,8 +106,8 @@ func TestTheStoreOwnsTheIndexAndBoundsEachField(t *testing.T) {
 	if base, err := s.Append(ctx, run, promptTurns(2, "a")); err != nil || base != 0 {
 		t.Fatalf("first batch: base %d, %v", base, err)
 	}
-	long := strings.Repeat("é", MaxFieldBytes) // 2 bytes a rune: the cut falls inside one
-	turns := []Turn{{Prompt: long, Parameters: map[string]any{"path": long, "n": 1}, Output: []any{long}}}
+	long := strings.Repeat("é", runs.MaxFieldBytes) // 2 bytes a rune: the cut falls inside one
+	turns := []runs.Turn{{Prompt: long, Parameters: map[string]any{"path": long, "n": 1}, Output: []any{long}}}
 	if base, err := s.Append(ctx, run, turns); err != nil || base != 2 {
 		t.Fatalf("second batch: base %d, %v", base, err)
 	}
@@ -112,8 +119,8 @@ func TestTheStoreOwnsTheIndexAndBoundsEachField(t *testing.T) {
 	}
 	cut := got[2].Turn
 	prompt, _ := cut.Prompt.(string)
-	if !strings.HasSuffix(prompt, truncatedMark) || len(prompt) > MaxFieldBytes+len(truncatedMark) || !json.Valid([]byte(`"`+prompt+`"`)) {
-		t.Fatalf("prompt of %d bytes not cut to %d at a rune boundary and marked: %d bytes, ends %q", len(long), MaxFieldBytes, len(prompt), prompt[len(prompt)-20:])
+	if !strings.HasSuffix(prompt, truncatedMark) || len(prompt) > runs.MaxFieldBytes+len(truncatedMark) || !json.Valid([]byte(`"`+prompt+`"`)) {
+		t.Fatalf("prompt of %d bytes not cut to %d at a rune boundary and marked: %d bytes, ends %q", len(long), runs.MaxFieldBytes, len(prompt), prompt[len(prompt)-20:])
 	}
 	params, _ := cut.Parameters.(map[string]any)
 	if p, _ := params["path"].(string); !strings.HasSuffix(p, truncatedMark) {
@@ -129,7 +136,7 @@ func TestTheStoreOwnsTheIndexAndBoundsEachField(t *testing.T) {
 }
 
 func TestATurnOverTheCapLosesItsFreeTextThenIsDropped(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{})
 	closeOnCleanup(t, s)
 	run := startRun(t, s, "alice", "r1")
 	ctx := context.Background()
@@ -137,9 +144,9 @@ func TestATurnOverTheCapLosesItsFreeTextThenIsDropped(t *testing.T) {
 	// Each field within MaxFieldBytes, the turn far over MaxTurnBytes.
 	many := make([]any, 40)
 	for i := range many {
-		many[i] = strings.Repeat("x", MaxFieldBytes)
+		many[i] = strings.Repeat("x", runs.MaxFieldBytes)
 	}
-	if _, err := s.Append(ctx, run, []Turn{{Prompt: "keep?", Tool: "t", Parameters: many, Output: many}}); err != nil {
+	if _, err := s.Append(ctx, run, []runs.Turn{{Prompt: "keep?", Tool: "t", Parameters: many, Output: many}}); err != nil {
 		t.Fatalf("a turn its free text can bring under the cap: %v", err)
 	}
 	got := turnRecords(t, s, run)[0].Turn
@@ -149,10 +156,10 @@ func TestATurnOverTheCapLosesItsFreeTextThenIsDropped(t *testing.T) {
 
 	// A pass-through field over the cap cannot be bounded: the batch is
 	// refused whole, the good turn before it included.
-	huge := json.RawMessage(`"` + strings.Repeat("y", MaxTurnBytes) + `"`)
-	_, err := s.Append(ctx, run, []Turn{{Prompt: "fine"}, {CliOutcome: huge}})
-	if dropReason(err) != DropTurnTooLarge {
-		t.Fatalf("an unboundable turn: %v, want %s", err, DropTurnTooLarge)
+	huge := json.RawMessage(`"` + strings.Repeat("y", runs.MaxTurnBytes) + `"`)
+	_, err := s.Append(ctx, run, []runs.Turn{{Prompt: "fine"}, {CliOutcome: huge}})
+	if dropReason(err) != runs.DropTurnTooLarge {
+		t.Fatalf("an unboundable turn: %v, want %s", err, runs.DropTurnTooLarge)
 	}
 	if n := len(turnRecords(t, s, run)); n != 1 {
 		t.Fatalf("a dropped batch left %d turns, want the 1 before it", n)
@@ -160,73 +167,56 @@ func TestATurnOverTheCapLosesItsFreeTextThenIsDropped(t *testing.T) {
 }
 
 func TestEachDropReason(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{})
 	closeOnCleanup(t, s)
 	ctx := context.Background()
 
-	if _, err := s.Append(ctx, "no-such-run", promptTurns(1, "x")); dropReason(err) != DropRunNotFound {
-		t.Errorf("unknown run: %v, want %s", err, DropRunNotFound)
+	if _, err := s.Append(ctx, "no-such-run", promptTurns(1, "x")); dropReason(err) != runs.DropRunNotFound {
+		t.Errorf("unknown run: %v, want %s", err, runs.DropRunNotFound)
 	}
 
 	full := startRun(t, s, "alice", "full")
-	for n := 0; n < MaxTurns-1; n += MaxBatch {
-		if _, err := s.Append(ctx, full, promptTurns(min(MaxBatch, MaxTurns-1-n), "f")); err != nil {
+	for n := 0; n < runs.MaxTurns-1; n += runs.MaxBatch {
+		if _, err := s.Append(ctx, full, promptTurns(min(runs.MaxBatch, runs.MaxTurns-1-n), "f")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Append(ctx, full, promptTurns(2, "over")); dropReason(err) != DropRunTurnLimit {
-		t.Errorf("a batch past %d turns: %v, want %s", MaxTurns, err, DropRunTurnLimit)
+	if _, err := s.Append(ctx, full, promptTurns(2, "over")); dropReason(err) != runs.DropRunTurnLimit {
+		t.Errorf("a batch past %d turns: %v, want %s", runs.MaxTurns, err, runs.DropRunTurnLimit)
 	}
-	if base, err := s.Append(ctx, full, promptTurns(1, "last")); err != nil || base != MaxTurns-1 {
+	if base, err := s.Append(ctx, full, promptTurns(1, "last")); err != nil || base != runs.MaxTurns-1 {
 		t.Errorf("the last turn that fits: base %d, %v", base, err)
 	}
-	if _, err := s.Append(ctx, full, promptTurns(1, "over")); dropReason(err) != DropRunTurnLimit {
-		t.Errorf("a turn past %d: %v, want %s", MaxTurns, err, DropRunTurnLimit)
+	if _, err := s.Append(ctx, full, promptTurns(1, "over")); dropReason(err) != runs.DropRunTurnLimit {
+		t.Errorf("a turn past %d: %v, want %s", runs.MaxTurns, err, runs.DropRunTurnLimit)
 	}
 
 	done := startRun(t, s, "alice", "done")
 	if err := s.Complete(ctx, done, json.RawMessage(`{"ok":true}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append(ctx, done, promptTurns(1, "late")); dropReason(err) != DropRunTerminal {
-		t.Errorf("a completed run: %v, want %s", err, DropRunTerminal)
+	if _, err := s.Append(ctx, done, promptTurns(1, "late")); dropReason(err) != runs.DropRunTerminal {
+		t.Errorf("a completed run: %v, want %s", err, runs.DropRunTerminal)
 	}
-	if err := s.Complete(ctx, done, nil); err == nil || errors.Is(err, ErrNotFound) {
+	if err := s.Complete(ctx, done, nil); err == nil || errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("a second complete: %v, want an already-ended error", err)
-	}
-}
-
-func TestDecodeTurnsRefusesWhatIsNotABatch(t *testing.T) {
-	for name, raw := range map[string]string{
-		"empty":      `[]`,
-		"not array":  `{"prompt":"x"}`,
-		"not object": `["x"]`,
-		"over batch": "[" + strings.TrimSuffix(strings.Repeat(`{},`, MaxBatch+1), ",") + "]",
-	} {
-		if _, err := DecodeTurns(json.RawMessage(raw)); err == nil {
-			t.Errorf("%s: decoded", name)
-		}
-	}
-	turns, err := DecodeTurns(json.RawMessage(`[{"index":7,"prompt":"p","tokens":{"input_tokens":3,"output_tokens":4}}]`))
-	if err != nil || len(turns) != 1 || turns[0].Index != 0 || turns[0].Tokens.InputTokens != 3 {
-		t.Fatalf("a batch of one: %+v, %v", turns, err)
 	}
 }
 
 // feed collects one subscriber's events; its push never blocks.
 type feed struct {
 	mu     sync.Mutex
-	events []Event
+	events []runs.Event
 }
 
-func (f *feed) push(e Event) {
+func (f *feed) push(e runs.Event) {
 	f.mu.Lock()
 	f.events = append(f.events, e)
 	f.mu.Unlock()
 }
 
 func TestSnapshotAndSubscribeAreAtomicUnderConcurrentAppends(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{})
 	closeOnCleanup(t, s)
 	run := startRun(t, s, "alice", "r1")
 	ctx := context.Background()
@@ -249,7 +239,7 @@ func TestSnapshotAndSubscribeAreAtomicUnderConcurrentAppends(t *testing.T) {
 		}()
 	}
 	type sub struct {
-		snap Snapshot
+		snap runs.Snapshot
 		f    *feed
 	}
 	subs := make([]sub, subscribers)
@@ -307,138 +297,13 @@ func TestSnapshotAndSubscribeAreAtomicUnderConcurrentAppends(t *testing.T) {
 	}
 }
 
-func TestIDsNeverEscapeTheRunsDirectory(t *testing.T) {
-	parent := t.TempDir()
-	root := filepath.Join(parent, "runs")
-	s, _ := openStore(t, root, Options{})
-	hostile := []string{"../x", "a/b", "%2e%2e", "..", ".", "/etc/passwd", `..\x`, "A", "a", "x\x00y"}
-	for i, id := range hostile {
-		startRun(t, s, id, fmt.Sprint("run-", i))
-		startRun(t, s, "agent", id)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	top, err := os.ReadDir(parent)
-	if err != nil || len(top) != 1 || top[0].Name() != "runs" {
-		t.Fatalf("the runs directory's parent holds %v (%v), want only runs", top, err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		parts := strings.Split(rel, string(filepath.Separator))
-		if len(parts) != 2 || strings.HasPrefix(parts[0], ".") || strings.HasPrefix(parts[1], ".") {
-			t.Errorf("run file %s is not <agent>/<run>.jsonl directly under the root", rel)
-		}
-		files++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 2 * len(hostile); files != want {
-		t.Fatalf("%d run files for %d runs: two ids share a file", files, want)
-	}
-	s2, rep := openStore(t, root, Options{})
-	closeOnCleanup(t, s2)
-	if rep.Runs != 2*len(hostile) {
-		t.Fatalf("reopened %d runs, want %d", rep.Runs, 2*len(hostile))
-	}
-	for i, id := range hostile {
-		if got := list(t, s2, id); len(got) != 1 || got[0].RunID != fmt.Sprint("run-", i) {
-			t.Errorf("agent %q lists %+v after a reopen", id, got)
-		}
-		if agent, _, err := s2.Info(context.Background(), id); err != nil || agent != "agent" {
-			t.Errorf("run %q reopened as agent %q (%v)", id, agent, err)
-		}
-	}
-}
-
-func TestATornTailIsCutOffAndTheRunMarkedIncomplete(t *testing.T) {
-	root := t.TempDir()
-	s, _ := openStore(t, root, Options{})
-	run := startRun(t, s, "alice", "r1")
-	if _, err := s.Append(context.Background(), run, promptTurns(3, "t")); err != nil {
-		t.Fatal(err)
-	}
-	done := startRun(t, s, "alice", "r2")
-	if err := s.Complete(context.Background(), done, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(root, encodeID("alice"), encodeID("r1")+".jsonl")
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A crash in the middle of the fourth turn's line.
-	if _, err := f.WriteString(`{"key":"00000004","op":"turn","record":"turn","index":3,"prom`); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s2, rep := openStore(t, root, Options{})
-	closeOnCleanup(t, s2)
-	if rep != (LoadReport{Runs: 2, Incomplete: 1, Torn: 1}) {
-		t.Fatalf("load report %+v, want 2 runs, 1 incomplete, 1 torn", rep)
-	}
-	recs, err := s2.Trace(context.Background(), run, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 5 || recs[0].Record != KindStarted || len(turnsOf(recs)) != 3 || recs[4].Record != KindEnded || recs[4].Status != StatusIncomplete {
-		t.Fatalf("trace after recovery: %+v", recs)
-	}
-	for _, sum := range list(t, s2, "alice") {
-		want := map[string]string{"r1": StatusIncomplete, "r2": StatusCompleted}[sum.RunID]
-		if sum.Status != want || sum.EndedAt == nil {
-			t.Errorf("run %s: %s ended at %v, want %s", sum.RunID, sum.Status, sum.EndedAt, want)
-		}
-	}
-	if _, err := s2.Append(context.Background(), run, promptTurns(1, "late")); dropReason(err) != DropRunTerminal {
-		t.Errorf("appending to a run marked incomplete: %v", err)
-	}
-}
-
-func TestInteriorCorruptionIsRefused(t *testing.T) {
-	root := t.TempDir()
-	s, _ := openStore(t, root, Options{})
-	run := startRun(t, s, "alice", "r1")
-	if _, err := s.Append(context.Background(), run, promptTurns(2, "t")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(root, encodeID("alice"), encodeID("r1")+".jsonl")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	lines[1] = "not json at all\n"
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Open(root, Options{}); err == nil || !strings.Contains(err.Error(), "move the file aside") {
-		t.Fatalf("a corrupt interior line: %v, want a refusal that says what to do", err)
-	}
-}
-
 func TestAnOrphanedRunIsMarkedIncompleteAfterTheGrace(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{Grace: time.Millisecond})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{Grace: time.Millisecond})
 	closeOnCleanup(t, s)
 	run := startRun(t, s, "alice", "r1")
-	ended := make(chan Event, 4)
-	if _, err := s.Subscribe(context.Background(), run, "watch", func(e Event) {
-		if e.Record.Record == KindEnded {
+	ended := make(chan runs.Event, 4)
+	if _, err := s.Subscribe(context.Background(), run, "watch", func(e runs.Event) {
+		if e.Record.Record == runs.KindEnded {
 			ended <- e
 		}
 	}); err != nil {
@@ -448,66 +313,33 @@ func TestAnOrphanedRunIsMarkedIncompleteAfterTheGrace(t *testing.T) {
 	s.Orphan(run, "conn-1")
 	select {
 	case e := <-ended:
-		if e.Record.Status != StatusIncomplete || e.Status != StatusIncomplete {
+		if e.Record.Status != runs.StatusIncomplete || e.Status != runs.StatusIncomplete {
 			t.Fatalf("the orphan's end: %+v", e)
 		}
 	case <-time.After(testWait):
 		t.Fatal("no incomplete marker")
 	}
-	if sum := list(t, s, "alice"); len(sum) != 1 || sum[0].Status != StatusIncomplete {
+	if sum := listRuns(t, s, "alice"); len(sum) != 1 || sum[0].Status != runs.StatusIncomplete {
 		t.Fatalf("after the grace: %+v", sum)
 	}
 }
 
 func TestAnIdempotentStartReturnsTheRunButNotAnotherAgents(t *testing.T) {
-	s, _ := openStore(t, t.TempDir(), Options{})
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{})
 	closeOnCleanup(t, s)
 	ctx := context.Background()
-	id, existing, err := s.Start(ctx, Start{RunID: "k", AgentID: "alice", Intent: "i", Owner: "c1"})
+	id, existing, err := s.Start(ctx, runs.Start{RunID: "k", AgentID: "alice", Intent: "i", Owner: "c1"})
 	if err != nil || existing || id != "k" {
 		t.Fatalf("first start: %q %v %v", id, existing, err)
 	}
-	id, existing, err = s.Start(ctx, Start{RunID: "k", AgentID: "alice", Intent: "i", Owner: "c2"})
+	id, existing, err = s.Start(ctx, runs.Start{RunID: "k", AgentID: "alice", Intent: "i", Owner: "c2"})
 	if err != nil || !existing || id != "k" {
 		t.Fatalf("second start: %q %v %v", id, existing, err)
 	}
 	if _, owner, _ := s.Info(ctx, "k"); owner != "c2" {
 		t.Errorf("the re-start did not take the run over: owner %q", owner)
 	}
-	if _, _, err := s.Start(ctx, Start{RunID: "k", AgentID: "bob", Intent: "i"}); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Start(ctx, runs.Start{RunID: "k", AgentID: "bob", Intent: "i"}); !errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("bob starting alice's key: %v, want ErrNotFound", err)
-	}
-}
-
-// TestRunFileLinesKeepTheirFormat: a line of a run file is the record with
-// its key and op first, byte for byte what the daemon always wrote, so the
-// files written before the run log stood behind the store seam load
-// unchanged.
-func TestRunFileLinesKeepTheirFormat(t *testing.T) {
-	type oldLine struct {
-		Key string `json:"key"`
-		Op  string `json:"op"`
-		Record
-	}
-	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	for i, rec := range []Record{
-		{Record: KindStarted, RunID: "r", AgentID: "a/b", Intent: "i", StartedAt: &at},
-		{Record: KindTurn, Turn: &Turn{Index: 7, Prompt: "p\n\"q\"", Tool: "t", Parameters: map[string]any{"x": json.Number("1.50")}, VerifierVerdict: json.RawMessage(`"not_run"`)}},
-		{Record: KindEnded, Status: StatusCompleted, Outcome: json.RawMessage(`{"ok":true}`), EndedAt: &at},
-	} {
-		body, err := json.Marshal(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := json.Marshal(oldLine{Key: fmt.Sprintf("%08d", i*1000), Op: rec.Record, Record: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := encodeLine(i*1000, store.RunRecord{Kind: rec.Record, Body: body}); string(got) != string(want) {
-			t.Fatalf("record %d:\n got %s\nwant %s", i, got, want)
-		}
-	}
-	if got := encodeLine(1, store.RunRecord{Kind: KindTurn, Body: json.RawMessage(` { } `)}); string(got) != `{"key":"00000001","op":"turn"}` {
-		t.Fatalf("an empty object: %s", got)
 	}
 }

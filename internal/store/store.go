@@ -4,10 +4,19 @@
 // notifications, the member list, agent run traces, and agent identity
 // (the agents' token hashes and their postures).
 //
-// Two implementations stand behind it: store/file (the journals under
-// $CAR_HOME, the default; one daemon) and store/postgres (several daemons on
-// one PostgreSQL). The engine and rpc talk to these interfaces only; neither
-// learns SQL. Every method that can reach a database takes a context and
+// Two implementations stand behind it, one file per part each: store/file
+// (the journals under $CAR_HOME, the default; one daemon) and
+// store/postgres (several daemons on one PostgreSQL). What both backends
+// share lives here (the approval watchers, the token hash, CheckRunRecord).
+// The engine and rpc talk to these interfaces only; neither learns SQL, and
+// the engine imports no backend (cmd/car-server hands it the parts).
+//
+// The arrows run downward: store may import the domain packages' plain
+// types (approvals, runs, agents), which never import store or journal
+// back. Where an interface's consumer is a domain package (runs.Store over
+// runs.Log, agents.Postures over agents.PostureStore), that package
+// defines it and store names it too (RunLog, Postures); imports_test.go
+// fails when an arrow turns upward. Every method that can reach a database takes a context and
 // returns an error that wraps ErrUnavailable when the store cannot be
 // reached, so callers can say so instead of guessing.
 package store
@@ -20,6 +29,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/agents"
+	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -242,44 +253,33 @@ type Supervisors interface {
 	AnyAlive(ctx context.Context) (bool, error)
 }
 
-// Run statuses and record kinds, as the run log keeps them.
+// Run statuses and record kinds, as the run log keeps them (package runs
+// names them).
 const (
-	RunInProgress = "in_progress"
-	RunCompleted  = "completed"
-	RunIncomplete = "incomplete"
+	RunInProgress = runs.StatusInProgress
+	RunCompleted  = runs.StatusCompleted
+	RunIncomplete = runs.StatusIncomplete
 
-	RunStarted = "started" // a run's record 0
-	RunTurn    = "turn"    // counted in RunHead.Turns
-	RunEnded   = "ended"   // the last record of a run that ended
+	RunStarted = runs.KindStarted
+	RunTurn    = runs.KindTurn
+	RunEnded   = runs.KindEnded
 )
 
-// ErrRunNotFound is the answer for a run that does not exist (or, to
-// RunLog.Start, one that belongs to another agent).
-var ErrRunNotFound = errors.New("run not found")
+// ErrRunNotFound and ErrRunEnded are runs.ErrNotFound and runs.ErrEnded.
+var (
+	ErrRunNotFound = runs.ErrNotFound
+	ErrRunEnded    = runs.ErrEnded
+)
 
-// ErrRunEnded refuses an append to a run that ended.
-var ErrRunEnded = errors.New("the run already ended")
-
-// RunHead is what the run log keeps of a run beside its records.
-type RunHead struct {
-	RunID     string
-	AgentID   string
-	Intent    string
-	Owner     string // the connection that started the run, or last started it again
-	Node      string // the daemon of that connection
-	Status    string // RunInProgress, RunCompleted or RunIncomplete
-	StartedAt time.Time
-	EndedAt   *time.Time
-	Outcome   json.RawMessage // what the agent reported at the end; nil when none
-	Turns     int             // the run's turn records
-	Records   int             // all its records, started and ended included: the seq of the next
-}
-
-// RunRecord is one record of a run's trace: its kind and its JSON object.
-type RunRecord struct {
-	Kind string
-	Body json.RawMessage
-}
+// The run log is package runs' own interface (runs.Log): its consumer,
+// runs.Store, defines it, and the backends implement it.
+type (
+	RunLog    = runs.Log
+	RunHead   = runs.Head
+	RunRecord = runs.LogRecord
+	RunBatch  = runs.Batch
+	RunEnd    = runs.End
+)
 
 // CheckRunRecord refuses a body that is not a JSON object; i is its place
 // in the batch, for the error.
@@ -290,57 +290,8 @@ func CheckRunRecord(i int, body json.RawMessage) error {
 	return nil
 }
 
-// RunBatch is what one append adds to a run: records in order, and, when
-// End is set, the end of the run (its last record is then the ended one).
-type RunBatch struct {
-	Records []RunRecord
-	End     *RunEnd
-}
-
-// RunEnd is how a run ended.
-type RunEnd struct {
-	Status  string
-	At      time.Time
-	Outcome json.RawMessage
-}
-
-// RunLog keeps agent run traces durably: per run a head and its records,
-// numbered from 0 (the started record) without a gap. Records are
-// immutable once appended. On the postgres store every daemon reads every
-// run; a run's live subscriptions stay with the daemon that owns its
-// connection.
-type RunLog interface {
-	// Start creates the run h names, with started as its record 0, durably,
-	// and returns it with created true. When a run of h.AgentID exists under
-	// h.RunID, it makes h.Owner (on this daemon) that run's owner instead,
-	// whatever its status, and returns it with created false. A run of
-	// another agent under that id is ErrRunNotFound.
-	Start(ctx context.Context, h RunHead, started RunRecord) (cur RunHead, created bool, err error)
-	// Append adds a batch to the end of a run in progress, durably, all of
-	// it or nothing, and returns the run's head after it. next is called
-	// once, holding the run's lock (on every daemon), with the head before
-	// the batch: it encodes the records for their positions. An error from
-	// next appends nothing and is returned as it is. An unknown run is
-	// ErrRunNotFound; a run that ended is ErrRunEnded, and next is not called.
-	Append(ctx context.Context, runID string, next func(RunHead) (RunBatch, error)) (RunHead, error)
-	// Head returns a run's head; an unknown run is ErrRunNotFound.
-	Head(ctx context.Context, runID string) (RunHead, error)
-	// Records returns a run's records with seqs from from up to, not
-	// including, to (to < 0: to the end), in order.
-	Records(ctx context.Context, runID string, from, to int) ([]json.RawMessage, error)
-	// List returns the heads of an agent's runs, newest first.
-	List(ctx context.Context, agentID string) ([]RunHead, error)
-	// Stranded lists the runs this daemon's connections owned that were
-	// still in progress when it last stopped: their connections are gone.
-	Stranded(ctx context.Context) ([]RunHead, error)
-}
-
-// IssuedAgent is an agent with a token, as agents list shows it (never
-// the token).
-type IssuedAgent struct {
-	AgentID  string    `json:"agent_id"`
-	IssuedAt time.Time `json:"issued_at"`
-}
+// IssuedAgent is an agent with a token (agents.IssuedAgent).
+type IssuedAgent = agents.IssuedAgent
 
 // TopicAgentRevoked is the Bus topic on which a revoke is announced, the
 // agent id as the payload, so that every daemon closes that agent's
@@ -360,19 +311,7 @@ type AgentTokens interface {
 	Verify(ctx context.Context, agentID, token string) (bool, error)
 }
 
-// Postures keeps the per-agent posture policy: one JSON document, which
-// package agents reads and changes. The daemon keeps a copy in memory, so
-// a gate never waits on the store.
-type Postures interface {
-	// Read returns the document; found is false when none was written.
-	Read(ctx context.Context) (doc json.RawMessage, found bool, err error)
-	// Update calls change with the current document, holding a lock every
-	// writer takes (every daemon and every process), and stores what it
-	// returns durably before returning. An error from change stores
-	// nothing and is returned as it is.
-	Update(ctx context.Context, change func(cur json.RawMessage, found bool) (json.RawMessage, error)) error
-	// Watch calls fn, on a goroutine of the store's, whenever the document
-	// changed elsewhere or may have (fn then reads it again), until cancel.
-	// A store only this process writes never calls it.
-	Watch(fn func()) (cancel func())
-}
+// Postures keeps the per-agent posture policy: package agents defines
+// what it needs of the store (agents.PostureStore), and the backends
+// implement it.
+type Postures = agents.PostureStore

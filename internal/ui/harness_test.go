@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/parslee-ai/car-server/client"
-	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -36,7 +36,7 @@ type daemon struct {
 	srv       *rpc.Server
 	rt        *engine.Runtime
 	served    chan error
-	ledger    *approvals.Ledger
+	ledger    *file.Approvals
 }
 
 func startDaemon(t *testing.T, hostToken string) *daemon {
@@ -54,12 +54,12 @@ func (d *daemon) start(addr string) {
 		d.t.Fatalf("listen on %s: %v", addr, err)
 	}
 	d.addr = l.Addr().String()
-	ledger, _, err := approvals.Open(filepath.Join(d.dir, "approvals.jsonl"))
+	ledger, _, err := file.OpenApprovals(filepath.Join(d.dir, "approvals.jsonl"))
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	d.ledger = ledger
-	rt := engine.NewRuntime(engine.Options{Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
+	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
 	d.rt = rt
 	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test"})
 	d.served = make(chan error, 1)

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
@@ -41,7 +40,7 @@ func (a *agentTokens) Issue(ctx context.Context, agentID, token string) error {
 	defer cancel()
 	_, err := a.pool.Exec(ctx, `INSERT INTO car_agent_tokens (agent_id, hash, issued_at) VALUES ($1, $2, $3)
 		ON CONFLICT (agent_id) DO UPDATE SET hash = EXCLUDED.hash, issued_at = EXCLUDED.issued_at`,
-		agentID, agents.HashToken(token), time.Now().UTC())
+		agentID, store.HashToken(token), time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("issue agent %s's token: %w", agentID, unavailable(err))
 	}
@@ -110,7 +109,7 @@ func (a *agentTokens) Verify(ctx context.Context, agentID, token string) (bool, 
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, fmt.Errorf("read agent %s's token: %w", agentID, unavailable(err))
 	}
-	match := agents.VerifyHash(hash, token) // hashed whether or not the agent has a token
+	match := store.VerifyHash(hash, token) // hashed whether or not the agent has a token
 	return found && match, nil
 }
 

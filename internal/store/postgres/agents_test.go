@@ -84,7 +84,7 @@ func TestAgentTokensAcrossDaemons(t *testing.T) {
 		t.Fatal("the revoke was not announced")
 	}
 	var n int
-	if err := sqlConn(t, url).QueryRow(ctx, "SELECT count(*) FROM car_agent_tokens WHERE hash LIKE '%token%' OR hash = $1", agents.HashToken("bob-token")).Scan(&n); err != nil || n != 1 {
+	if err := sqlConn(t, url).QueryRow(ctx, "SELECT count(*) FROM car_agent_tokens WHERE hash LIKE '%token%' OR hash = $1", store.HashToken("bob-token")).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the table holds something else than bob's hash: %d rows (%v)", n, err)
 	}
 }

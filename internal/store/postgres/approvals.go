@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -47,7 +48,7 @@ type ledger struct {
 	mu       sync.Mutex
 	recs     map[string]cachedRecord
 	sum      big.Int // of the seqs in recs
-	watchers approvals.Watchers
+	watchers store.ApprovalWatchers
 
 	unsubscribe func()
 	listening   chan struct{} // closed at the bus's first resync
@@ -103,8 +104,8 @@ func (l *ledger) close() {
 // Record commits a decision (the row, its history and the notification in
 // one transaction), then puts it in the cache and wakes local watchers.
 func (l *ledger) Record(r protocol.ApprovalRecord) (protocol.ApprovalRecord, error) {
-	if r.Decision != approvals.Approved && r.Decision != approvals.Rejected {
-		return r, fmt.Errorf("decision must be %s or %s", approvals.Approved, approvals.Rejected)
+	if err := approvals.CheckDecision(r.Decision); err != nil {
+		return r, err
 	}
 	r.RecordedAt = time.Now().UTC()
 	b, err := json.Marshal(r)

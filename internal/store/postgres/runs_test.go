@@ -11,6 +11,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
 	"github.com/parslee-ai/car-server/internal/testwait"
 )
@@ -332,7 +333,7 @@ func BenchmarkRunAppend(b *testing.B) {
 		}
 	}
 	b.Run("file", func(b *testing.B) {
-		st, _, err := runs.Open(b.TempDir(), runs.Options{})
+		st, _, err := file.OpenRunStore(b.TempDir(), runs.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

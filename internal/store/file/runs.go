@@ -1,4 +1,4 @@
-package runs
+package file
 
 import (
 	"bytes"
@@ -14,16 +14,17 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
-// FileLog is the run log of a single daemon (the file store): one journal
-// per run under <root>/<agent_id>/<run_id>.jsonl, one record a line,
-// through the journal's durability rules (fsync before the ack, a torn
-// tail cut off, interior corruption refused). It keeps every run's head in
+// Runs is the run log (runs.Log) of a single daemon: one journal per run
+// under <root>/<agent_id>/<run_id>.jsonl, one record a line, through the
+// journal's durability rules (fsync before the ack, a torn tail cut off,
+// interior corruption refused). It keeps every run's head in
 // memory and an in-progress run's records in its journal's memory, so only
 // an ended run's trace is read from disk. It is safe for concurrent use.
-type FileLog struct {
+type Runs struct {
 	root string
 
 	mu       sync.Mutex // guards runs and the fields of each fileRun; never held across I/O
@@ -31,29 +32,48 @@ type FileLog struct {
 	stranded []string // the runs found in progress at open
 }
 
-var _ store.RunLog = (*FileLog)(nil)
+var _ runs.Log = (*Runs)(nil)
 
 // fileRun is one run of the log.
 type fileRun struct {
-	head store.RunHead
+	head runs.Head
 	path string
 	j    *journal.Journal // open while the run is in progress
 	lock chan struct{}    // held by the create and by each append, across the fsync
 	gone bool             // its create failed: it is not a run
 }
 
-// FileReport says what OpenFileLog found on disk.
-type FileReport struct {
-	Runs int // runs loaded
-	Torn int // runs whose file ended in a torn line (crash residue), cut off
+// RunsReport says what OpenRuns (or OpenRunStore) found on disk.
+type RunsReport struct {
+	Runs       int // runs loaded
+	Incomplete int // runs found without an end, now marked incomplete (by OpenRunStore only)
+	Torn       int // runs whose file ended in a torn line (crash residue), cut off
 }
 
-// OpenFileLog loads every run under root (creating it, 0700). A run left
+// OpenRunStore opens the run log under root and the run traces over it
+// (runs.OpenLog), which close together: the Store's Close closes the log.
+// A run the last daemon left in progress is marked incomplete: its
+// connection is gone.
+func OpenRunStore(root string, opts runs.Options) (*runs.Store, RunsReport, error) {
+	log, rep, err := OpenRuns(root)
+	if err != nil {
+		return nil, rep, err
+	}
+	opts.CloseLog = log.Close
+	s, n, err := runs.OpenLog(context.Background(), log, opts)
+	rep.Incomplete = n
+	if err != nil {
+		return nil, rep, errors.Join(err, log.Close())
+	}
+	return s, rep, nil
+}
+
+// OpenRuns loads every run under root (creating it, 0700). A run left
 // in progress keeps its journal open (its torn tail cut off) and is
 // listed by Stranded.
-func OpenFileLog(root string) (*FileLog, FileReport, error) {
-	l := &FileLog{root: root, runs: map[string]*fileRun{}}
-	var rep FileReport
+func OpenRuns(root string) (*Runs, RunsReport, error) {
+	l := &Runs{root: root, runs: map[string]*fileRun{}}
+	var rep RunsReport
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
 	}
@@ -83,7 +103,7 @@ func OpenFileLog(root string) (*FileLog, FileReport, error) {
 }
 
 // load reads one run file into the index.
-func (l *FileLog) load(path string, rep *FileReport) error {
+func (l *Runs) load(path string, rep *RunsReport) error {
 	var r *fileRun
 	var bad error
 	jr, err := journal.Read(path, func(_ string, raw []byte) {
@@ -103,19 +123,19 @@ func (l *FileLog) load(path string, rep *FileReport) error {
 			return
 		}
 		switch rec.Record {
-		case store.RunStarted:
+		case runs.KindStarted:
 			if rec.StartedAt == nil {
 				bad = fmt.Errorf("run file %s: the started record has no started_at", path)
 				return
 			}
-			r = &fileRun{path: path, lock: make(chan struct{}, 1), head: store.RunHead{
-				RunID: rec.RunID, AgentID: rec.AgentID, Intent: rec.Intent, StartedAt: *rec.StartedAt, Status: store.RunInProgress,
+			r = &fileRun{path: path, lock: make(chan struct{}, 1), head: runs.Head{
+				RunID: rec.RunID, AgentID: rec.AgentID, Intent: rec.Intent, StartedAt: *rec.StartedAt, Status: runs.StatusInProgress,
 			}}
-		case store.RunTurn:
+		case runs.KindTurn:
 			if r != nil {
 				r.head.Turns++
 			}
-		case store.RunEnded:
+		case runs.KindEnded:
 			if r != nil {
 				r.head.Status, r.head.EndedAt = rec.Status, rec.EndedAt
 			}
@@ -139,7 +159,7 @@ func (l *FileLog) load(path string, rep *FileReport) error {
 	}
 	rep.Runs++
 	l.runs[r.head.RunID] = r
-	if r.head.Status != store.RunInProgress {
+	if r.head.Status != runs.StatusInProgress {
 		return nil
 	}
 	// The journal cuts the torn tail off as it opens.
@@ -153,7 +173,7 @@ func (l *FileLog) load(path string, rep *FileReport) error {
 }
 
 // Close closes the journals of the runs in progress.
-func (l *FileLog) Close() error {
+func (l *Runs) Close() error {
 	l.mu.Lock()
 	var open []*journal.Journal
 	for _, r := range l.runs {
@@ -172,12 +192,12 @@ func (l *FileLog) Close() error {
 
 // acquire takes the lock of a run, waiting for the append or create that
 // holds it; release with <-r.lock.
-func (l *FileLog) acquire(ctx context.Context, runID string) (*fileRun, error) {
+func (l *Runs) acquire(ctx context.Context, runID string) (*fileRun, error) {
 	l.mu.Lock()
 	r, ok := l.runs[runID]
 	l.mu.Unlock()
 	if !ok {
-		return nil, store.ErrRunNotFound
+		return nil, runs.ErrNotFound
 	}
 	select {
 	case r.lock <- struct{}{}:
@@ -189,34 +209,34 @@ func (l *FileLog) acquire(ctx context.Context, runID string) (*fileRun, error) {
 	l.mu.Unlock()
 	if gone {
 		<-r.lock
-		return nil, store.ErrRunNotFound
+		return nil, runs.ErrNotFound
 	}
 	return r, nil
 }
 
 // Start creates the run's file and writes its started record, or takes an
 // existing run of the same agent over.
-func (l *FileLog) Start(ctx context.Context, h store.RunHead, started store.RunRecord) (store.RunHead, bool, error) {
+func (l *Runs) Start(ctx context.Context, h runs.Head, started runs.LogRecord) (runs.Head, bool, error) {
 	l.mu.Lock()
 	if _, ok := l.runs[h.RunID]; ok {
 		l.mu.Unlock()
 		r, err := l.acquire(ctx, h.RunID)
-		if errors.Is(err, store.ErrRunNotFound) {
+		if errors.Is(err, runs.ErrNotFound) {
 			return l.Start(ctx, h, started) // its create failed: create it
 		}
 		if err != nil {
-			return store.RunHead{}, false, err
+			return runs.Head{}, false, err
 		}
 		defer func() { <-r.lock }()
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if r.head.AgentID != h.AgentID {
-			return store.RunHead{}, false, store.ErrRunNotFound
+			return runs.Head{}, false, runs.ErrNotFound
 		}
 		r.head.Owner, r.head.Node = h.Owner, h.Node
 		return r.head, false, nil
 	}
-	h.Status, h.Turns, h.Records, h.EndedAt, h.Outcome = store.RunInProgress, 0, 0, nil, nil
+	h.Status, h.Turns, h.Records, h.EndedAt, h.Outcome = runs.StatusInProgress, 0, 0, nil, nil
 	r := &fileRun{head: h, path: filepath.Join(l.root, encodeID(h.AgentID), encodeID(h.RunID)+".jsonl"), lock: make(chan struct{}, 1)}
 	r.lock <- struct{}{} // nothing appends before the started record is down
 	l.runs[h.RunID] = r
@@ -235,7 +255,7 @@ func (l *FileLog) Start(ctx context.Context, h store.RunHead, started store.RunR
 	if err != nil {
 		r.gone = true
 		delete(l.runs, h.RunID)
-		return store.RunHead{}, false, err
+		return runs.Head{}, false, err
 	}
 	r.j = j
 	r.head.Records = 1
@@ -245,7 +265,7 @@ func (l *FileLog) Start(ctx context.Context, h store.RunHead, started store.RunR
 // encodeLine is the journal line of a record at position seq: the record's
 // object with its key (the position, zero-padded so key order is trace
 // order) and op (its kind) first.
-func encodeLine(seq int, rec store.RunRecord) []byte {
+func encodeLine(seq int, rec runs.LogRecord) []byte {
 	key, _ := json.Marshal(fmt.Sprintf("%08d", seq))
 	op, _ := json.Marshal(rec.Kind)
 	var b bytes.Buffer
@@ -266,35 +286,35 @@ func encodeLine(seq int, rec store.RunRecord) []byte {
 }
 
 // Append writes a batch to a run's journal, durably, in one write.
-func (l *FileLog) Append(ctx context.Context, runID string, next func(store.RunHead) (store.RunBatch, error)) (store.RunHead, error) {
+func (l *Runs) Append(ctx context.Context, runID string, next func(runs.Head) (runs.Batch, error)) (runs.Head, error) {
 	r, err := l.acquire(ctx, runID)
 	if err != nil {
-		return store.RunHead{}, err
+		return runs.Head{}, err
 	}
 	defer func() { <-r.lock }()
 	l.mu.Lock()
 	h, j := r.head, r.j
 	l.mu.Unlock()
-	if h.Status != store.RunInProgress || j == nil {
-		return store.RunHead{}, fmt.Errorf("%w (%s)", store.ErrRunEnded, h.Status)
+	if h.Status != runs.StatusInProgress || j == nil {
+		return runs.Head{}, fmt.Errorf("%w (%s)", runs.ErrEnded, h.Status)
 	}
 	batch, err := next(h)
 	if err != nil {
-		return store.RunHead{}, err
+		return runs.Head{}, err
 	}
 	lines := make([][]byte, len(batch.Records))
 	turns := 0
 	for i, rec := range batch.Records {
 		if err := store.CheckRunRecord(i, rec.Body); err != nil {
-			return store.RunHead{}, err
+			return runs.Head{}, err
 		}
 		lines[i] = encodeLine(h.Records+i, rec)
-		if rec.Kind == store.RunTurn {
+		if rec.Kind == runs.KindTurn {
 			turns++
 		}
 	}
 	if err := j.AppendBatch(lines); err != nil {
-		return store.RunHead{}, err
+		return runs.Head{}, err
 	}
 	l.mu.Lock()
 	r.head.Turns += turns
@@ -316,24 +336,24 @@ func (l *FileLog) Append(ctx context.Context, runID string, next func(store.RunH
 }
 
 // Head returns a run's head.
-func (l *FileLog) Head(_ context.Context, runID string) (store.RunHead, error) {
+func (l *Runs) Head(_ context.Context, runID string) (runs.Head, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.runs[runID]
 	if !ok || r.gone {
-		return store.RunHead{}, store.ErrRunNotFound
+		return runs.Head{}, runs.ErrNotFound
 	}
 	return r.head, nil
 }
 
 // Records returns a run's records in [from, to): from its journal's memory
 // while it is in progress, from its file once it ended.
-func (l *FileLog) Records(_ context.Context, runID string, from, to int) ([]json.RawMessage, error) {
+func (l *Runs) Records(_ context.Context, runID string, from, to int) ([]json.RawMessage, error) {
 	l.mu.Lock()
 	r, ok := l.runs[runID]
 	if !ok || r.gone {
 		l.mu.Unlock()
-		return nil, store.ErrRunNotFound
+		return nil, runs.ErrNotFound
 	}
 	j, path, n := r.j, r.path, r.head.Records
 	l.mu.Unlock()
@@ -366,9 +386,9 @@ func (l *FileLog) Records(_ context.Context, runID string, from, to int) ([]json
 }
 
 // List returns an agent's runs, newest first.
-func (l *FileLog) List(_ context.Context, agentID string) ([]store.RunHead, error) {
+func (l *Runs) List(_ context.Context, agentID string) ([]runs.Head, error) {
 	l.mu.Lock()
-	out := []store.RunHead{}
+	out := []runs.Head{}
 	for _, r := range l.runs {
 		if r.head.AgentID == agentID && !r.gone {
 			out = append(out, r.head)
@@ -380,14 +400,32 @@ func (l *FileLog) List(_ context.Context, agentID string) ([]store.RunHead, erro
 }
 
 // Stranded lists the runs found in progress at open that still are.
-func (l *FileLog) Stranded(context.Context) ([]store.RunHead, error) {
+func (l *Runs) Stranded(context.Context) ([]runs.Head, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []store.RunHead
+	var out []runs.Head
 	for _, id := range l.stranded {
-		if r := l.runs[id]; r != nil && r.head.Status == store.RunInProgress {
+		if r := l.runs[id]; r != nil && r.head.Status == runs.StatusInProgress {
 			out = append(out, r.head)
 		}
 	}
 	return out, nil
+}
+
+// encodeID is the file-name form of an id: a-z, 0-9, '-' and '_' pass
+// through and every other byte (a path separator, '.', an uppercase letter)
+// becomes '%' and two lowercase hex digits, so an id can never name a path
+// outside its directory, and two ids never share a file on a case-folding
+// file system.
+func encodeID(id string) string {
+	var b strings.Builder
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02x", c)
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package agents
+package file
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 func issue(t *testing.T, path, agent, token string) {
 	t.Helper()
-	if err := Issue(context.Background(), path, agent, token); err != nil {
+	if err := IssueToken(context.Background(), path, agent, token); err != nil {
 		t.Fatalf("issue %s: %v", agent, err)
 	}
 }
@@ -20,7 +22,7 @@ func issue(t *testing.T, path, agent, token string) {
 // verifies reports whether token is agent's token, failing on a read error.
 func verifies(t *testing.T, path, agent, token string) bool {
 	t.Helper()
-	ok, err := Verify(path, agent, token)
+	ok, err := VerifyToken(path, agent, token)
 	if err != nil {
 		t.Fatalf("verify %s: %v", agent, err)
 	}
@@ -44,18 +46,18 @@ func TestATokenIsIssuedVerifiedReplacedAndRevoked(t *testing.T) {
 	if verifies(t, path, "alice", "alice-first-token") || !verifies(t, path, "alice", "alice-second-token") {
 		t.Fatal("issuing again did not replace the agent's token")
 	}
-	list, err := List(path)
+	list, err := ListTokens(path)
 	if err != nil || len(list) != 2 || list[0].AgentID != "alice" || list[1].AgentID != "bob" || list[0].IssuedAt.IsZero() {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
-	revoked, err := Revoke(context.Background(), path, "alice")
+	revoked, err := RevokeToken(context.Background(), path, "alice")
 	if err != nil || !revoked {
 		t.Fatalf("revoke: %v %v", revoked, err)
 	}
 	if verifies(t, path, "alice", "alice-second-token") || !verifies(t, path, "bob", "bob-token") {
 		t.Fatal("revoking alice did not stop her token, or stopped bob's")
 	}
-	if revoked, err := Revoke(context.Background(), path, "alice"); err != nil || revoked {
+	if revoked, err := RevokeToken(context.Background(), path, "alice"); err != nil || revoked {
 		t.Fatalf("a second revoke: %v %v, want false", revoked, err)
 	}
 }
@@ -69,7 +71,7 @@ func TestTheTokenFileHoldsOnlyHashesAndIs0600(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), token) || !strings.Contains(string(b), HashToken(token)) {
+	if strings.Contains(string(b), token) || !strings.Contains(string(b), store.HashToken(token)) {
 		t.Fatalf("the token file holds the token, or not its hash:\n%s", b)
 	}
 	st, err := os.Stat(path)
@@ -87,7 +89,7 @@ func TestAGarbledTokenFileIsAnErrorThatSaysWhatToDo(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(path, "alice", "x"); err == nil || !strings.Contains(err.Error(), "reissue") {
+	if _, err := VerifyToken(path, "alice", "x"); err == nil || !strings.Contains(err.Error(), "reissue") {
 		t.Fatalf("verify on a garbled file: %v", err)
 	}
 }
@@ -101,7 +103,7 @@ func TestConcurrentIssuersKeepEveryAgent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- Issue(context.Background(), path, fmt.Sprint("agent-", i), fmt.Sprint("token-", i))
+			errs <- IssueToken(context.Background(), path, fmt.Sprint("agent-", i), fmt.Sprint("token-", i))
 		}()
 	}
 	wg.Wait()
@@ -111,7 +113,7 @@ func TestConcurrentIssuersKeepEveryAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	list, err := List(path)
+	list, err := ListTokens(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestAHeldLockMakesAnIssuerWaitUntilItsContextEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := Issue(ctx, path, "alice", "t"); err == nil || !strings.Contains(err.Error(), "another process holds") {
+	if err := IssueToken(ctx, path, "alice", "t"); err == nil || !strings.Contains(err.Error(), "another process holds") {
 		t.Fatalf("issue under a held lock: %v", err)
 	}
 	unlock()

@@ -1,24 +1,22 @@
-package messaging
+package file
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
-// Ledger remembers which idempotency keys were delivered, durably, so a
-// repeat — in this run or after a restart — is not sent again. It is the
-// file store's store.Messages; its methods fail only when the journal does.
-type Ledger struct{ j *journal.Journal }
+// Messages remembers which messaging idempotency keys were delivered,
+// durably, so a repeat — in this run or after a restart — is not sent
+// again. Its methods fail only when the journal does.
+type Messages struct{ j *journal.Journal }
 
-var _ store.Messages = (*Ledger)(nil)
+var _ store.Messages = (*Messages)(nil)
 
+// sent is one journal line: a delivery.
 type sent struct {
 	Op        string    `json:"op"`
 	Key       string    `json:"key"`
@@ -27,23 +25,17 @@ type sent struct {
 	At        time.Time `json:"at"`
 }
 
-// OpenLedger replays the ledger at path.
-func OpenLedger(path string, opts ...journal.Option) (*Ledger, journal.Report, error) {
+// OpenMessages replays the ledger at path.
+func OpenMessages(path string, opts ...journal.Option) (*Messages, journal.Report, error) {
 	j, rep, err := journal.Open(path, opts...)
 	if err != nil {
 		return nil, rep, err
 	}
-	return &Ledger{j: j}, rep, nil
-}
-
-// Key scopes an idempotency key to its tenant.
-func Key(tenant, idempotencyKey string) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s", tenant, idempotencyKey)))
-	return hex.EncodeToString(sum[:])
+	return &Messages{j: j}, rep, nil
 }
 
 // Delivered returns the receipt of an earlier delivery under key.
-func (l *Ledger) Delivered(_ context.Context, key string) (store.Receipt, bool, error) {
+func (l *Messages) Delivered(_ context.Context, key string) (store.Receipt, bool, error) {
 	b, ok := l.j.Get(key)
 	if !ok {
 		return store.Receipt{}, false, nil
@@ -56,7 +48,7 @@ func (l *Ledger) Delivered(_ context.Context, key string) (store.Receipt, bool, 
 }
 
 // Record stores a delivery durably; it returns after the fsync.
-func (l *Ledger) Record(_ context.Context, key string, r store.Receipt) error {
+func (l *Messages) Record(_ context.Context, key string, r store.Receipt) error {
 	b, err := json.Marshal(sent{Op: "sent", Key: key, Channel: r.Channel, MessageID: r.MessageID, At: time.Now().UTC()})
 	if err != nil {
 		return err
@@ -65,4 +57,4 @@ func (l *Ledger) Record(_ context.Context, key string, r store.Receipt) error {
 }
 
 // Close closes the journal.
-func (l *Ledger) Close() error { return l.j.Close() }
+func (l *Messages) Close() error { return l.j.Close() }

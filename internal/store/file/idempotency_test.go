@@ -1,4 +1,4 @@
-package idempotency
+package file
 
 import (
 	"context"
@@ -7,31 +7,9 @@ import (
 	"testing"
 )
 
-func TestKeysScopeByTenantToolAndParameters(t *testing.T) {
-	p := map[string]any{"b": json.Number("1"), "a": "x"}
-	same := map[string]any{"a": "x", "b": json.Number("1")}
-	base := Key("", "charge", p, "")
-	for name, k := range map[string]string{
-		"tenant":   Key("acme", "charge", p, ""),
-		"tool":     Key("", "refund", p, ""),
-		"params":   Key("", "charge", map[string]any{"a": "y"}, ""),
-		"explicit": Key("", "charge", p, "order-7"),
-	} {
-		if k == base {
-			t.Errorf("%s does not change the key", name)
-		}
-	}
-	if Key("", "charge", same, "") != base {
-		t.Fatal("key order changed the key")
-	}
-	if Key("", "charge", map[string]any{"z": 1}, "order-7") != Key("", "charge", p, "order-7") {
-		t.Fatal("an explicit key must not depend on the parameters")
-	}
-}
-
 func TestRecordLookupInvalidate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
-	c, _, err := Open(path)
+	c, _, err := OpenIdempotency(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +42,7 @@ func TestRecordLookupInvalidate(t *testing.T) {
 func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
-	c, _, err := Open(path)
+	c, _, err := OpenIdempotency(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,12 +69,12 @@ func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 }
 
 // reopen closes c and opens its journal again, closed when the test ends.
-func reopen(t *testing.T, c *Cache, path string) *Cache {
+func reopen(t *testing.T, c *Idempotency, path string) *Idempotency {
 	t.Helper()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := Open(path)
+	c, _, err := OpenIdempotency(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,28 @@
-package approvals
+package store
 
-import "sync"
+import (
+	"sync"
 
-// Watchers hands decisions to whoever waits on a fingerprint: the one way
-// every ledger (the journal here, the shared store's cache) releases a
-// parked action. The zero value is ready to use.
-type Watchers struct {
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// ApprovalWatchers hands decisions to whoever waits on a fingerprint: the
+// one way every approval ledger (the file store's journal, the postgres
+// store's cache) releases a parked action. The zero value is ready to use.
+type ApprovalWatchers struct {
 	mu  sync.Mutex
 	set map[string]map[*watcher]struct{}
 }
 
 // watcher is one Watch of a fingerprint.
-type watcher struct{ ch chan Record }
+type watcher struct{ ch chan protocol.ApprovalRecord }
 
 // Watch returns a channel that receives the next decision Wake hands out
 // for fingerprint after the call, and a function that stops watching. A
 // caller that must not miss a decision watches first, then reads the
 // ledger's Decision.
-func (ws *Watchers) Watch(fingerprint string) (<-chan Record, func()) {
-	w := &watcher{ch: make(chan Record, 1)}
+func (ws *ApprovalWatchers) Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func()) {
+	w := &watcher{ch: make(chan protocol.ApprovalRecord, 1)}
 	ws.mu.Lock()
 	if ws.set == nil {
 		ws.set = make(map[string]map[*watcher]struct{})
@@ -44,7 +48,7 @@ func (ws *Watchers) Watch(fingerprint string) (<-chan Record, func()) {
 
 // Wake hands r to the watchers of its fingerprint; each holds at most one
 // undelivered decision (a later one is in the ledger's Decision).
-func (ws *Watchers) Wake(r Record) {
+func (ws *ApprovalWatchers) Wake(r protocol.ApprovalRecord) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for w := range ws.set[r.Fingerprint] {
