@@ -58,7 +58,7 @@ var settings = []setting{
 	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", rpc.DefaultMaxFrameBytes},
 	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", rpc.DefaultMaxConnections},
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", rpc.DefaultAuthTimeout},
-	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest is closed (1008) to admit the newcomer", rpc.DefaultMaxUnauthenticated},
+	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest silent one older than 2 s is closed (1008) to admit the newcomer, never one that has sent its session.auth", rpc.DefaultMaxUnauthenticated},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", rpc.DefaultMaxInFlight},
 	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", rpc.DefaultHandlerTimeout},
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},

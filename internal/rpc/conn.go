@@ -57,6 +57,8 @@ type conn struct {
 	authOnce    sync.Once
 	evict       chan struct{} // closed when the server evicts it unauthenticated
 	evicted     bool          // guarded by srv.mu: evicted or timed out before auth
+	opened      time.Time     // when the upgrade completed
+	spoke       atomic.Bool   // its first bytes arrived: it is authenticating, never the eviction's victim
 	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
 	callbackSeq atomic.Uint64
@@ -108,6 +110,7 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 		authWaited: make(chan struct{}),
 		authDone:   make(chan struct{}),
 		evict:      make(chan struct{}),
+		opened:     time.Now(),
 	}
 	c.authed.Store(s.opts.Token == "")
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
@@ -152,8 +155,11 @@ type connStream struct {
 func (s connStream) ReadObject(v any) error {
 	if s.c.socket != nil {
 		s.c.socket.awaitData()
+		s.c.spoke.Store(true)
 	}
-	return s.Stream.ReadObject(v)
+	err := s.Stream.ReadObject(v)
+	s.c.spoke.Store(true)
+	return err
 }
 
 func (s connStream) Close() error {

@@ -34,7 +34,10 @@ type Options struct {
 	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
 	MaxConnections     int               // concurrent connections (16384)
 	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
-	MaxUnauthenticated int               // unauthenticated connections; past it the oldest is closed (64)
+	MaxUnauthenticated int               // unauthenticated connections; past it the oldest silent one is closed (64)
+	// EvictionGrace is how young a silent unauthenticated connection is
+	// spared when max_unauthenticated makes room (2 s); negative spares none.
+	EvictionGrace time.Duration
 	MaxInFlight        int               // concurrent requests per connection (64)
 	HandlerTimeout     time.Duration     // deadline of one request (30 min)
 	ToolTimeout        time.Duration     // default budget of one tool callback (300 s)
@@ -68,6 +71,7 @@ const (
 	DefaultMaxConnections     = 16384
 	DefaultAuthTimeout        = 10 * time.Second
 	DefaultMaxUnauthenticated = 64
+	DefaultEvictionGrace      = 2 * time.Second
 	DefaultMaxInFlight        = 64
 	DefaultHandlerTimeout     = 30 * time.Minute
 )
@@ -84,6 +88,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.AuthTimeout <= 0 {
 		o.AuthTimeout = DefaultAuthTimeout
+	}
+	if o.EvictionGrace == 0 {
+		o.EvictionGrace = DefaultEvictionGrace
 	}
 	if o.MaxUnauthenticated <= 0 {
 		o.MaxUnauthenticated = DefaultMaxUnauthenticated

@@ -8,32 +8,44 @@ import (
 	"go.uber.org/zap"
 )
 
-// admitLocked makes room for a newcomer, with s.mu held: past the cap on
-// unauthenticated connections, or past max_connections, the oldest
-// unauthenticated connection is evicted, so that idle sockets never lock out
-// a client about to authenticate. It reports false when no room can be made.
+// admitLocked makes room for a newcomer, with s.mu held, so that idle
+// sockets never lock out a client about to authenticate, and a client in the
+// middle of authenticating is never the one that makes room:
+//   - past max_unauthenticated, the oldest silent connection (no byte
+//     received yet) older than the eviction grace is closed; when there is
+//     none, every unauthenticated connection is authenticating or young (a
+//     reconnect storm), and the newcomer is admitted past the cap, which
+//     max_connections and auth_timeout still bound;
+//   - past max_connections, the oldest silent connection of any age is
+//     closed; when there is none, the newcomer is refused.
+//
+// It reports false when no room can be made.
 func (s *Server) admitLocked() bool {
 	if len(s.pending) >= s.opts.MaxUnauthenticated {
-		s.evictOldestLocked("max_unauthenticated")
+		s.evictSilentLocked("max_unauthenticated", time.Now().Add(-s.opts.EvictionGrace))
 	}
 	if len(s.conns)+s.reserved-s.evicted < s.opts.MaxConnections {
 		return true
 	}
-	return s.evictOldestLocked("max_connections")
+	return s.evictSilentLocked("max_connections", time.Time{})
 }
 
-// evictOldestLocked tells the oldest unauthenticated connection to close;
-// it stops counting against the limits from now on.
-func (s *Server) evictOldestLocked(limit string) bool {
-	if len(s.pending) == 0 {
+// evictSilentLocked tells the oldest unauthenticated connection that has
+// sent nothing and opened before openedBefore (zero: any) to close; it stops
+// counting against the limits from now on. It reports whether there was one.
+func (s *Server) evictSilentLocked(limit string, openedBefore time.Time) bool {
+	i := slices.IndexFunc(s.pending, func(c *conn) bool {
+		return !c.spoke.Load() && (openedBefore.IsZero() || c.opened.Before(openedBefore))
+	})
+	if i < 0 {
 		return false
 	}
-	c := s.pending[0]
-	s.pending = s.pending[1:]
+	c := s.pending[i]
+	s.pending = slices.Delete(s.pending, i, i+1)
 	c.evicted = true
 	s.evicted++
 	close(c.evict)
-	c.log.Warn("closing an unauthenticated connection to admit a newer one", zap.String("limit", limit))
+	c.log.Warn("closing a silent unauthenticated connection to admit a newer one", zap.String("limit", limit))
 	return true
 }
 
