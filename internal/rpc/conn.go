@@ -46,11 +46,20 @@ type conn struct {
 
 	authWaited chan struct{} // closed when awaitAuth has returned (at once when auth is off)
 
-	// hctx is the parent of every handler's context. It is cancelled, with
-	// the reason as its cause, when the client disconnects or when shutdown
-	// runs out of grace; callbacks pass that reason on in tools.cancel.
+	// hctx is the parent of the contexts of the requests that serve the
+	// client while it is there (method.followsClient: proposals and
+	// multi-agent runs, whose tools and agents are its callbacks). It is
+	// cancelled, with the reason as its cause, when the client disconnects
+	// or when shutdown runs out of grace; callbacks pass that reason on in
+	// tools.cancel.
 	hctx    context.Context
 	hcancel context.CancelCauseFunc
+	// dctx, hctx's parent, is the parent of every other request's context:
+	// a request the daemon has read is served, its durable effect made,
+	// even when the connection closes right after it was sent. Only
+	// shutdown out of grace cancels it (and hctx with it).
+	dctx    context.Context
+	dcancel context.CancelCauseFunc
 
 	authed      atomic.Bool
 	authDone    chan struct{} // closed once session.auth succeeds
@@ -96,10 +105,13 @@ type conn struct {
 
 // newConn prepares a connection; start serves it.
 func newConn(s *Server, id string, ws *websocket.Conn) *conn {
-	hctx, hcancel := context.WithCancelCause(context.Background())
+	dctx, dcancel := context.WithCancelCause(context.Background())
+	hctx, hcancel := context.WithCancelCause(dctx)
 	c := &conn{
 		hctx:    hctx,
 		hcancel: hcancel,
+		dctx:    dctx,
+		dcancel: dcancel,
 		srv:     s,
 		id:      id,
 		log:     connLog{base: s.connLog, id: id},
@@ -180,6 +192,7 @@ func (c *conn) finish() {
 	<-c.authWaited
 	c.handlers.Wait()
 	c.exempt.Wait()
+	c.dcancel(errDisconnected) // no request is left to use it
 	c.srv.rt.CloseSession(c.sess)
 	c.srv.host.DropConnection(c.id) // its agents go, with agent.unregistered
 	c.endEventSub()
@@ -300,10 +313,14 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		return nil, err
 	}
 	timeout := c.srv.opts.HandlerTimeout
-	ctx, cancel := context.WithTimeout(c.hctx, timeout)
+	parent := c.dctx
+	if m.followsClient {
+		parent = c.hctx
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	if m.budgeted {
 		// The handler sets its deadline itself, once its params are decoded.
-		ctx, cancel = context.WithCancel(c.hctx)
+		ctx, cancel = context.WithCancel(parent)
 	}
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -420,7 +437,7 @@ func (c *conn) drain(ctx context.Context) {
 		// Cancel the handlers while the connection is still open, so that
 		// their callbacks can send tools.cancel and their replies.
 		c.log.Warn("shutdown grace ended with requests in flight; cancelling them")
-		c.hcancel(errShuttingDown)
+		c.dcancel(errShuttingDown)
 		<-idle
 	}
 	c.mu.Lock()
@@ -505,6 +522,10 @@ type methodFunc func(c *conn, ctx context.Context, params *json.RawMessage) (any
 type method struct {
 	handle   methodFunc
 	budgeted bool
+	// followsClient ends the request when the client disconnects: its work
+	// runs through the client's callbacks, or serves only its reply.
+	// Without it, a request that was read is served to its end.
+	followsClient bool
 }
 
 // deadlineError is the reply to a request that ran past its deadline.

@@ -52,24 +52,24 @@ func init() {
 		protocol.MethodSessionCapabilitiesSet: {handle: (*conn).capabilitiesSet},
 		protocol.MethodSessionCapabilitiesGet: {handle: (*conn).capabilitiesGet},
 
-		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true},
+		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 
 		protocol.MethodReplanSetConfig:  {handle: (*conn).replanSetConfig},
 		protocol.MethodSessionBudgetSet: {handle: (*conn).sessionBudgetSet},
 
-		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm},
-		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline},
-		protocol.MethodMultiSupervisor: {handle: (*conn).multiSupervisor},
-		protocol.MethodMultiMapReduce:  {handle: (*conn).multiMapReduce},
-		protocol.MethodMultiVote:       {handle: (*conn).multiVote},
-		protocol.MethodMultiTournament: {handle: (*conn).multiTournament},
+		protocol.MethodMultiSwarm:      {handle: (*conn).multiSwarm, followsClient: true},
+		protocol.MethodMultiPipeline:   {handle: (*conn).multiPipeline, followsClient: true},
+		protocol.MethodMultiSupervisor: {handle: (*conn).multiSupervisor, followsClient: true},
+		protocol.MethodMultiMapReduce:  {handle: (*conn).multiMapReduce, followsClient: true},
+		protocol.MethodMultiVote:       {handle: (*conn).multiVote, followsClient: true},
+		protocol.MethodMultiTournament: {handle: (*conn).multiTournament, followsClient: true},
 
 		protocol.MethodVerify:           {handle: (*conn).verify},
 		protocol.MethodSimulate:         {handle: (*conn).simulate},
 		protocol.MethodEquivalent:       {handle: (*conn).equivalent},
 		protocol.MethodOptimize:         {handle: (*conn).optimize},
-		protocol.MethodVerifyMonteCarlo: {handle: (*conn).monteCarlo},
+		protocol.MethodVerifyMonteCarlo: {handle: (*conn).monteCarlo, followsClient: true},
 
 		protocol.MethodPermissionGetTier:  {handle: (*conn).permissionGetTier},
 		protocol.MethodPermissionSetTier:  {handle: (*conn).permissionSetTier},
