@@ -30,6 +30,7 @@ type Config struct {
 	ApprovalTimeout    time.Duration // how long parked actions wait for a person
 	RunIncompleteGrace time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
 	AllowedOrigins     []string      // Origin host patterns allowed besides same-host
+	AllowedHosts       []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
 	MaxFrameBytes      int64         // largest frame accepted
 	MaxConnections     int           // concurrent connections
 	AuthTimeout        time.Duration // an unauthenticated connection is closed after this
@@ -241,6 +242,7 @@ func (c *Config) resolve(r *reader) error {
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.AllowedOrigins = r.list("allowed_origins")
+	c.AllowedHosts = r.list("allowed_hosts")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")
 	c.AuthTimeout = r.duration("auth_timeout")

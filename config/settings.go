@@ -29,6 +29,7 @@ var settings = []setting{
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", "5m"},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", "10s"},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
+	{"allowed_hosts", "CAR_ALLOWED_HOSTS", "comma-separated Host names (name, or name:port) the TCP listeners and the profiler answer besides loopback names and the listen address; any other Host gets 403", ""},
 	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", 16 << 20},
 	{"max_connections", "CAR_MAX_CONNECTIONS", "concurrent connections; each is an open file (the daemon raises its soft limit to the hard one and warns when that is short)", 16384},
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", "10s"},

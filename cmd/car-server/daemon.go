@@ -139,6 +139,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ApproverRole:       cfg.ApproverRole,
 		Home:               cfg.Home,
 		AllowedOrigins:     cfg.AllowedOrigins,
+		AllowedHosts:       cfg.AllowedHosts,
 		MaxFrameBytes:      cfg.MaxFrameBytes,
 		MaxConnections:     cfg.MaxConnections,
 		AuthTimeout:        cfg.AuthTimeout,
@@ -199,7 +200,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}()
 
 	if cfg.Pprof != "" {
-		stopPprof, err := startPprof(cfg.Pprof, log)
+		stopPprof, err := startPprof(cfg.Pprof, cfg.AllowedHosts, log)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()

@@ -30,6 +30,7 @@ type Options struct {
 	ApproverRole       string            // who may approve: ApproverAny (default) or ApproverHost
 	Home               string            // the state root, reported in host.subscribe's identity
 	AllowedOrigins     []string          // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	AllowedHosts       []string          // Host names (or name:port) a TCP listener answers besides loopback and its own address (see GuardHost)
 	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
 	MaxConnections     int               // concurrent connections (16384)
 	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
@@ -146,14 +147,15 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler: the WebSocket endpoint at "/",
-// GET /healthz, GET /metrics and the dashboard under /ui/.
+// GET /healthz, GET /metrics and the dashboard under /ui/. It does not check
+// Host; Serve puts GuardHost in front of it on a TCP listener.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Serve accepts connections on l until Shutdown. It returns nil after a
-// shutdown.
+// shutdown. On a TCP listener every request passes GuardHost first.
 func (s *Server) Serve(l net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           GuardHost(l, s.opts.AllowedHosts, s.log, s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
