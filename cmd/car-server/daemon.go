@@ -346,9 +346,10 @@ func notify(log *zap.Logger, state string) {
 }
 
 // listenUnix listens on path, replacing a stale socket file: the state-root
-// lock proves no other daemon of this root is using it.
+// lock proves no other daemon of this root is using it. Its directory is
+// created, or checked, by prepareSocketDir.
 func listenUnix(path string) (net.Listener, error) {
-	if err := ensureDir(filepath.Dir(path)); err != nil {
+	if err := prepareSocketDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
