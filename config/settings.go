@@ -51,7 +51,7 @@ var settings = []setting{
 	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts, state, run traces, agent tokens and postures live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", "file"},
-	{"postgres_url", "CAR_POSTGRES_URL", "libpq URL of the database when store is postgres; its password never appears in a log", ""},
+	{"postgres_url", "CAR_POSTGRES_URL", "the database when store is postgres: a libpq URL or keyword/value string; its password never appears in a log", ""},
 	{"postgres_max_conns", "CAR_POSTGRES_MAX_CONNS", "connections in the pool to the database", 10},
 	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", "5s"},
 	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", "30s"},
