@@ -195,7 +195,7 @@ func PostureFile(path string) store.Postures { return postureFile{path: path} }
 
 // Read reads the file; a missing one holds no document.
 func (f postureFile) Read(context.Context) (json.RawMessage, bool, error) {
-	b, err := os.ReadFile(f.path)
+	b, err := atomicfile.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

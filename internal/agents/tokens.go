@@ -60,7 +60,7 @@ func VerifyHash(hash, token string) bool {
 // readTokens reads the token file; a missing file holds no agents.
 func readTokens(path string) (tokenFile, error) {
 	f := tokenFile{Agents: map[string]tokenEntry{}}
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return f, nil
 	}
