@@ -15,7 +15,7 @@ import (
 // reading the shared log with events.query, sees only where and why: the
 // path and keyword of a schema violation, the key of a precondition.
 func TestEventLogHoldsNoValues(t *testing.T) {
-	ts := startServer(t, Options{})
+	ts := startMessagingServer(t, t.TempDir())
 	a := newToolbox(t, ts, map[string]toolFunc{})
 	b := newToolbox(t, ts, map[string]toolFunc{})
 	ssn := map[string]any{"type": "object", "properties": map[string]any{"ssn": map[string]any{"type": "string", "pattern": `^\d{3}-\d{2}-\d{4}$`}}}
@@ -26,6 +26,9 @@ func TestEventLogHoldsNoValues(t *testing.T) {
 	a.register(t, func(context.Context, protocol.ToolExecuteParams) (any, error) {
 		return map[string]any{"ssn": "777-88-11111"}, nil
 	}, map[string]any{"name": "source"})
+
+	send := sendAction("a1", map[string]any{"channel": "teams", "to": "ops", "body": "hi", "kind": "secret-kind-9191"})
+	approve(t, a, send) // messaging.send reaches a person: full_access
 
 	cases := []struct {
 		name, secret string
@@ -40,6 +43,8 @@ func TestEventLogHoldsNoValues(t *testing.T) {
 			proposal(toolCall("s", "source", nil), toolCall("a1", "lookup", map[string]any{"ssn": "$s.output.ssn"}, "dependencies", []string{"s"})), "/ssn: pattern"},
 		{"a referenced output that is not an object", "777-88-11111",
 			proposal(toolCall("s", "source", nil), toolCall("a1", "lookup", map[string]any{"ssn": "$s.output.ssn.x"}, "dependencies", []string{"s"})), "is not an object or array"},
+		{"a messaging.send parameter of the wrong shape", "secret-kind-9191",
+			proposal(send), "values are withheld"},
 		{"a state value against a precondition", "state-value-4242",
 			proposal(
 				map[string]any{"id": "w", "type": "state_write", "parameters": map[string]any{"key": "acct", "value": "state-value-4242"}},
