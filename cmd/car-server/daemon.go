@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -139,7 +140,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ApproverRole:       cfg.ApproverRole,
 		Home:               cfg.Home,
 		AllowedOrigins:     cfg.AllowedOrigins,
-		AllowedHosts:       cfg.AllowedHosts,
+		AllowedHosts:       listenHosts(cfg),
 		MaxFrameBytes:      cfg.MaxFrameBytes,
 		MaxConnections:     cfg.MaxConnections,
 		AuthTimeout:        cfg.AuthTimeout,
@@ -364,6 +365,16 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("restrict unix socket %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// listenHosts is what the Host check admits besides loopback names and the
+// address a request arrived at: allowed_hosts, and bind when it is a name
+// (the listener knows only the address it resolved to).
+func listenHosts(cfg *config.Config) []string {
+	if cfg.Bind == "" || net.ParseIP(cfg.Bind) != nil {
+		return cfg.AllowedHosts
+	}
+	return append(slices.Clip(cfg.AllowedHosts), cfg.Bind)
 }
 
 func tokenFileField(token, path string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/config"
 )
 
 // TestDNSRebindingRefused: a request whose Host is a name the daemon does
@@ -90,5 +91,23 @@ func TestDNSRebindingRefused(t *testing.T) {
 	var keys []string
 	if err := u.Call(ctxT(t), "state.keys", nil, &keys); err != nil {
 		t.Fatalf("state.keys over the Unix socket: %v", err)
+	}
+}
+
+func TestListenHostsAdmitsABindName(t *testing.T) {
+	for _, tc := range []struct {
+		bind    string
+		allowed []string
+		want    string
+	}{
+		{"car.internal", []string{"a.example"}, "a.example,car.internal"},
+		{"car.internal", nil, "car.internal"},
+		{"0.0.0.0", []string{"a.example"}, "a.example"},
+		{"::1", nil, ""},
+	} {
+		got := listenHosts(&config.Config{Bind: tc.bind, AllowedHosts: tc.allowed})
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("bind %s, allowed %v: %v, want %s", tc.bind, tc.allowed, got, tc.want)
+		}
 	}
 }
