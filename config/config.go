@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
@@ -32,6 +33,7 @@ type Config struct {
 	ApprovalTimeout      time.Duration // how long parked actions wait for a person
 	RunIncompleteGrace   time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
 	AllowedOrigins       []string      // Origin host patterns allowed besides same-host
+	AllowedHosts         []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
 	MaxFrameBytes        int64         // largest frame accepted
 	MaxConnections       int           // concurrent connections
 	AuthTimeout          time.Duration // an unauthenticated connection is closed after this
@@ -248,6 +250,7 @@ func (c *Config) resolve(r *reader) error {
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.AllowedOrigins = r.list("allowed_origins")
+	c.AllowedHosts = r.list("allowed_hosts")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")
 	c.AuthTimeout = r.duration("auth_timeout")
@@ -342,20 +345,10 @@ func loopbackHostPort(addr string) error {
 	if err != nil {
 		return fmt.Errorf("must be host:port on loopback (127.0.0.1:6060), got %q: %w", addr, err)
 	}
-	if !IsLoopbackHost(host) {
+	if !netaddr.IsLoopbackHost(host) {
 		return fmt.Errorf("must be on loopback (127.0.0.1, ::1 or localhost), got %q: the profiler shows the daemon's memory", addr)
 	}
 	return nil
-}
-
-// IsLoopbackHost reports whether host (a name or an address, without a
-// port) is this machine: localhost, or a loopback address.
-func IsLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func fileExists(p string) bool {

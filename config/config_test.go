@@ -147,6 +147,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"approver_role":               {"host", "host", func(c *Config) any { return c.ApproverRole }, nil},
 		"approval_timeout":            {"7", "7s", func(c *Config) any { return c.ApprovalTimeout }, nil},
 		"allowed_origins":             {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }, nil},
+		"allowed_hosts":               {"car.example:7", "[car.example:7]", func(c *Config) any { return c.AllowedHosts }, nil},
 		"max_frame_bytes":             {"7", "7", func(c *Config) any { return c.MaxFrameBytes }, nil},
 		"max_connections":             {"7", "7", func(c *Config) any { return c.MaxConnections }, nil},
 		"max_in_flight":               {"7", "7", func(c *Config) any { return c.MaxInFlight }, nil},

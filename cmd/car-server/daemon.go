@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -51,7 +53,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 				return err
 			}
 		}
-	} else if !config.IsLoopbackHost(cfg.Bind) {
+	} else if !netaddr.IsLoopbackHost(cfg.Bind) {
 		return &config.UsageError{Msg: fmt.Sprintf("refusing to listen on %s without auth: binding beyond loopback needs auth on (drop --no-auth)", cfg.Bind)}
 	}
 
@@ -149,6 +151,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		ApproverRole:       cfg.ApproverRole,
 		Home:               cfg.Home,
 		AllowedOrigins:     cfg.AllowedOrigins,
+		AllowedHosts:       listenHosts(cfg),
 		MaxFrameBytes:      cfg.MaxFrameBytes,
 		MaxConnections:     cfg.MaxConnections,
 		AuthTimeout:        cfg.AuthTimeout,
@@ -209,7 +212,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	}()
 
 	if cfg.Pprof != "" {
-		stopPprof, err := startPprof(cfg.Pprof, log)
+		stopPprof, err := startPprof(cfg.Pprof, cfg.AllowedHosts, log)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()
@@ -355,9 +358,10 @@ func notify(log *zap.Logger, state string) {
 }
 
 // listenUnix listens on path, replacing a stale socket file: the state-root
-// lock proves no other daemon of this root is using it.
+// lock proves no other daemon of this root is using it. Its directory is
+// created, or checked, by prepareSocketDir.
 func listenUnix(path string) (net.Listener, error) {
-	if err := ensureDir(filepath.Dir(path)); err != nil {
+	if err := prepareSocketDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -372,6 +376,16 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("restrict unix socket %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// listenHosts is what the Host check admits besides loopback names and the
+// address a request arrived at: allowed_hosts, and bind when it is a name
+// (the listener knows only the address it resolved to).
+func listenHosts(cfg *config.Config) []string {
+	if cfg.Bind == "" || net.ParseIP(cfg.Bind) != nil {
+		return cfg.AllowedHosts
+	}
+	return append(slices.Clip(cfg.AllowedHosts), cfg.Bind)
 }
 
 func tokenFileField(token, path string) string {

@@ -90,7 +90,7 @@ func TestProfilerIsOffUnlessAsked(t *testing.T) {
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Fatalf("the profiler listens on %q, want loopback", addr)
 	}
-	if code, _ := httpGet(t, "http://"+addr+"/debug/pprof/cmdline"); code != http.StatusOK {
+	if code, _ := httpGet(t, "http://"+addr+"/debug/pprof/heap"); code != http.StatusOK {
 		t.Fatalf("the profiler answered %d", code)
 	}
 }
@@ -99,9 +99,22 @@ func TestProfilerIsOffUnlessAsked(t *testing.T) {
 // body.
 func httpGet(t *testing.T, url string) (code int, body string) {
 	t.Helper()
+	return httpGetHost(t, url, "", "")
+}
+
+// httpGetHost is httpGet with the given Host and Origin headers (each
+// unless empty).
+func httpGetHost(t *testing.T, url, host, origin string) (code int, body string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
 	}
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Do(req)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 )
 
 // stateLock is the advisory lock that makes one daemon the primary of a
@@ -16,7 +18,7 @@ type stateLock struct{ f *os.File }
 // acquireLock takes the lock at path without waiting. When another process
 // holds it, the error names that process.
 func acquireLock(path string) (*stateLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s: %w", path, err)
 	}

@@ -20,7 +20,7 @@ const maxNodeID = 128
 // A new id is the host's name and 12 random hex digits, so an operator can
 // tell the members apart and two hosts never collide.
 func nodeID(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	switch {
 	case err == nil:
 		id := strings.TrimSpace(string(b))

@@ -11,24 +11,28 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
 // startPprof serves Go's profiler on addr (a loopback host:port the
 // configuration has checked) until the returned stop is called. It is off
 // unless the pprof setting names an address: profiles show the daemon's
-// memory, so they are never served beside the WebSocket endpoint.
-func startPprof(addr string, log *zap.Logger) (stop func(), err error) {
+// memory, so they are never served beside the WebSocket endpoint. Requests
+// pass the same Host check as the daemon's listeners (allowed: the
+// allowed_hosts setting), and there is no cmdline endpoint: the command
+// line is not the profiler's to show.
+func startPprof(addr string, allowed []string, log *zap.Logger) (stop func(), err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for the profiler on %s: %w (pick another address with --pprof, or leave it empty)", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
+	hs := &http.Server{Handler: rpc.GuardHost(l, allowed, log.Named("pprof"), mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("pprof"))}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -22,7 +22,7 @@ func ensureDir(dir string) error {
 }
 
 // writeTokenFile publishes the token at path, 0600 in a 0700 directory,
-// replacing any stale file atomically.
+// replacing any stale file atomically; a symbolic link at path is refused.
 func writeTokenFile(path, token string) error {
 	if err := ensureDir(filepath.Dir(path)); err != nil {
 		return err
@@ -33,10 +33,10 @@ func writeTokenFile(path, token string) error {
 	return nil
 }
 
-// readTokenFile reads a token the daemon wrote; a missing or empty file is
-// an error that says what to do.
+// readTokenFile reads a token the daemon wrote; a missing or empty file, or
+// a symbolic link at path, is an error that says what to do.
 func readTokenFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("no token at %s: is the daemon running with this --home? (start it with car-server)", path)
 	}

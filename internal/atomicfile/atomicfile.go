@@ -1,6 +1,8 @@
 // Package atomicfile replaces small files so that a crash leaves the old
 // file or the new one, never a part of either: the one way the daemon
-// writes its token files, postures, agent tokens and checkpoints.
+// writes its token files, postures, agent tokens and checkpoints. Its
+// OpenFile and ReadFile are how the daemon opens its own files: a symbolic
+// link at their path is refused, never followed.
 package atomicfile
 
 import (
@@ -11,11 +13,15 @@ import (
 
 // Write replaces path with data, mode 0600: a temp file beside it, written
 // and fsynced, renamed over it, and the directory fsynced. The directory is
-// created 0700 when it is missing.
+// created 0700 when it is missing. A symbolic link at path is refused
+// (ErrSymlink), not replaced.
 func Write(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := refuseSymlink(path); err != nil {
+		return fmt.Errorf("write %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {

@@ -136,7 +136,7 @@ func (s *Store) Load(id string) (*Checkpoint, error) {
 // read decodes the file at path, numbers as json.Number like every value
 // the daemon holds.
 func (s *Store) read(path string) (*Checkpoint, int64, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -421,7 +421,7 @@ func (r *run) beforeRetry(ctx context.Context, a *protocol.Action, params map[st
 	r.mu.Lock()
 	r.retries++
 	r.mu.Unlock()
-	r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": lastErr.Error()})
+	r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": LoggedError(lastErr)})
 	if err := sleepCtx(ctx, r.rt.backoff(attempt-1)); err != nil {
 		return fmt.Errorf("%w (retry abandoned: %w)", lastErr, context.Cause(ctx))
 	}

@@ -256,7 +256,10 @@ func resolveRef(id, kind, path string, outputs lookupFunc) (any, error) {
 			}
 			cur = c[i]
 		default:
-			return nil, fmt.Errorf("reference $%s.%s%s: %s is %s, not an object or array", id, kind, path, walked, jsonvalue.Canonical(c))
+			return nil, &valueError{
+				full:     fmt.Sprintf("reference $%s.%s%s: %s is %s, not an object or array", id, kind, path, walked, jsonvalue.Canonical(c)),
+				redacted: fmt.Sprintf("reference $%s.%s%s: %s is not an object or array", id, kind, path, walked),
+			}
 		}
 		walked += "." + step
 	}

@@ -18,7 +18,9 @@ import (
 func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCall) (any, error) {
 	msg, err := messaging.ParseParams(call.Parameters)
 	if err != nil {
-		return nil, err
+		// Its messages may quote the wrong value ('kind', a non-string
+		// field): the caller gets them whole, the event log does not.
+		return nil, &valueError{full: err.Error(), redacted: "messaging.send: its parameters do not have the verb's shape (the caller's reply says which; values are withheld from the event log)"}
 	}
 	var key string
 	if msg.IdempotencyKey != "" {

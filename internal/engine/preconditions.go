@@ -60,7 +60,13 @@ func checkPrecondition(pc protocol.Precondition, value any, present bool) error 
 		desc = " (" + pc.Description + ")"
 	}
 	if !present {
-		return fmt.Errorf("precondition failed%s: state key '%s' %s %s, but the key is not set", desc, pc.Key, pc.Operator, jsonvalue.Canonical(pc.Value))
+		return &valueError{
+			full:     fmt.Sprintf("precondition failed%s: state key '%s' %s %s, but the key is not set", desc, pc.Key, pc.Operator, jsonvalue.Canonical(pc.Value)),
+			redacted: fmt.Sprintf("precondition failed%s: state key '%s' %s (value withheld), but the key is not set", desc, pc.Key, pc.Operator),
+		}
 	}
-	return fmt.Errorf("precondition failed%s: state key '%s' is %s, wanted %s %s", desc, pc.Key, jsonvalue.Canonical(value), pc.Operator, jsonvalue.Canonical(pc.Value))
+	return &valueError{
+		full:     fmt.Sprintf("precondition failed%s: state key '%s' is %s, wanted %s %s", desc, pc.Key, jsonvalue.Canonical(value), pc.Operator, jsonvalue.Canonical(pc.Value)),
+		redacted: fmt.Sprintf("precondition failed%s: state key '%s' is not %s the wanted value (values withheld)", desc, pc.Key, pc.Operator),
+	}
 }

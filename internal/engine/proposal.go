@@ -48,8 +48,9 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		if r.graph.rejected[i] != "" {
 			continue
 		}
-		if reason := r.validateAction(ctx, i); reason != "" {
-			r.graph.reject(i, reason)
+		if err := r.validateAction(ctx, i); err != nil {
+			r.graph.reject(i, err.Error())
+			r.nodes[i].invalid = err
 		}
 	}
 	r.graph.cascade()
@@ -68,7 +69,11 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	if !blocked {
 		for i, reason := range r.graph.rejected {
 			if reason != "" {
-				r.finish(i, *rejectedBy("validator", errors.New(reason)))
+				err := r.nodes[i].invalid // keeps a schema violation's type, for the event
+				if err == nil || err.Error() != reason {
+					err = errors.New(reason)
+				}
+				r.finish(i, *rejectedBy("validator", err))
 			}
 		}
 		r.execute(ctx)
@@ -105,10 +110,11 @@ func shortID() string {
 
 // node is one action's execution record.
 type node struct {
-	action *protocol.Action
-	tool   *Tool
-	done   bool
-	result protocol.ActionResult
+	action  *protocol.Action
+	tool    *Tool
+	invalid error // why validateAction rejected it, nil if it did not
+	done    bool
+	result  protocol.ActionResult
 }
 
 // run is the execution of one proposal.
@@ -160,25 +166,25 @@ func newRun(rt *Runtime, sub *Submission) *run {
 
 // validateAction is the static check of one action: its tool exists, its
 // parameters fit the tool's schema, the built-in action types have the
-// parameters they need. It returns the rejection reason, or "".
-func (r *run) validateAction(ctx context.Context, i int) string {
+// parameters they need. It returns why the action is rejected, or nil.
+func (r *run) validateAction(ctx context.Context, i int) error {
 	a := r.nodes[i].action
 	switch a.Type {
 	case protocol.ActionToolCall:
 		t, ok := r.sub.Session.Tools.Lookup(a.Tool)
 		if !ok {
-			return r.sub.Session.Tools.UnknownTool(a.Tool)
+			return errors.New(r.sub.Session.Tools.UnknownTool(a.Tool))
 		}
 		r.nodes[i].tool = t
 		if !r.graph.hasRefs[i] {
-			if err := t.ValidateParams(ctx, any(a.Parameters)); err != nil {
-				return err.Error()
-			}
+			return t.ValidateParams(ctx, any(a.Parameters))
 		}
 	default:
-		return builtinParamsProblem(a.Type, a.Parameters)
+		if problem := builtinParamsProblem(a.Type, a.Parameters); problem != "" {
+			return errors.New(problem)
+		}
 	}
-	return ""
+	return nil
 }
 
 // builtinParamsProblem checks the parameters of the actions the engine runs
@@ -435,8 +441,8 @@ func (r *run) finish(i int, out outcome) {
 	nd.result.CacheHit = out.cacheHit
 	var errText string
 	if out.err != nil {
-		errText = out.err.Error()
-		nd.result.Error = new(errText)
+		nd.result.Error = new(out.err.Error())
+		errText = LoggedError(out.err)
 	}
 	nd.result.StateChanges = out.changes
 	if nd.result.StateChanges == nil {
@@ -522,7 +528,7 @@ func (r *run) rollback(ctx context.Context, cause error) {
 	r.mu.Unlock()
 	if len(keys) > 0 {
 		err := r.rt.opts.Idempotency.Invalidate(ctx, keys, r.sub.Proposal.ID)
-		data := map[string]any{"count": len(keys), "reason": cause.Error()}
+		data := map[string]any{"count": len(keys), "reason": LoggedError(cause)}
 		if err != nil {
 			data["error"] = err.Error()
 		}
@@ -550,7 +556,7 @@ func (r *run) rollback(ctx context.Context, cause error) {
 			kept = append(kept, u.key)
 		}
 	}
-	data := map[string]any{"keys": restored, "kept": kept, "reason": cause.Error(), "tenant": r.sub.Tenant}
+	data := map[string]any{"keys": restored, "kept": kept, "reason": LoggedError(cause), "tenant": r.sub.Tenant}
 	if failure != nil {
 		data["failed"] = failed
 		data["error"] = failure.Error()

@@ -33,9 +33,10 @@ type Tool struct {
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
-// schema and returns an error that names what is wrong. Parameters that
-// would take more than the tool's budget of subschema checks are refused
-// before the validator runs, as is everything once ctx ends.
+// schema and returns an error that names what is wrong (a *SchemaError).
+// Parameters that would take more than the tool's budget of subschema
+// checks are refused before the validator runs, as is everything once ctx
+// ends.
 func (t *Tool) ValidateParams(ctx context.Context, params any) error {
 	if t.validator == nil {
 		return nil
@@ -44,13 +45,13 @@ func (t *Tool) ValidateParams(ctx context.Context, params any) error {
 		return err
 	}
 	if err := t.validator.Validate(params); err != nil {
-		return fmt.Errorf("parameters do not match the schema of tool '%s': %s", t.Schema.Name, schemaErrorText(err))
+		return newSchemaError(fmt.Sprintf("parameters do not match the schema of tool '%s': ", t.Schema.Name), err)
 	}
 	return nil
 }
 
 // ValidateOutput checks a tool's output against its returns schema, when it
-// has one, and names the path that does not fit.
+// has one, and names the path that does not fit (a *SchemaError).
 func (t *Tool) ValidateOutput(ctx context.Context, output any) error {
 	if t.returns == nil {
 		return nil
@@ -59,7 +60,7 @@ func (t *Tool) ValidateOutput(ctx context.Context, output any) error {
 		return err
 	}
 	if err := t.returns.Validate(output); err != nil {
-		return fmt.Errorf("tool '%s' returned output that does not match its returns schema: %s", t.Schema.Name, schemaErrorText(err))
+		return newSchemaError(fmt.Sprintf("tool '%s' returned output that does not match its returns schema: ", t.Schema.Name), err)
 	}
 	return nil
 }
@@ -77,6 +78,78 @@ func (t *Tool) withinBudget(ctx context.Context, s *jsonschema.Schema, what stri
 	}
 	return nil
 }
+
+// SchemaError is a value that does not fit a tool's schema. Error is the
+// validator's whole message, which quotes the value: it goes to the caller,
+// whose value it is. Redacted names only the paths and keywords that failed
+// ("/ssn: pattern"): it is what the shared event log records.
+type SchemaError struct {
+	prefix string // what was checked, ending in ": "
+	err    error  // the validator's error
+}
+
+func newSchemaError(prefix string, err error) *SchemaError {
+	return &SchemaError{prefix: prefix, err: err}
+}
+
+func (e *SchemaError) Error() string { return e.prefix + schemaErrorText(e.err) }
+
+func (e *SchemaError) Unwrap() error { return e.err }
+
+// Redacted is the message without the value: each failing location as a
+// JSON pointer with the keyword that failed there, sorted (see LoggedError).
+func (e *SchemaError) Redacted() string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(e.err, &ve) {
+		return e.prefix + "the value does not fit"
+	}
+	var parts []string
+	seen := map[string]bool{}
+	var walk func(v *jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) > 0 {
+			for _, c := range v.Causes {
+				walk(c)
+			}
+			return
+		}
+		part := jsonPointer(v.InstanceLocation) + ": " + keywordOf(v.ErrorKind)
+		if !seen[part] {
+			seen[part] = true
+			parts = append(parts, part)
+		}
+	}
+	walk(ve)
+	sort.Strings(parts)
+	return e.prefix + strings.Join(parts, "; ")
+}
+
+// keywordOf is the schema keyword an error kind reports ("pattern",
+// "required"), or "schema" when it names none.
+func keywordOf(k jsonschema.ErrorKind) string {
+	if k == nil {
+		return "schema"
+	}
+	if path := k.KeywordPath(); len(path) > 0 {
+		return path[len(path)-1]
+	}
+	return "schema"
+}
+
+// jsonPointer writes an instance location as an RFC 6901 pointer.
+func jsonPointer(loc []string) string {
+	if len(loc) == 0 {
+		return "/"
+	}
+	var b strings.Builder
+	for _, seg := range loc {
+		b.WriteByte('/')
+		b.WriteString(pointerEscaper.Replace(seg))
+	}
+	return b.String()
+}
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // schemaErrorText flattens a jsonschema error onto one line.
 func schemaErrorText(err error) string {

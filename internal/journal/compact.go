@@ -189,7 +189,7 @@ func (j *Journal) install(tmp *os.File, carry [][]byte) (f *os.File, renamed boo
 	if err := atomicfile.SyncDir(filepath.Dir(j.path)); err != nil {
 		return nil, true, err
 	}
-	if f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+	if f, err = atomicfile.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		return nil, true, fmt.Errorf("reopen: %w", err)
 	}
 	return f, true, nil

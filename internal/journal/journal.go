@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/metrics"
 )
 
@@ -97,13 +98,14 @@ func (g *flushGroup) end(err error) {
 }
 
 // Open replays the journal at path (creating it, 0600, in a 0700 directory)
-// and opens it for appending. A last line without its newline is cut off and
+// and opens it for appending. A symbolic link at path is refused
+// (atomicfile.ErrSymlink), as by Verify and Read. A last line without its newline is cut off and
 // reported; any other unreadable line is an error naming the file and line.
 func Open(path string, opts ...Option) (*Journal, Report, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
@@ -223,7 +225,7 @@ func (j *Journal) repack(read int64, hint int) {
 // holds. A torn last line is reported (Open would cut it off); any other
 // unreadable line is an error naming the line.
 func Verify(path string) (Report, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
@@ -246,7 +248,7 @@ func Verify(path string) (Report, error) {
 // last line is skipped and reported; any other unreadable line is an error
 // naming the line.
 func Read(path string, f func(key string, rec []byte)) (Report, error) {
-	file, err := os.Open(path)
+	file, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}

@@ -26,30 +26,31 @@ import (
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
-	Token              string            // auth token; empty turns auth off
-	HostToken          string            // host token: session.auth {host_token} grants the host role; empty: nobody has it
-	ApproverRole       string            // who may approve: ApproverAny (default) or ApproverHost
-	Home               string            // the state root, reported in host.subscribe's identity
-	AllowedOrigins     []string          // extra Origin host patterns allowed to upgrade (same-host is always allowed)
-	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
-	MaxConnections     int               // concurrent connections (16384)
-	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
-	MaxUnauthenticated int               // unauthenticated connections; past it the oldest silent one is closed (64)
+	Token              string        // auth token; empty turns auth off
+	HostToken          string        // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole       string        // who may approve: ApproverAny (default) or ApproverHost
+	Home               string        // the state root, reported in host.subscribe's identity
+	AllowedOrigins     []string      // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	AllowedHosts       []string      // Host names (or name:port) a TCP listener answers besides loopback and its own address (see GuardHost)
+	MaxFrameBytes      int64         // largest accepted frame (16 MiB)
+	MaxConnections     int           // concurrent connections (16384)
+	AuthTimeout        time.Duration // an unauthenticated connection is closed with 1008 after this (10 s)
+	MaxUnauthenticated int           // unauthenticated connections; past it the oldest silent one is closed (64)
 	// EvictionGrace is how young a silent unauthenticated connection is
 	// spared when max_unauthenticated makes room (2 s); negative spares none.
-	EvictionGrace time.Duration
-	MaxInFlight        int               // concurrent requests per connection (64)
-	HandlerTimeout     time.Duration     // deadline of one request (30 min)
-	ToolTimeout        time.Duration     // default budget of one tool callback (300 s)
-	WriteTimeout       time.Duration     // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned       int               // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue          int               // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
-	Version            string            // server_version reported by server.handshake
-	Runs               *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens        store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures           *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store              *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
-	Logger             *zap.Logger
+	EvictionGrace  time.Duration
+	MaxInFlight    int               // concurrent requests per connection (64)
+	HandlerTimeout time.Duration     // deadline of one request (30 min)
+	ToolTimeout    time.Duration     // default budget of one tool callback (300 s)
+	WriteTimeout   time.Duration     // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned   int               // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue      int               // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
+	Version        string            // server_version reported by server.handshake
+	Runs           *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens    store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures       *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Store          *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Logger         *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
 	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
@@ -165,14 +166,15 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 }
 
 // Handler returns the HTTP handler: the WebSocket endpoint at "/",
-// GET /healthz, GET /metrics and the dashboard under /ui/.
+// GET /healthz, GET /metrics and the dashboard under /ui/. It does not check
+// Host; Serve puts GuardHost in front of it on a TCP listener.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Serve accepts connections on l until Shutdown. It returns nil after a
-// shutdown.
+// shutdown. On a TCP listener every request passes GuardHost first.
 func (s *Server) Serve(l net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           GuardHost(l, s.opts.AllowedHosts, s.log, s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}

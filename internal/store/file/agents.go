@@ -52,7 +52,7 @@ func (f tokenFileStore) Verify(_ context.Context, agentID, token string) (bool, 
 // readTokens reads the token file; a missing file holds no agents.
 func readTokens(path string) (tokenFile, error) {
 	f := tokenFile{Agents: map[string]tokenEntry{}}
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return f, nil
 	}
@@ -153,7 +153,7 @@ func PostureFile(path string) store.Postures { return postureFile{path: path} }
 
 // Read reads the file; a missing one holds no document.
 func (f postureFile) Read(context.Context) (json.RawMessage, bool, error) {
-	b, err := os.ReadFile(f.path)
+	b, err := atomicfile.ReadFile(f.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

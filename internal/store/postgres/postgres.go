@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -22,7 +24,7 @@ import (
 
 // Config says how to reach the database and how to behave on it.
 type Config struct {
-	URL              string        // a libpq URL; its password never appears in a message
+	URL              string        // a libpq URL or keyword/value string; its password never appears in a message
 	MaxConns         int32         // pool size (10)
 	StatementTimeout time.Duration // per statement, set on every connection (5 s)
 	ConnectTimeout   time.Duration // to open a connection (5 s)
@@ -79,9 +81,39 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Redact returns rawURL with any password replaced, for logs and errors.
-// A string that does not parse as a URL is replaced whole.
+// Redact returns the connection string with any password replaced, for
+// logs and errors. A URL keeps its own spelling, its password (in the user
+// part or the query) replaced. A keyword/value string (host=… password=…)
+// is described from what pgx parsed of it: host, port, user and database,
+// never the password. A string pgx cannot read is replaced whole.
 func Redact(rawURL string) string {
+	if isURL(rawURL) {
+		return redactURL(rawURL)
+	}
+	pc, err := pgconn.ParseConfig(rawURL)
+	if err != nil {
+		return "(an unparsable postgres_url)"
+	}
+	hosts := []string{pc.Host}
+	for _, f := range pc.Fallbacks {
+		if f.Host != pc.Host && !slices.Contains(hosts, f.Host) {
+			hosts = append(hosts, f.Host)
+		}
+	}
+	out := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", strings.Join(hosts, ","), pc.Port, pc.User, pc.Database)
+	if pc.Password != "" {
+		out += " password=xxxxx"
+	}
+	return out
+}
+
+// isURL reports whether pgx reads s as a URL rather than keyword/value.
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// redactURL is Redact of a URL.
+func redactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(an unparsable postgres_url)"
@@ -127,15 +159,34 @@ func connect(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 // redactErr keeps err's chain but hides the URL's password should the
 // message quote it.
 func redactErr(err error, rawURL string) error {
-	u, perr := url.Parse(rawURL)
-	if perr != nil {
+	pw, ok := password(rawURL)
+	if !ok {
 		return errors.New("(details hidden: they may quote the password)")
 	}
-	pw, has := u.User.Password()
-	if !has || pw == "" {
+	if pw == "" {
 		return err
 	}
 	return &redacted{err: err, pw: pw}
+}
+
+// password is the password the connection string carries, as pgx reads it
+// (a URL or keyword/value); ok is false when it cannot be told.
+func password(raw string) (pw string, ok bool) {
+	if pc, err := pgconn.ParseConfig(raw); err == nil {
+		return pc.Password, true
+	}
+	if !isURL(raw) {
+		return "", false
+	}
+	// pgx refused the URL; its password is still where a URL keeps it.
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false
+	}
+	if pw, has := u.User.Password(); has {
+		return pw, true
+	}
+	return u.Query().Get("password"), true
 }
 
 type redacted struct {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
@@ -78,7 +79,7 @@ func openSpool(path string, maxBytes int64) (*spool, spoolScan, error) {
 	if path == "" {
 		return s, scan, nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, scan, fmt.Errorf("open the event spool: %w; check that its directory exists and is writable", err)
 	}
