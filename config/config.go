@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
@@ -342,20 +343,10 @@ func loopbackHostPort(addr string) error {
 	if err != nil {
 		return fmt.Errorf("must be host:port on loopback (127.0.0.1:6060), got %q: %w", addr, err)
 	}
-	if !IsLoopbackHost(host) {
+	if !netaddr.IsLoopbackHost(host) {
 		return fmt.Errorf("must be on loopback (127.0.0.1, ::1 or localhost), got %q: the profiler shows the daemon's memory", addr)
 	}
 	return nil
-}
-
-// IsLoopbackHost reports whether host (a name or an address, without a
-// port) is this machine: localhost, or a loopback address.
-func IsLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func fileExists(p string) bool {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/spf13/pflag"
 )
 
@@ -130,7 +130,7 @@ func loopbackOnly(raw string) error {
 		return fmt.Errorf("--url must be a ws:// URL, got %q", raw)
 	}
 	host := u.Hostname()
-	if !config.IsLoopbackHost(host) {
+	if !netaddr.IsLoopbackHost(host) {
 		return fmt.Errorf("--url must point at loopback (127.0.0.1, ::1 or localhost); car-bench does not load other machines, got %q", host)
 	}
 	return nil
