@@ -22,13 +22,14 @@ import (
 //   - The approvals raised on B are mirrored on A from those events:
 //     host.approvals and host.subscribe's snapshot list them. A mirrored
 //     approval is resolved on A as a local one is; for one the permission
-//     gate raised, the engine first records the decision on the shared
-//     approval ledger (its Operation, which A read back from the context
-//     once, when the approval arrived), and that record is what releases
-//     B's action and makes B resolve its own row (and emit
-//     approval.resolved, which comes back to A). Resolving the mirror itself emits nothing on A. A
-//     client-raised approval stays the raising connection's to resolve.
-//     Agents are not mirrored: they live with their connection's daemon.
+//     gate raised, A's engine first records the decision on the shared
+//     approval ledger (for its Operation, which A read back from the
+//     context once, when the approval arrived: mirrorOperation), and that
+//     record is what releases B's action and makes B's engine resolve
+//     B's row (and emit approval.resolved, which comes back to A).
+//     Resolving the mirror itself emits nothing on A. A client-raised
+//     approval stays the raising connection's to resolve. Agents are not
+//     mirrored: they live with their connection's daemon.
 //   - Approvers are announced, not recorded: each daemon publishes how many
 //     approver subscribers it has whenever that changes and every Announce
 //     as a heartbeat, and says hello when it joins so that the others

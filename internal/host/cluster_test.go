@@ -104,7 +104,7 @@ func TestApprovalsRaisedOnOneDaemonAreSeenAndResolvedOnAnother(t *testing.T) {
 	if _, err := a.Resolve("dash-a", ap.ID, true, "", "conn:dash-a"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a second resolve on A: %v", err)
 	}
-	// B resolves its row once the ledger tells it (the rpc layer's part);
+	// B resolves its row once the ledger tells it (its engine's part);
 	// its approval.resolved reaches A's subscribers, once.
 	if _, err := b.Resolve("", ap.ID, true, "ship it", "conn:dash-a"); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@
 // Reads are open to every connection; mutation of an agent, or of an
 // approval a client raised, belongs to the connection that created it.
 //
-// The package is a leaf: it never imports a transport or the engine. It only
-// keeps state and says what changed; delivery belongs to the caller's send.
+// Of the daemon the package imports only protocol (and its jsonvalue): never
+// a transport or the engine. It only keeps state and says what changed;
+// delivery belongs to the caller's send.
 package host

@@ -14,6 +14,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store/file"
+	"github.com/parslee-ai/car-server/internal/store/storetest"
 )
 
 // The store starts goroutines (its journals' writers, incomplete-marker
@@ -34,31 +35,13 @@ func openRunStore(t *testing.T, root string, opts runs.Options) (*runs.Store, fi
 	return s, rep
 }
 
-// closeOnCleanup closes s when the test ends, failing it on an error.
-func closeOnCleanup(t *testing.T, s *runs.Store) {
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close the store: %v", err)
-		}
-	})
-}
-
-func startRun(t *testing.T, s *runs.Store, agent, runID string) string {
-	t.Helper()
-	id, _, err := s.Start(context.Background(), runs.Start{RunID: runID, AgentID: agent, Intent: "test", Owner: "conn-1"})
-	if err != nil {
-		t.Fatalf("start run %q of %q: %v", runID, agent, err)
-	}
-	return id
-}
-
-func promptTurns(n int, prefix string) []runs.Turn {
-	out := make([]runs.Turn, n)
-	for i := range out {
-		out[i] = runs.Turn{Prompt: fmt.Sprintf("%s-%d", prefix, i), Index: 999}
-	}
-	return out
-}
+// The helpers shared with the other tests of runs.Store.
+var (
+	closeOnCleanup = storetest.CloseRunsOnCleanup
+	startRun       = storetest.StartRun
+	promptTurns    = storetest.PromptTurns
+	listRuns       = storetest.ListRuns
+)
 
 // turnRecords is the run's turn records, read back through Trace.
 func turnRecords(t *testing.T, s *runs.Store, runID string) []runs.Record {
@@ -68,16 +51,6 @@ func turnRecords(t *testing.T, s *runs.Store, runID string) []runs.Record {
 		t.Fatalf("trace %s: %v", runID, err)
 	}
 	return turnsOf(recs)
-}
-
-// listRuns is the agent's runs, failing the test on an error.
-func listRuns(t *testing.T, s *runs.Store, agent string) []runs.Summary {
-	t.Helper()
-	got, err := s.List(context.Background(), agent)
-	if err != nil {
-		t.Fatalf("list %s: %v", agent, err)
-	}
-	return got
 }
 
 // What the tests read of package runs' own (export_test.go).

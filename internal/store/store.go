@@ -8,17 +8,22 @@
 // (the journals under $CAR_HOME, the default; one daemon) and
 // store/postgres (several daemons on one PostgreSQL). What both backends
 // share lives here (the approval watchers, the token hash, CheckRunRecord).
-// The engine and rpc talk to these interfaces only; neither learns SQL, and
-// the engine imports no backend (cmd/car-server hands it the parts).
+// cmd/car-server opens one backend and hands its parts out: the engine is
+// given these interfaces (engine.Options), the rpc layer these and the
+// domain types built over them (runs.Store, agents.Postures). Neither
+// imports a backend, and neither learns SQL.
 //
 // The arrows run downward: store may import the domain packages' plain
-// types (approvals, runs, agents), which never import store or journal
-// back. Where an interface's consumer is a domain package (runs.Store over
+// types (runs, agents, policy), which never import store or journal back.
+// Where an interface's consumer is a domain package (runs.Store over
 // runs.Log, agents.Postures over agents.PostureStore), that package
-// defines it and store names it too (RunLog, Postures); imports_test.go
-// fails when an arrow turns upward. Every method that can reach a database takes a context and
-// returns an error that wraps ErrUnavailable when the store cannot be
-// reached, so callers can say so instead of guessing.
+// defines it and store names it too (RunLog, Postures). imports_test.go
+// fails when a domain package comes to import store or journal, or the
+// engine a backend.
+//
+// Every method that can reach a database takes a context and returns an
+// error that wraps ErrUnavailable when the store cannot be reached, so
+// callers can say so instead of guessing.
 package store
 
 import (

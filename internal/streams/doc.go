@@ -10,6 +10,7 @@
 // must not block (a fanout queue's Push).
 //
 // Time comes from Options.Now, so that tests move it by hand; Sweep applies
-// the idle timeout and the reaping, and Run calls it periodically. The
-// package is a leaf: it never imports a transport or the engine.
+// the idle timeout and the reaping, and Run calls it periodically. Of the
+// daemon the package imports only protocol (and its jsonvalue): never a
+// transport or the engine.
 package streams

@@ -1,7 +1,6 @@
 package file
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/store"
@@ -15,16 +14,9 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) func(*testing.T, string) *store.Store {
 		dir := t.TempDir()
 		return func(t *testing.T, node string) *store.Store {
-			st, _, err := Open(Config{
-				IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
-				ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
-				MessagesPath:    filepath.Join(dir, "messages.jsonl"),
-				RunsDir:         filepath.Join(dir, "runs"),
-				AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
-				PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
-				Node:            node,
-				Version:         "test",
-			})
+			cfg := everyPart(dir)
+			cfg.Node, cfg.Version = node, "test"
+			st, _, err := Open(cfg)
 			if err != nil {
 				t.Fatalf("open the file store in %s: %v", dir, err)
 			}

@@ -17,6 +17,18 @@ import (
 // performance assertion.
 const testTimeout = 10 * time.Second
 
+// everyPart is a Config with every part of the file store under dir.
+func everyPart(dir string) Config {
+	return Config{
+		IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
+		ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
+		MessagesPath:    filepath.Join(dir, "messages.jsonl"),
+		RunsDir:         filepath.Join(dir, "runs"),
+		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
+		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
+	}
+}
+
 func openStore(t *testing.T, dir string) (*store.Store, Report) {
 	t.Helper()
 	st, rep, err := Open(Config{
@@ -243,14 +255,7 @@ func TestBusCloseEndsEverySubscription(t *testing.T) {
 func TestOpenRunsTokensAndPostures(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := Config{
-		IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
-		ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
-		MessagesPath:    filepath.Join(dir, "messages.jsonl"),
-		RunsDir:         filepath.Join(dir, "runs"),
-		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
-		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
-	}
+	cfg := everyPart(dir)
 	st, _, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

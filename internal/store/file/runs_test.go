@@ -13,6 +13,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/storetest"
 )
 
 func openRunStore(t *testing.T, root string, opts runs.Options) (*runs.Store, RunsReport) {
@@ -24,41 +25,13 @@ func openRunStore(t *testing.T, root string, opts runs.Options) (*runs.Store, Ru
 	return s, rep
 }
 
-// closeOnCleanup closes s when the test ends, failing it on an error.
-func closeOnCleanup(t *testing.T, s *runs.Store) {
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close the store: %v", err)
-		}
-	})
-}
-
-func startRun(t *testing.T, s *runs.Store, agent, runID string) string {
-	t.Helper()
-	id, _, err := s.Start(context.Background(), runs.Start{RunID: runID, AgentID: agent, Intent: "test", Owner: "conn-1"})
-	if err != nil {
-		t.Fatalf("start run %q of %q: %v", runID, agent, err)
-	}
-	return id
-}
-
-func promptTurns(n int, prefix string) []runs.Turn {
-	out := make([]runs.Turn, n)
-	for i := range out {
-		out[i] = runs.Turn{Prompt: fmt.Sprintf("%s-%d", prefix, i), Index: 999}
-	}
-	return out
-}
-
-// listRuns is the agent's runs, failing the test on an error.
-func listRuns(t *testing.T, s *runs.Store, agent string) []runs.Summary {
-	t.Helper()
-	got, err := s.List(context.Background(), agent)
-	if err != nil {
-		t.Fatalf("list %s: %v", agent, err)
-	}
-	return got
-}
+// The helpers shared with the other tests of runs.Store.
+var (
+	closeOnCleanup = storetest.CloseRunsOnCleanup
+	startRun       = storetest.StartRun
+	promptTurns    = storetest.PromptTurns
+	listRuns       = storetest.ListRuns
+)
 
 // turnsOf keeps the turn records of a trace.
 func turnsOf(recs []runs.Record) []runs.Record {

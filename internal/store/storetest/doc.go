@@ -14,6 +14,10 @@
 // for tests that stand several daemons up in one process: each part is
 // shared by the daemons' runtimes as the database would be.
 //
+// StartRun, PromptTurns, ListRuns and CloseRunsOnCleanup drive a
+// runs.Store over whichever log it is given, for the Store's own tests and
+// the file store's run-file tests.
+//
 // It imports package store and nothing of a backend, so each backend's
 // tests can import it.
 package storetest
