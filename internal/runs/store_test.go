@@ -265,8 +265,10 @@ func TestSnapshotAndSubscribeAreAtomicUnderConcurrentAppends(t *testing.T) {
 			t.Fatalf("subscriber %d saw %d of %d turns", i, next, total)
 		}
 	}
-	if mid != subscribers {
-		t.Fatalf("%d of %d subscribers joined mid-run: the test did not exercise a join under appends", mid, subscribers)
+	// On a loaded machine the writers may finish before the last
+	// subscribers join; the test needs at least one join under appends.
+	if mid == 0 {
+		t.Fatalf("none of %d subscribers joined mid-run: the test did not exercise a join under appends", subscribers)
 	}
 }
 
