@@ -22,46 +22,47 @@ import (
 
 // Config is every setting of the daemon, resolved.
 type Config struct {
-	Home                 string        // state root; absolute
-	Bind                 string        // TCP listen host
-	Port                 int           // TCP listen port; 0 picks a free one
-	Socket               string        // Unix socket path; empty disables it
-	NoAuth               bool          // turn token auth off
-	AuthToken            string        // use this token instead of a fresh one
-	HostToken            string        // use this host token instead of a fresh one
-	ApproverRole         string        // who may approve: "any" or "host"
-	ApprovalTimeout      time.Duration // how long parked actions wait for a person
-	RunIncompleteGrace   time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
-	AllowedOrigins       []string      // Origin host patterns allowed besides same-host
-	AllowedHosts         []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
-	MaxFrameBytes        int64         // largest frame accepted
-	MaxConnections       int           // concurrent connections
-	AuthTimeout          time.Duration // an unauthenticated connection is closed after this
-	MaxUnauthenticated   int           // unauthenticated connections before the oldest is closed
-	MaxInFlight          int           // concurrent requests per connection
-	HandlerTimeout       time.Duration // deadline of one request
-	ToolTimeout          time.Duration // default budget of one tool callback
-	ShutdownGrace        time.Duration // how long in-flight requests may finish on shutdown
-	SupervisionTimeout   time.Duration // how long a parked proposal waits for a supervisor
-	MaxActions           int           // actions per proposal
-	MaxTools             int           // tools a connection may register
-	MaxResolvedAction    int64         // one action's resolved parameters and effects, in bytes
-	MaxSchemaBytes       int           // one tool JSON Schema's size
-	MaxSchemaKeywords    int           // object members in one tool JSON Schema
-	MaxSchemaRefDepth    int           // $refs in a row one value passes through
-	MaxSchemaExpansion   int64         // subschemas one value is checked against in place
-	MaxSchemaEvaluations int64         // subschema checks one validation may make
-	MaxResolvedTotal     int64         // a proposal's resolved actions together, in bytes
-	MaxConcurrency       int           // actions of one proposal running at once
-	MaxStarting          int           // proposals in their first 100 ms at once; 0: 16 per CPU
-	StreamIdleTimeout    time.Duration // a silent stream handle fails after this
-	MaxStreamHandles     int           // stream handles per connection
-	MaxStreamChunk       int           // largest stream chunk accepted, in bytes
-	MaxCheckpoints       int           // checkpoints kept
-	MaxCheckpointBytes   int64         // largest checkpoint file
-	LogFormat            string        // json or console
-	LogLevel             string        // debug, info, warn, error
-	Pprof                string        // loopback host:port serving /debug/pprof/; empty: off
+	Home                    string        // state root; absolute
+	Bind                    string        // TCP listen host
+	Port                    int           // TCP listen port; 0 picks a free one
+	Socket                  string        // Unix socket path; empty disables it
+	NoAuth                  bool          // turn token auth off
+	AuthToken               string        // use this token instead of a fresh one
+	HostToken               string        // use this host token instead of a fresh one
+	ApproverRole            string        // who may approve: "any" or "host"
+	ApprovalTimeout         time.Duration // how long parked actions wait for a person
+	RunIncompleteGrace      time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
+	AllowedOrigins          []string      // Origin host patterns allowed besides same-host
+	AllowedHosts            []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
+	MaxFrameBytes           int64         // largest frame accepted
+	MaxConnections          int           // concurrent connections
+	AuthTimeout             time.Duration // an unauthenticated connection is closed after this
+	MaxUnauthenticated      int           // unauthenticated connections before the oldest is closed
+	MaxInFlight             int           // concurrent requests per connection
+	HandlerTimeout          time.Duration // deadline of one request
+	ToolTimeout             time.Duration // default budget of one tool callback
+	ShutdownGrace           time.Duration // how long in-flight requests may finish on shutdown
+	SupervisionTimeout      time.Duration // how long a parked proposal waits for a supervisor
+	MaxActions              int           // actions per proposal
+	MaxTools                int           // tools a connection may register
+	MaxResolvedAction       int64         // one action's resolved parameters and effects, in bytes
+	MaxSchemaBytes          int           // one tool JSON Schema's size
+	MaxSchemaKeywords       int           // object members in one tool JSON Schema
+	MaxSchemaRefDepth       int           // $refs in a row one value passes through
+	MaxSchemaExpansion      int64         // subschemas one value is checked against in place
+	MaxSchemaEvaluations    int64         // subschema checks one validation may make
+	MaxResolvedTotal        int64         // a proposal's resolved actions together, in bytes
+	MaxConcurrency          int           // actions of one proposal running at once
+	MaxStarting             int           // proposals in their first 100 ms at once; 0: 16 per CPU
+	StreamIdleTimeout       time.Duration // a silent stream handle fails after this
+	MaxStreamHandles        int           // stream handles per connection
+	MaxStreamChunk          int           // largest stream chunk accepted, in bytes
+	MaxCheckpoints          int           // checkpoints kept
+	MaxCheckpointBytes      int64         // largest checkpoint file
+	LogFormat               string        // json or console
+	LogLevel                string        // debug, info, warn, error
+	Pprof                   string        // loopback host:port serving /debug/pprof/; empty: off
+	MaxApprovalsPerProposal int           // distinct operations one proposal may put to a person
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -248,6 +249,7 @@ func (c *Config) resolve(r *reader) error {
 		r.fail("approver_role", "approver_role must be any or host, got %q", c.ApproverRole)
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
+	c.MaxApprovalsPerProposal = r.integer("max_approvals_per_proposal")
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.AllowedHosts = r.list("allowed_hosts")
@@ -312,7 +314,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -146,6 +146,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"host_token":                  {"eight", "eight", func(c *Config) any { return c.HostToken }, nil},
 		"approver_role":               {"host", "host", func(c *Config) any { return c.ApproverRole }, nil},
 		"approval_timeout":            {"7", "7s", func(c *Config) any { return c.ApprovalTimeout }, nil},
+		"max_approvals_per_proposal":  {"7", "7", func(c *Config) any { return c.MaxApprovalsPerProposal }, nil},
 		"allowed_origins":             {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }, nil},
 		"allowed_hosts":               {"car.example:7", "[car.example:7]", func(c *Config) any { return c.AllowedHosts }, nil},
 		"max_frame_bytes":             {"7", "7", func(c *Config) any { return c.MaxFrameBytes }, nil},

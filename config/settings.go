@@ -53,6 +53,7 @@ var settings = []setting{
 	{"host_token", "CAR_HOST_TOKEN", "use this host token (session.auth {host_token} grants the host role) instead of a fresh random one", ""},
 	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", rpc.ApproverAny},
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
+	{"max_approvals_per_proposal", "CAR_MAX_APPROVALS_PER_PROPOSAL", "distinct operations (fingerprints) one proposal may put to a person; past it the proposal is rejected", engine.DefaultMaxApprovalsPerProposal},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
 	{"allowed_hosts", "CAR_ALLOWED_HOSTS", "comma-separated Host names (name, or name:port) the TCP listeners and the profiler answer besides loopback names and the listen address; any other Host gets 403", ""},

@@ -26,7 +26,14 @@ const RoleHost = "host"
 type HandshakeParams struct {
 	ProtocolVersion json.RawMessage `json:"protocol_version,omitempty"`
 	ClientVersion   string          `json:"client_version,omitempty"`
+	// ClientName names the client to a person (on the approvals it causes);
+	// without it, ClientVersion does.
+	ClientName string `json:"client_name,omitempty"`
 }
+
+// MaxClientName is the longest client_name (and client_version) the
+// daemon keeps, in bytes.
+const MaxClientName = 128
 
 // HandshakeResult is the reply to a successful server.handshake.
 type HandshakeResult struct {

@@ -317,6 +317,56 @@ type HostApproval struct {
 	Approved          *bool      `json:"approved,omitempty"`
 	Notes             string     `json:"notes,omitempty"`
 	Node              string     `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
+	// RequestedBy is who caused it: the connection that asked with
+	// host.request_approval, or whose proposal the daemon parked.
+	RequestedBy *ApprovalRequester `json:"requested_by,omitempty"`
+}
+
+// Principals an approval's requester can be.
+const (
+	PrincipalAgent = "agent" // a connection bound with an agent token
+	PrincipalPlain = "plain" // the ordinary token
+	PrincipalHost  = "host"  // the host token
+)
+
+// ApprovalRequester names the principal behind an approval, so that a
+// person sees who asked, not only a connection id.
+type ApprovalRequester struct {
+	Principal string `json:"principal"` // agent, plain or host
+	// AgentID is the agent an agent-bound connection is bound to, and
+	// AgentName that agent's name when it registered with the host surface
+	// under the same id.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentName string `json:"agent_name,omitempty"`
+	// ClientName is what the client called itself in server.handshake
+	// (client_name, else client_version).
+	ClientName string `json:"client_name,omitempty"`
+	Connection string `json:"connection"`
+}
+
+// String says who asked as a person reads it: "agent planner (Planner)
+// via my-ide, connection c1", "plain client my-ide, connection c1" or
+// "host, connection c1".
+func (r ApprovalRequester) String() string {
+	var who string
+	switch r.Principal {
+	case PrincipalAgent:
+		who = "agent " + r.AgentID
+		if r.AgentName != "" {
+			who += " (" + r.AgentName + ")"
+		}
+	case PrincipalHost:
+		who = "host"
+	default:
+		who = "plain client"
+		if r.ClientName != "" {
+			who += " " + r.ClientName
+		}
+	}
+	if r.ClientName != "" && (r.Principal == PrincipalAgent || r.Principal == PrincipalHost) {
+		who += " via " + r.ClientName
+	}
+	return who + ", connection " + r.Connection
 }
 
 // HostEventEntry is something a host subscriber shows happened.

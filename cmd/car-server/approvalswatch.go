@@ -111,6 +111,9 @@ func printApproval(w io.Writer, a host.Approval, asJSON bool) {
 		return
 	}
 	fmt.Fprintf(w, "\napproval %s  %s\n", a.ID, a.Title)
+	if a.RequestedBy != nil {
+		fmt.Fprintf(w, "  asked by %s\n", a.RequestedBy)
+	}
 	if tool, _ := a.Context["tool"].(string); tool != "" {
 		fmt.Fprintf(w, "  tool     %s\n", tool)
 	}

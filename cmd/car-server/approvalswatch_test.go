@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -120,5 +121,24 @@ func TestApprovalsWatchAnswersAnApprovalOverTheSocket(t *testing.T) {
 	again.Env = env
 	if msg, err := again.CombinedOutput(); exitCode(t, err) != exitFailed || !strings.Contains(string(msg), "approval-does-not-exist") {
 		t.Fatalf("approve an unknown id: %s", msg)
+	}
+}
+
+// TestApprovalsWatchSaysWhoAsked: each printed request names the principal
+// behind it, as the daemon's requested_by gives it.
+func TestApprovalsWatchSaysWhoAsked(t *testing.T) {
+	for _, tc := range []struct {
+		by   protocol.ApprovalRequester
+		want string
+	}{
+		{protocol.ApprovalRequester{Principal: protocol.PrincipalPlain, ClientName: "my-ide", Connection: "c1"}, "  asked by plain client my-ide, connection c1\n"},
+		{protocol.ApprovalRequester{Principal: protocol.PrincipalAgent, AgentID: "planner", AgentName: "The Planner", ClientName: "car-server-go-client", Connection: "c2"}, "  asked by agent planner (The Planner) via car-server-go-client, connection c2\n"},
+		{protocol.ApprovalRequester{Principal: protocol.PrincipalHost, Connection: "c3"}, "  asked by host, connection c3\n"},
+	} {
+		var out strings.Builder
+		printApproval(&out, host.Approval{ID: "approval-1", Title: "tool 'deploy_service' needs full_access", RequestedBy: &tc.by}, false)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("printed %q, want a line %q", out.String(), tc.want)
+		}
 	}
 }

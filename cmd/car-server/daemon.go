@@ -122,6 +122,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		State:                    shared.State,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
+		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,

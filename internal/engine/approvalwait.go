@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
@@ -60,6 +61,15 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 	settled := make(chan decided, len(order))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Each operation is watched before the ledger is read, so a decision
+	// recorded in between is not missed; those still undecided are then
+	// counted against max_approvals_per_proposal before any is raised.
+	type watch struct {
+		ch   <-chan approvals.Record
+		stop func()
+	}
+	watches := map[string]watch{}
+	var raise []string
 	for _, fp := range order {
 		op := ops[fp]
 		ch, stop := rt.opts.Approvals.Watch(fp)
@@ -69,9 +79,25 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			op.decision = &rec
 			continue
 		}
-		op.approval, err = rt.opts.Desk.RaiseGate(approvalRequest(sub, op, params(op.actions[0])), host.Operation{Fingerprint: fp, RequiredTier: op.row.Required.String()})
+		watches[fp] = watch{ch, stop}
+		raise = append(raise, fp)
+	}
+	if err := sub.raisedTally().add(raise, rt.opts.MaxApprovalsPerProposal); err != nil {
+		for _, w := range watches {
+			w.stop()
+		}
+		return nil, fmt.Errorf("proposal '%s' %w", sub.Proposal.ID, err)
+	}
+	by := sub.Session.requester()
+	for _, fp := range raise {
+		op, w := ops[fp], watches[fp]
+		op.approval, err = rt.opts.Desk.RaiseGateFor(approvalRequest(sub, op, params(op.actions[0])), host.Operation{Fingerprint: fp, RequiredTier: op.row.Required.String()}, &by)
 		if err != nil {
-			stop()
+			for _, rest := range raise {
+				if ops[rest].approval.ID == "" {
+					watches[rest].stop()
+				}
+			}
 			rt.expireAll(ops, order, "the request could not be raised")
 			return nil, fmt.Errorf("action '%s' needs %s, and it could not be put to a person: %w", op.actions[0], op.row.Required, err)
 		}
@@ -79,10 +105,10 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			"fingerprint": fp, "approval_id": op.approval.ID, "tool": op.row.Tool, "required": op.row.Required.String(),
 		}})
 		go func() {
-			defer stop()
+			defer w.stop()
 			for {
 				select {
-				case rec := <-ch:
+				case rec := <-w.ch:
 					if rt.settles(rec, op.row) {
 						settled <- decided{fp, rec}
 						return
@@ -128,6 +154,55 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 		}
 	}
 	return denied, nil
+}
+
+// approvalTally is the operations one proposal has raised for a person, so
+// that it raises at most max_approvals_per_proposal of them, at admission
+// and mid-run together.
+type approvalTally struct {
+	mu     sync.Mutex
+	raised map[string]bool // by fingerprint
+}
+
+// add counts fps as raised, or refuses them all when the distinct ones
+// would pass max.
+func (t *approvalTally) add(fps []string, max int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.raised)
+	for _, fp := range fps {
+		if !t.raised[fp] {
+			n++
+		}
+	}
+	if n > max {
+		return fmt.Errorf("would put %d distinct operations (fingerprints) to a person, more than max_approvals_per_proposal (%d): split it into smaller proposals, or approve the operations ahead with permission.approve {fingerprint, required_tier}", n, max)
+	}
+	if t.raised == nil {
+		t.raised = map[string]bool{}
+	}
+	for _, fp := range fps {
+		t.raised[fp] = true
+	}
+	return nil
+}
+
+// raisedTally is the proposal's tally; a submission that did not come
+// through Submit (a checkpoint restore's) counts on its own.
+func (sub *Submission) raisedTally() *approvalTally {
+	if sub.raised == nil {
+		return &approvalTally{}
+	}
+	return sub.raised
+}
+
+// requester is who this session's connection is, for the approvals its
+// proposals raise; without Session.RequestedBy, a plain client.
+func (s *Session) requester() host.Requester {
+	if s.RequestedBy != nil {
+		return s.RequestedBy()
+	}
+	return host.Requester{Principal: protocol.PrincipalPlain, Connection: s.ID}
 }
 
 // settles reports whether rec decides row: any rejection does, an approval

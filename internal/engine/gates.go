@@ -53,6 +53,9 @@ type Submission struct {
 	// without rebuilding it; flowAt finds an action's step.
 	flowIn *flow.Input
 	flowAt map[string]int
+	// raised counts the operations the proposal put to a person; set by
+	// Submit, for each attempt afresh.
+	raised *approvalTally
 	// graph is the proposal's dependency graph, built once by Submit for
 	// the scheduler and the gates (only its edges and references are read).
 	graph *graph

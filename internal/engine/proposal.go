@@ -31,6 +31,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		return nil, err
 	}
 	Normalize(p)
+	sub.raised = &approvalTally{}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer rt.running.untrack(p.ID, rt.running.track(p.ID, sub.Session.ID, cancel))

@@ -34,9 +34,12 @@ type Options struct {
 	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
 	Desk               *host.Registry    // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
 	ApprovalTimeout    time.Duration     // how long a parked action waits for a person (5 min)
-	Postures           PostureSource     // per-agent postures for bound agents' proposals; nil: none apply
-	Gates              []AdmissionGate
-	Checks             []ActionCheck
+	// MaxApprovalsPerProposal is how many distinct operations one proposal
+	// may put to a person (64); past it the proposal is rejected.
+	MaxApprovalsPerProposal int
+	Postures                PostureSource // per-agent postures for bound agents' proposals; nil: none apply
+	Gates                   []AdmissionGate
+	Checks                  []ActionCheck
 
 	MaxResolvedActionBytes   int64 // one action's parameters and effects with references resolved (8 MiB)
 	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
@@ -55,6 +58,7 @@ const (
 	DefaultToolTimeout              = 300 * time.Second
 	DefaultSupervisionTimeout       = 30 * time.Second
 	DefaultApprovalTimeout          = 5 * time.Minute
+	DefaultMaxApprovalsPerProposal  = 64
 	DefaultMaxResolvedActionBytes   = 8 << 20
 	DefaultMaxResolvedProposalBytes = 64 << 20
 )
@@ -80,6 +84,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ApprovalTimeout <= 0 {
 		o.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if o.MaxApprovalsPerProposal <= 0 {
+		o.MaxApprovalsPerProposal = DefaultMaxApprovalsPerProposal
 	}
 	if o.ProposalGrace <= 0 {
 		o.ProposalGrace = 15 * time.Second
@@ -196,6 +203,11 @@ type Session struct {
 	caps     atomic.Pointer[Capabilities]
 	capsMu   sync.Mutex // one capability change at a time
 	flowHist flowHistory
+	// RequestedBy says who the session's connection is now (its principal
+	// can change when it authenticates), for the approvals its proposals
+	// raise: set by the transport before the session serves anything; nil
+	// is a plain client known by its id only.
+	RequestedBy func() host.Requester
 }
 
 // OpenSession creates the session of a new connection.

@@ -77,27 +77,46 @@ func (r *Registry) Gate(id string) (a Approval, op Operation, ok bool) {
 	return *ap, r.gates[id], true
 }
 
-// RequestApproval records an approval raised by conn, which alone may
-// resolve it. When req names an agent conn registered, that agent's status
-// flips to waiting_for_approval; naming another connection's agent is
-// refused, as any other change to it would be. Emits approval.requested.
+// Requester is who caused an approval (Approval.RequestedBy).
+type Requester = protocol.ApprovalRequester
+
+// RequestApproval records an approval raised by conn, a plain client whose
+// name is not known: RequestApprovalBy with the connection alone.
 func (r *Registry) RequestApproval(conn string, req ApprovalRequest) (Approval, error) {
-	if conn == "" {
+	return r.RequestApprovalBy(Requester{Principal: protocol.PrincipalPlain, Connection: conn}, req)
+}
+
+// RequestApprovalBy records an approval raised by the connection of by,
+// which alone may resolve it, and which it counts against (see
+// MaxPendingPerConn). When req names an agent that connection registered,
+// that agent's status flips to waiting_for_approval; naming another
+// connection's agent is refused, as any other change to it would be. Emits
+// approval.requested.
+func (r *Registry) RequestApprovalBy(by Requester, req ApprovalRequest) (Approval, error) {
+	if by.Connection == "" {
 		return Approval{}, fmt.Errorf("%w: an approval raised by a client needs its connection id", ErrInvalid)
 	}
-	return r.raise(conn, req, nil)
+	return r.raise(by.Connection, &by, req, nil)
 }
 
 // RaiseSystem records a system-level approval (ClientID "") for the daemon's
 // own gates, which any approver may resolve, and emits approval.requested.
+// It counts against no connection.
 func (r *Registry) RaiseSystem(req ApprovalRequest) (Approval, error) {
-	return r.raise("", req, nil)
+	return r.raise("", nil, req, nil)
 }
 
-// RaiseGate is RaiseSystem for the permission gate: the approval decides
-// op, which Gate returns with it. Its context shows op to a person, beside
-// what req's context says.
+// RaiseGate is RaiseGateFor with nobody to charge.
 func (r *Registry) RaiseGate(req ApprovalRequest, op Operation) (Approval, error) {
+	return r.RaiseGateFor(req, op, nil)
+}
+
+// RaiseGateFor is RaiseSystem for the permission gate: the approval decides
+// op, which Gate returns with it. Its context shows op to a person, beside
+// what req's context says. by, when not nil, is whose proposal it waits
+// for: the approval names it and counts against it, as a request that
+// connection raised itself would, though any approver may resolve it.
+func (r *Registry) RaiseGateFor(req ApprovalRequest, op Operation, by *Requester) (Approval, error) {
 	if op.Fingerprint == "" || op.RequiredTier == "" {
 		return Approval{}, fmt.Errorf("%w: a gate approval needs the operation's fingerprint and required tier", ErrInvalid)
 	}
@@ -106,10 +125,10 @@ func (r *Registry) RaiseGate(req ApprovalRequest, op Operation) (Approval, error
 		req.Context = map[string]any{}
 	}
 	req.Context[ctxSource], req.Context[ctxFingerprint], req.Context[ctxRequiredTier] = gateSource, op.Fingerprint, op.RequiredTier
-	return r.raise("", req, &op)
+	return r.raise("", by, req, &op)
 }
 
-func (r *Registry) raise(conn string, req ApprovalRequest, op *Operation) (Approval, error) {
+func (r *Registry) raise(conn string, by *Requester, req ApprovalRequest, op *Operation) (Approval, error) {
 	if strings.TrimSpace(req.Title) == "" {
 		return Approval{}, fmt.Errorf("%w: approval title is empty; say what the person is asked to approve", ErrInvalid)
 	}
@@ -125,7 +144,10 @@ func (r *Registry) raise(conn string, req ApprovalRequest, op *Operation) (Appro
 	if flip && conn != "" && agent.SessionID != conn {
 		return Approval{}, notOwner(req.AgentID)
 	}
-	if err := r.makeRoomLocked(conn); err != nil {
+	if by != nil {
+		by = r.nameLocked(*by)
+	}
+	if err := r.makeRoomLocked(by); err != nil {
 		return Approval{}, err
 	}
 	ap := &Approval{
@@ -138,6 +160,7 @@ func (r *Registry) raise(conn string, req ApprovalRequest, op *Operation) (Appro
 		Status:            ApprovalPending,
 		ClientID:          conn,
 		CreatedAt:         now(),
+		RequestedBy:       by,
 	}
 	if r.cl != nil {
 		ap.Node = r.cl.node
@@ -154,18 +177,42 @@ func (r *Registry) raise(conn string, req ApprovalRequest, op *Operation) (Appro
 	return *ap, nil
 }
 
-// makeRoomLocked enforces the bounds before a new approval is kept: conn's
-// own pending count, then the total, evicting the oldest resolved approval.
-func (r *Registry) makeRoomLocked(conn string) error {
-	if conn != "" {
+// nameLocked is by with the name of its agent, when that agent registered
+// on the host surface under the same id.
+func (r *Registry) nameLocked(by Requester) *Requester {
+	if a, ok := r.agents[by.AgentID]; ok && by.AgentID != "" && by.AgentName == "" {
+		by.AgentName = a.Name
+	}
+	return &by
+}
+
+// chargedTo is whom a pending approval counts against: an agent-bound
+// connection's agent, all its connections together, else the connection.
+// It is "" for an approval nobody caused (RaiseSystem).
+func chargedTo(by *Requester) string {
+	switch {
+	case by == nil || by.Connection == "":
+		return ""
+	case by.Principal == protocol.PrincipalAgent && by.AgentID != "":
+		return "agent " + by.AgentID
+	}
+	return "connection " + by.Connection
+}
+
+// makeRoomLocked enforces the bounds before a new approval is kept: the
+// pending approvals by's principal caused (those it raised and those its
+// proposals wait for), then the total, evicting the oldest resolved
+// approval.
+func (r *Registry) makeRoomLocked(by *Requester) error {
+	if who := chargedTo(by); who != "" {
 		pending := 0
 		for _, ap := range r.approvals {
-			if ap.ClientID == conn && ap.Status == ApprovalPending {
+			if ap.Status == ApprovalPending && !r.mirrorLocked(ap) && chargedTo(ap.RequestedBy) == who {
 				pending++
 			}
 		}
 		if pending >= r.opts.MaxPendingPerConn {
-			return fmt.Errorf("%w: this connection already has %d approvals pending, the most one connection may raise; resolve some first", ErrLimit, pending)
+			return fmt.Errorf("%w: %s already has %d approvals pending (the requests it raised and the approvals its proposals wait for), the most one connection or agent may have; resolve some, or let them expire, first", ErrLimit, who, pending)
 		}
 	}
 	if len(r.approvals) < r.opts.MaxApprovals {

@@ -2,9 +2,12 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 func TestRequestApprovalFlipsAgentToWaiting(t *testing.T) {
@@ -237,5 +240,56 @@ func TestPendingPerConnectionBound(t *testing.T) {
 	}
 	if _, err := r.RequestApproval("c1", ApprovalRequest{Title: "t"}); err != nil {
 		t.Fatalf("after resolving one: %v", err)
+	}
+}
+
+// TestGateApprovalsCountAgainstWhoeverCausedThem: the approvals the gate
+// raises for a connection's proposals share that connection's pending
+// bound with the requests it raised itself, an agent's over all its
+// connections; the gate's approvals stay resolvable by any approver, and
+// each names who caused it, with the agent's registered name.
+func TestGateApprovalsCountAgainstWhoeverCausedThem(t *testing.T) {
+	r := New(Options{MaxPendingPerConn: 2})
+	op := func(fp string) Operation { return Operation{Fingerprint: fp, RequiredTier: "full_access"} }
+	plain := &Requester{Principal: protocol.PrincipalPlain, ClientName: "my-ide", Connection: "c1"}
+	if _, err := r.RequestApprovalBy(*plain, ApprovalRequest{Title: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	gate, err := r.RaiseGateFor(ApprovalRequest{Title: "deploy"}, op("f1"), plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gate.ClientID != "" || gate.RequestedBy == nil || *gate.RequestedBy != *plain {
+		t.Fatalf("the gate's approval %+v names %+v", gate, gate.RequestedBy)
+	}
+	if _, err := r.RaiseGateFor(ApprovalRequest{Title: "deploy"}, op("f2"), plain); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "connection c1 already has 2 approvals pending") {
+		t.Fatalf("a third for c1: %v", err)
+	}
+	if _, err := r.RaiseGateFor(ApprovalRequest{Title: "deploy"}, op("f2"), &Requester{Principal: protocol.PrincipalPlain, Connection: "c2"}); err != nil {
+		t.Fatalf("another connection: %v", err)
+	}
+	if _, err := r.Resolve("c9", gate.ID, true, "", "conn:c9"); err != nil {
+		t.Fatalf("any approver resolves the gate's approval: %v", err)
+	}
+	if _, err := r.RaiseGateFor(ApprovalRequest{Title: "deploy"}, op("f3"), plain); err != nil {
+		t.Fatalf("after one was resolved: %v", err)
+	}
+
+	if _, err := r.RegisterAgent("a1", AgentRequest{ID: "planner", Name: "The Planner", Kind: "callback"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, conn := range []string{"a1", "a2"} {
+		by := Requester{Principal: protocol.PrincipalAgent, AgentID: "planner", Connection: conn}
+		ap, err := r.RaiseGateFor(ApprovalRequest{Title: "deploy"}, op(fmt.Sprint("g", i)), &by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ap.RequestedBy.AgentName != "The Planner" {
+			t.Fatalf("the agent's name: %+v", ap.RequestedBy)
+		}
+	}
+	by := Requester{Principal: protocol.PrincipalAgent, AgentID: "planner", Connection: "a3"}
+	if _, err := r.RequestApprovalBy(by, ApprovalRequest{Title: "t"}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "agent planner already has 2") {
+		t.Fatalf("a third for agent planner on a third connection: %v", err)
 	}
 }

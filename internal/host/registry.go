@@ -20,9 +20,10 @@ type Options struct {
 	MaxAgentsPerConn int // agents one connection may register (64)
 	MaxApprovals     int // approvals kept (1,000): resolved ones are evicted oldest first; when every kept one is pending, a new request is refused
 	EventRing        int // host events kept (1,000)
-	// MaxPendingPerConn is how many pending approvals one connection may
-	// have raised at once (64), so a single client cannot fill the approvals
-	// the daemon's own gates need.
+	// MaxPendingPerConn is how many pending approvals one connection (or
+	// one agent, over all its connections) may have caused at once (64):
+	// those it raised and those the gate raised for its proposals, so that a
+	// single client cannot fill the desk for everyone.
 	MaxPendingPerConn int
 }
 

@@ -133,8 +133,9 @@ var methodAccess = map[string]access{
 	protocol.MethodHostSetStatus:       accessAny,
 	protocol.MethodHostNotify:          accessAny,
 	protocol.MethodHostRequestApproval: accessAny,
-	// Resolving is a decision (the handler asks mayApprove too).
-	protocol.MethodHostResolveApproval: accessDecide,
+	// Resolving one's own host.request_approval is open; anything else is a
+	// decision (the handler asks mayApprove).
+	protocol.MethodHostResolveApproval: accessAny,
 
 	protocol.MethodEventsCount:       accessAny,
 	protocol.MethodEventsQuery:       accessAny,

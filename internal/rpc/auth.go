@@ -113,6 +113,14 @@ func (c *conn) handleHandshake(_ context.Context, params *json.RawMessage) (any,
 		return nil, rpcError(protocol.CodeVersionMismatch,
 			"protocol version mismatch: client speaks %s, this daemon speaks version %d", v.String(), protocol.ProtocolVersion)
 	}
+	if len(p.ClientName) > protocol.MaxClientName {
+		return nil, invalidParams("client_name is %d bytes; at most %d name the client to a person", len(p.ClientName), protocol.MaxClientName)
+	}
+	name := p.ClientName
+	if name == "" && len(p.ClientVersion) <= protocol.MaxClientName {
+		name = p.ClientVersion
+	}
+	c.clientName.Store(&name)
 	c.negotiated.Store(true)
 	return protocol.HandshakeResult{
 		ProtocolVersion:       protocol.ProtocolVersion,

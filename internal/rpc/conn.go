@@ -70,6 +70,7 @@ type conn struct {
 	spoke       atomic.Bool   // its first bytes arrived: it is authenticating, never the eviction's victim
 	host        atomic.Bool   // authenticated with the host token
 	negotiated  atomic.Bool
+	clientName  atomic.Pointer[string] // what server.handshake called the client
 	callbackSeq atomic.Uint64
 	calls       wsstream.Calls[string] // tools.execute calls in flight (callback.go)
 
@@ -135,6 +136,7 @@ func newConn(s *Server, id string, ws *websocket.Conn) *conn {
 // connection in connWG; finish releases it.
 func (c *conn) start(remote string) {
 	c.sess = c.srv.rt.OpenSession(c.id, c)
+	c.sess.RequestedBy = c.requester
 	c.remote = remote
 	c.log.Info("connection opened", zap.String("remote", remote))
 	metrics.Connections.Inc()

@@ -126,14 +126,32 @@ func (c *conn) hostRequestApproval(_ context.Context, params *json.RawMessage) (
 	if err := requireString("title", p.Title, shape); err != nil {
 		return nil, err
 	}
-	a, err := c.srv.host.RequestApproval(c.id, p)
+	a, err := c.srv.host.RequestApprovalBy(c.requester(), p)
 	return hostReply(a, err)
+}
+
+// requester is who this connection is on the approvals it causes: its
+// principal, its agent, and the name its client gave in server.handshake.
+func (c *conn) requester() host.Requester {
+	by := host.Requester{Principal: protocol.PrincipalPlain, Connection: c.id}
+	switch {
+	case c.isHost():
+		by.Principal = protocol.PrincipalHost
+	case c.agentID() != "":
+		by.Principal, by.AgentID = protocol.PrincipalAgent, c.agentID()
+	}
+	if name := c.clientName.Load(); name != nil {
+		by.ClientName = *name
+	}
+	return by
 }
 
 // hostResolveApproval decides a host approval through the engine's one
 // decision path: one the permission gate raised is decided on the durable
 // ledger first, at the tier its operation needs, with the reviewer stamped
-// here, and that record is what releases the parked proposal.
+// here, and that record is what releases the parked proposal. Every
+// connection may answer (or withdraw) a request it raised itself with
+// host.request_approval; anything else is a decision, for the approver role.
 func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.HostResolveParams
 	const shape = "{approval_id: string, approved: boolean, notes?: string}"
@@ -146,8 +164,10 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 	if p.Approved == nil {
 		return nil, invalidParams("param 'approved' is required: expected %s", shape)
 	}
-	if err := c.mayApprove("host.resolve_approval"); err != nil {
-		return nil, err
+	if a, ok := c.srv.host.Approval(p.ApprovalID); !ok || a.ClientID != c.id {
+		if err := c.mayApprove("host.resolve_approval of an approval this connection did not raise"); err != nil {
+			return nil, err
+		}
 	}
 	res, err := c.srv.rt.ResolveApproval(c.id, engine.Decision{ApprovalID: p.ApprovalID, Approved: *p.Approved, Notes: p.Notes, Reviewer: c.reviewer()})
 	if err != nil {

@@ -356,6 +356,18 @@ function syncCards(ol, items, make) {
   }
 }
 
+// whoAsked names the principal behind an approval (requested_by): an agent
+// by its id and name, a plain client by the name it gave in
+// server.handshake, or the host, each with its connection.
+function whoAsked(r) {
+  if (!r) return '';
+  let who = 'plain client';
+  if (r.principal === 'agent') who = `agent ${r.agent_id}${r.agent_name ? ` (${r.agent_name})` : ''}`;
+  if (r.principal === 'host') who = 'host';
+  if (r.client_name) who += r.principal === 'agent' || r.principal === 'host' ? ` via ${r.client_name}` : ` ${r.client_name}`;
+  return `${who} · connection ${r.connection}`;
+}
+
 function approvalCard(a) {
   const c = a.context || {};
   const li = el('li', { class: `card approval tier-${c.required_tier || ''}`, 'data-id': a.id });
@@ -363,6 +375,7 @@ function approvalCard(a) {
   li.append(
     el('h3', {}, c.tool ? `${c.tool}` : a.title),
     dl([
+      ['asked by', whoAsked(a.requested_by)],
       ['request', a.title],
       ['tier', c.required_tier ? `${c.required_tier} (granted ${c.granted_tier || '?'})` : ''],
       ['reversibility', c.reversibility],
