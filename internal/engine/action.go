@@ -326,13 +326,27 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	var claim store.Claim
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
-		idemKey = idempotency.Key(r.sub.Tenant, a.Tool, params, explicit)
+		idemKey = idempotency.Scope{Agent: r.sub.Agent, Tenant: r.sub.Tenant, Tool: a.Tool, Schema: t.digest}.Key(params, explicit)
 		out, found, c, err := idem.Begin(ctx, idemKey, a.Tool, r.sub.Proposal.ID)
 		if err != nil {
 			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: its idempotency key could not be claimed", a.Tool), err)
 		}
 		if found {
 			return out, "idempotency", nil
+		}
+		if r.sub.Agent == "" {
+			// A result an older daemon stored belongs to the plain
+			// principal, under the key it had then.
+			out, found, err := idem.Result(ctx, idempotency.Key(r.sub.Tenant, a.Tool, params, explicit))
+			if err != nil || found {
+				c.Release()
+			}
+			if err != nil {
+				return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: the result an older daemon may have stored for it could not be read", a.Tool), err)
+			}
+			if found {
+				return out, "idempotency", nil
+			}
 		}
 		claim = c
 		// Every way out that does not commit gives the claim up, a panic

@@ -12,7 +12,8 @@ import (
 )
 
 // sendMessage runs the built-in messaging.send: parse, dedup by
-// idempotency_key against the durable ledger, deliver through the submitting
+// idempotency_key (scoped to the submitting principal and the tenant)
+// against the durable ledger, deliver through the submitting
 // connection's messaging.channel_send callback, record the key. The receipt
 // is the action's output.
 func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCall) (any, error) {
@@ -27,8 +28,13 @@ func (rt *Runtime) sendMessage(ctx context.Context, sub *Submission, call ToolCa
 		if rt.opts.Messages == nil {
 			return nil, errors.New("messaging.send: idempotency_key needs the daemon's message ledger, which is not configured")
 		}
-		key = messaging.Key(sub.Tenant, msg.IdempotencyKey)
+		key = messaging.ScopedKey(sub.Agent, sub.Tenant, msg.IdempotencyKey)
 		prev, ok, err := rt.opts.Messages.Delivered(ctx, key)
+		if err == nil && !ok && sub.Agent == "" {
+			// A delivery an older daemon recorded belongs to the plain
+			// principal, under the key it had then.
+			prev, ok, err = rt.opts.Messages.Delivered(ctx, messaging.Key(sub.Tenant, msg.IdempotencyKey))
+		}
 		if err != nil {
 			return nil, store.Wrap("messaging.send: the message was not sent: its idempotency_key could not be checked", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/time/rate"
 
+	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/messaging"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -30,6 +31,10 @@ type Tool struct {
 	cache      *resultCache       // nil without cache_ttl_secs
 	builtin    bool               // run by the daemon (messaging.send), not by a callback
 	nameValue  any                // Schema.Name boxed once, for event data
+	// digest is the tool's identity beyond its name in idempotency keys
+	// (idempotency.SchemaDigest); "" for the built-in, whose schema is the
+	// daemon's own.
+	digest string
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -341,7 +346,7 @@ func compileTool(s protocol.ToolSchema, l SchemaLimits) (*Tool, error) {
 	if absentParams {
 		params = nil // the empty schema accepts every value: nothing to check per call
 	}
-	t := &Tool{Schema: s, validator: params, nameValue: s.Name, evalBudget: l.MaxEvaluations}
+	t := &Tool{Schema: s, validator: params, nameValue: s.Name, evalBudget: l.MaxEvaluations, digest: idempotency.SchemaDigest(s)}
 	if !isAbsent(s.Returns) {
 		if t.returns, err = compileSchema(s.Name, "returns", s.Returns, l); err != nil {
 			return nil, err

@@ -93,6 +93,16 @@ func (f *flakyStore) Begin(_ context.Context, key, _, _ string) (any, bool, stor
 	return nil, false, &flakyClaim{f: f, key: key}, nil
 }
 
+func (f *flakyStore) Result(_ context.Context, key string) (any, bool, error) {
+	if err := f.fail(); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out, ok := f.results[key]
+	return out, ok, nil
+}
+
 func (f *flakyStore) Invalidate(_ context.Context, keys []string, _ string) error {
 	if err := f.fail(); err != nil {
 		return err

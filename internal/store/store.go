@@ -105,7 +105,13 @@ type Approvals interface {
 // and do not merge in-flight duplicates.
 type Idempotency interface {
 	Begin(ctx context.Context, key, tool, proposalID string) (out any, hit bool, c Claim, err error)
-	// Invalidate deletes the results of a proposal that rolled back.
+	// Result reads the stored result of key without claiming it: for keys
+	// no daemon claims any more, those an older daemon gave its results
+	// (idempotency.Key), read back after an upgrade.
+	Result(ctx context.Context, key string) (out any, ok bool, err error)
+	// Invalidate deletes the results proposalID stored under keys (the
+	// proposal rolled back); a key whose result another proposal stored
+	// keeps it.
 	Invalidate(ctx context.Context, keys []string, proposalID string) error
 	Len() int
 }

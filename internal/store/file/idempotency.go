@@ -27,11 +27,13 @@ type idempotencyLine struct {
 // journal: the result of every successful idempotent tool call, journaled
 // before the proposal's result is returned, so a re-submission after a
 // crash gets the stored result instead of running the tool again; rollback
-// invalidates a proposal's results with tombstones. Its claims are local,
+// invalidates a proposal's results with tombstones, each only while the key
+// still holds that proposal's result. Its claims are local,
 // so two identical calls in flight at once both dispatch (the cache does
 // not merge in-flight duplicates).
 type Idempotency struct {
-	j *journal.Journal
+	j    *journal.Journal
+	gate keyGate // a result and a tombstone of one key are never written at once
 }
 
 var _ store.Idempotency = (*Idempotency)(nil)
@@ -48,12 +50,8 @@ func OpenIdempotency(path string, opts ...journal.Option) (*Idempotency, journal
 
 // Lookup returns the stored output of key.
 func (c *Idempotency) Lookup(key string) (any, bool) {
-	line, ok := c.j.Get(key)
+	r, ok := c.line(key)
 	if !ok {
-		return nil, false
-	}
-	var r idempotencyLine
-	if err := json.Unmarshal(line, &r); err != nil {
 		return nil, false
 	}
 	out, err := protocol.DecodeValue(r.Output)
@@ -61,6 +59,22 @@ func (c *Idempotency) Lookup(key string) (any, bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// line is the live record of key.
+func (c *Idempotency) line(key string) (idempotencyLine, bool) {
+	var r idempotencyLine
+	b, ok := c.j.Get(key)
+	if !ok || json.Unmarshal(b, &r) != nil {
+		return r, false
+	}
+	return r, true
+}
+
+// Result returns the stored output of key, without a claim. It never fails.
+func (c *Idempotency) Result(_ context.Context, key string) (any, bool, error) {
+	out, ok := c.Lookup(key)
+	return out, ok, nil
 }
 
 // Begin looks key up: a stored result is a hit; otherwise the caller gets a
@@ -78,14 +92,19 @@ type localClaim struct {
 	key, tool, proposalID string
 }
 
-func (cl *localClaim) Commit(_ context.Context, output any) error {
-	return cl.c.Record(cl.key, cl.tool, cl.proposalID, output)
+func (cl *localClaim) Commit(ctx context.Context, output any) error {
+	return cl.c.record(ctx, cl.key, cl.tool, cl.proposalID, output)
 }
 
 func (*localClaim) Release() {}
 
 // Record stores a result durably; it returns after the record is fsynced.
 func (c *Idempotency) Record(key, tool, proposalID string, output any) error {
+	return c.record(context.Background(), key, tool, proposalID, output)
+}
+
+// record is Record, waiting for the key's turn until ctx ends.
+func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, output any) error {
 	out, err := json.Marshal(output)
 	if err != nil {
 		return fmt.Errorf("encode result of tool '%s': %w", tool, err)
@@ -94,24 +113,44 @@ func (c *Idempotency) Record(key, tool, proposalID string, output any) error {
 	if err != nil {
 		return err
 	}
+	leave, err := c.gate.enter(ctx, key)
+	if err != nil {
+		return fmt.Errorf("store the result of tool '%s': %w", tool, err)
+	}
+	defer leave()
 	return c.j.Append(line)
 }
 
-// Invalidate tombstones keys (a proposal that recorded them rolled back).
-// The tombstones are appended concurrently and share fsyncs.
-func (c *Idempotency) Invalidate(_ context.Context, keys []string, proposalID string) error {
+// Invalidate tombstones the keys whose result proposalID stored (the
+// proposal rolled back); a key that holds another proposal's result, or
+// none, is left alone. The tombstones are appended concurrently and share
+// fsyncs.
+func (c *Idempotency) Invalidate(ctx context.Context, keys []string, proposalID string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(keys))
 	for i, k := range keys {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			line, _ := json.Marshal(idempotencyLine{Op: journal.OpTombstone, Key: k, ProposalID: proposalID, At: time.Now().UTC()})
-			errs[i] = c.j.Append(line)
+			errs[i] = c.tombstone(ctx, k, proposalID)
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// tombstone deletes key's result if proposalID stored it.
+func (c *Idempotency) tombstone(ctx context.Context, key, proposalID string) error {
+	leave, err := c.gate.enter(ctx, key)
+	if err != nil {
+		return fmt.Errorf("invalidate a result of proposal %s: %w", proposalID, err)
+	}
+	defer leave()
+	if r, ok := c.line(key); !ok || r.ProposalID != proposalID {
+		return nil
+	}
+	line, _ := json.Marshal(idempotencyLine{Op: journal.OpTombstone, Key: key, ProposalID: proposalID, At: time.Now().UTC()})
+	return c.j.Append(line)
 }
 
 // Len is the number of live results.

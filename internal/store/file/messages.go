@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -11,8 +12,12 @@ import (
 
 // Messages remembers which messaging idempotency keys were delivered,
 // durably, so a repeat — in this run or after a restart — is not sent
-// again. Its methods fail only when the journal does.
-type Messages struct{ j *journal.Journal }
+// again. The first delivery recorded for a key stays. Its methods fail only
+// when the journal does.
+type Messages struct {
+	j    *journal.Journal
+	gate keyGate // the check for an earlier receipt and the append are one step
+}
 
 var _ store.Messages = (*Messages)(nil)
 
@@ -47,11 +52,20 @@ func (l *Messages) Delivered(_ context.Context, key string) (store.Receipt, bool
 	return store.Receipt{Channel: s.Channel, MessageID: s.MessageID}, true, nil
 }
 
-// Record stores a delivery durably; it returns after the fsync.
-func (l *Messages) Record(_ context.Context, key string, r store.Receipt) error {
+// Record stores a delivery durably, unless an earlier delivery of key is
+// recorded (that one stays); it returns after the fsync.
+func (l *Messages) Record(ctx context.Context, key string, r store.Receipt) error {
 	b, err := json.Marshal(sent{Op: "sent", Key: key, Channel: r.Channel, MessageID: r.MessageID, At: time.Now().UTC()})
 	if err != nil {
 		return err
+	}
+	leave, err := l.gate.enter(ctx, key)
+	if err != nil {
+		return fmt.Errorf("record the delivery of message key %s: %w", key, err)
+	}
+	defer leave()
+	if _, ok := l.j.Get(key); ok {
+		return nil
 	}
 	return l.j.Append(b)
 }

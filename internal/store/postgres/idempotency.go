@@ -501,6 +501,24 @@ func (s *idempotency) refreshCount() {
 // database.
 func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
 
+// Result reads the stored result of key without claiming it; a claim in
+// flight is no result.
+func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error) {
+	var output []byte
+	err := s.pool.QueryRow(ctx, `SELECT output::text FROM car_idempotency WHERE key = $1 AND done`, key).Scan(&output)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read the result of idempotency key %s: %w", key, unavailable(err))
+	}
+	out, err := protocol.DecodeValue(output)
+	if err != nil {
+		return nil, false, fmt.Errorf("the stored result of idempotency key %s is not valid JSON: %w", key, err)
+	}
+	return out, true, nil
+}
+
 // Invalidate deletes the results (and any claim) proposalID recorded for
 // keys: the proposal rolled back.
 func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID string) error {

@@ -52,16 +52,6 @@ type Options struct {
 	// waits for the holder's Commit (a hit) or Release (its own claim).
 	LocalClaims bool
 
-	// InvalidateAnyProposal: Invalidate removes the results of the keys it
-	// is given, whichever proposal stored them (the file cache tombstones
-	// by key). Without it only the results the named proposal stored go.
-	InvalidateAnyProposal bool
-
-	// MessagesLastWins: recording a delivery for a key already recorded
-	// replaces the receipt (the file ledger is a journal whose last line
-	// per key wins). Without it the first receipt stays.
-	MessagesLastWins bool
-
 	// StateInMemory: state does not outlive the store (the file store
 	// keeps a single daemon's state in its memory; checkpoints are how it
 	// is kept). Without it state survives a restart.

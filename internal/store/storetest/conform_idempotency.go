@@ -60,8 +60,18 @@ func testIdempotency(t *testing.T, open Open, opts Options) {
 			t.Fatalf("an empty cache has Len %d", n)
 		}
 		out := value(t, `{"charged":12.50,"ids":["a",1],"ok":true,"none":null}`)
-		commit(t, miss(t, idem, "k1", "p1"), out)
+		held := miss(t, idem, "k1", "p1")
+		if got, ok, err := idem.Result(ctx(t), "k1"); err != nil || ok {
+			t.Fatalf("Result of a key only claimed = %#v %v %v; want no result", got, ok, err)
+		}
+		commit(t, held, out)
 		hit(t, idem, "k1", out)
+		if got, ok, err := idem.Result(ctx(t), "k1"); err != nil || !ok || !reflect.DeepEqual(got, out) {
+			t.Fatalf("Result(k1) = %#v %v %v; want the committed %#v", got, ok, err, out)
+		}
+		if got, ok, err := idem.Result(ctx(t), "never"); err != nil || ok {
+			t.Fatalf("Result of a key never claimed = %#v %v %v; want no result", got, ok, err)
+		}
 		if n := idem.Len(); n != 1 {
 			t.Fatalf("Len after one commit: %d", n)
 		}
@@ -89,11 +99,7 @@ func testIdempotency(t *testing.T, open Open, opts Options) {
 		if err := idem.Invalidate(ctx(t), []string{"k3"}, "p-other"); err != nil {
 			t.Fatal(err)
 		}
-		if opts.InvalidateAnyProposal {
-			miss(t, idem, "k3", "p4").Release()
-		} else {
-			hit(t, idem, "k3", "p3's")
-		}
+		hit(t, idem, "k3", "p3's")
 
 		commit(t, miss(t, idem, "k4", "p4"), value(t, `[1,2,3]`))
 		d = b.restart(d)

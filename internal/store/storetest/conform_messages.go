@@ -60,10 +60,7 @@ func testMessages(t *testing.T, open Open, opts Options) {
 		if err := m.Record(ctx(t), "k1", again); err != nil {
 			t.Fatal(err)
 		}
-		want := first
-		if opts.MessagesLastWins {
-			want = again
-		}
+		want := first // the first delivery's receipt stays
 		if got, _ := delivered(t, m, "k1"); !sameReceipt(got, want) {
 			t.Fatalf("after a second Record of k1, Delivered = %s, want %s", show(got), show(want))
 		}
@@ -77,9 +74,12 @@ func testMessages(t *testing.T, open Open, opts Options) {
 	})
 
 	// Deliveries of one key that race: each Record succeeds and the key
-	// ends with one of their receipts.
+	// ends with one of their receipts, which a later Record, in this run or
+	// after a restart, does not replace.
 	t.Run("RacingRecordsOfOneKey", func(t *testing.T) {
-		m := newBacking(t, open).open("node-a").Messages
+		b := newBacking(t, open)
+		d := b.open("node-a")
+		m := d.Messages
 		errs := make([]error, racers)
 		race(racers, func(i int) { errs[i] = m.Record(ctx(t), "k", receipt("slack", fmt.Sprint(i))) })
 		for i, err := range errs {
@@ -94,6 +94,13 @@ func testMessages(t *testing.T, open Open, opts Options) {
 		var n int
 		if _, err := fmt.Sscan(*got.MessageID, &n); err != nil || n < 0 || n >= racers {
 			t.Fatalf("after the race the receipt is %q, none of the racers'", *got.MessageID)
+		}
+		if err := m.Record(ctx(t), "k", receipt("slack", "late")); err != nil {
+			t.Fatal(err)
+		}
+		d = b.restart(d)
+		if after, ok := delivered(t, d.Messages, "k"); !ok || !sameReceipt(after, got) {
+			t.Fatalf("a later Record and a restart left %s, want the race's winner %s", show(after), show(got))
 		}
 	})
 }
