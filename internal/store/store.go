@@ -318,8 +318,9 @@ type AgentTokens interface {
 	Grant(ctx context.Context, agentID, token string) (tenants []string, ok bool, err error)
 	// Watch calls fn, on a goroutine of the store's, whenever a token may
 	// have been revoked or replaced, until cancel: with the agent's id when
-	// the store knows which, with "" when any may have been. fn then asks
-	// Grant again for the connections it holds.
+	// the store knows which, with "" when any may have been (a shared
+	// store's watch also starts so, once it listens). fn then asks Grant
+	// again for the connections it holds.
 	Watch(fn func(agentID string)) (cancel func())
 }
 
