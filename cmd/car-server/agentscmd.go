@@ -13,6 +13,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -22,14 +23,21 @@ import (
 )
 
 const agentsUsage = `usage:
-  car-server agents issue-token AGENT_ID     mint AGENT_ID's token and print it (only it) on stdout; replaces any earlier one
+  car-server agents issue-token AGENT_ID [--tenant T]...
+                                             mint AGENT_ID's token and print it (only it) on stdout; replaces any
+                                             earlier one (and closes the connection bound with it). The agent may
+                                             use only the tenants named (--tenant '' is the default tenant); with
+                                             no --tenant, the default tenant alone
   car-server agents revoke AGENT_ID          refuse AGENT_ID's token from now on and close its live connection
-  car-server agents list [--json]            the agents with a token (never the tokens)
+  car-server agents list [--json]            the agents with a token and their tenants (never the tokens)
 
-The daemon keeps only a hash of each token, in $CAR_HOME/agent-tokens.json (0600),
-or, with store: postgres, in the shared database (postgres_url), where every daemon
-reads it. It reads the hashes on every agent auth: no restart is needed. An agent
-presents its token with session.auth {token, agent_id}.`
+The daemon keeps only a hash of each token, with its tenants, in
+$CAR_HOME/agent-tokens.json (0600), or, with store: postgres, in the shared database
+(postgres_url), where every daemon reads it. It reads the hashes on every agent auth,
+and notices a change to them within a second, closing the connection of an agent
+whose token was revoked or replaced: no restart is needed. An agent presents its
+token with session.auth {token, agent_id}. Tenants limit agents only: a plain
+client (the daemon's ordinary token) may use any tenant.`
 
 // agentsLockWait bounds how long a command waits for another holder of the
 // agent token file's lock.
@@ -40,6 +48,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("agents", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
+	tenants := fs.StringArray("tenant", nil, "a tenant the agent may use (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "car-server agents: %v\n%s\n", err, agentsUsage)
 		return exitUsage
@@ -56,6 +65,10 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		fmt.Fprintln(stderr, agentsUsage)
+		return exitUsage
+	}
+	if fs.Changed("tenant") && rest[0] != "issue-token" {
+		fmt.Fprintf(stderr, "car-server agents %s: --tenant belongs to issue-token (a token's tenants are set when it is issued)\n", rest[0])
 		return exitUsage
 	}
 	cfg, code := loadConfig(command{}, nil, stdout, stderr)
@@ -75,7 +88,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	if rest[0] == "issue-token" {
 		token, err := rpc.NewToken()
 		if err == nil {
-			err = tokens.Issue(ctx, rest[1], token)
+			err = tokens.Issue(ctx, rest[1], token, *tenants...)
 		}
 		if err != nil {
 			return agentsFailed(stderr, rest[0], err)
@@ -93,9 +106,9 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tISSUED")
+	fmt.Fprintln(tw, "AGENT\tISSUED\tTENANTS")
 	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\n", a.AgentID, a.IssuedAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.AgentID, a.IssuedAt.Format(time.RFC3339), agents.TenantList(a.Tenants))
 	}
 	_ = tw.Flush()
 	return exitOK
@@ -121,9 +134,10 @@ func agentsFailed(stderr io.Writer, cmd string, err error) int {
 }
 
 // revokeAgent revokes through the running daemon when one answers, so that
-// it closes the agent's live connection too, and in the token store
-// otherwise (the shared store's revoke closes the agent's connection on
-// every daemon sharing it).
+// it closes the agent's live connection at once, and in the token store
+// otherwise: a daemon the command could not reach notices the change
+// itself (it watches the token file, or, with store: postgres, the
+// revoke's announcement) and closes the connection within a second.
 func revokeAgent(ctx context.Context, cfg *config.Config, agentID string, stdout, stderr io.Writer) int {
 	c, code := dialDaemon(ctx, cfg, io.Discard)
 	if c == nil && code != exitUnreachable {
@@ -140,7 +154,7 @@ func revokeAgent(ctx context.Context, cfg *config.Config, agentID string, stdout
 		if err != nil {
 			return agentsFailed(stderr, "revoke", err)
 		}
-		fmt.Fprintln(stdout, revokeLine(agentID, revoked, 0))
+		fmt.Fprintln(stdout, revokeLine(agentID, revoked, -1))
 		return exitOK
 	}
 	defer c.Close()
@@ -156,9 +170,14 @@ func revokeAgent(ctx context.Context, cfg *config.Config, agentID string, stdout
 	return exitOK
 }
 
+// revokeLine reports a revoke; closed is the connections the daemon
+// closed, or -1 when no daemon answered.
 func revokeLine(agentID string, revoked bool, closed int) string {
-	if !revoked {
+	switch {
+	case !revoked:
 		return fmt.Sprintf("agent %s had no token", agentID)
+	case closed < 0:
+		return fmt.Sprintf("revoked agent %s's token; no daemon answered on its socket, and a running one closes the agent's connection within a second of the change", agentID)
 	}
 	return fmt.Sprintf("revoked agent %s's token; closed %d connection(s)", agentID, closed)
 }

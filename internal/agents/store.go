@@ -25,8 +25,10 @@ type PostureStore interface {
 }
 
 // IssuedAgent is an agent with a token, as agents list shows it (never
-// the token).
+// the token). Tenants are the tenants the token admits (Tenants: never
+// empty; "" is the default tenant).
 type IssuedAgent struct {
 	AgentID  string    `json:"agent_id"`
 	IssuedAt time.Time `json:"issued_at"`
+	Tenants  []string  `json:"tenants"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
@@ -18,10 +19,18 @@ import (
 // agent when token is the agent's own token (minted by the operator with
 // car-server agents issue-token; the store keeps only its hash, and is read
 // on every bind, so an issue or a revoke is in force at once, on every
-// daemon sharing the store). One connection per agent on a daemon:
-// per-agent state stays unambiguous. A revoke closes the agent's
-// connection here, and, announced on the bus (store.TopicAgentRevoked), on
-// every other daemon.
+// daemon sharing the store). The token is asked again once the connection
+// is bound, so a revoke that lands between the first look and the binding
+// is not missed. One connection per agent on a daemon: per-agent state
+// stays unambiguous. The token's tenants bound what the connection may
+// reach (tenants.go).
+//
+// A revoke, and a re-issue (which replaces the token), close the agent's
+// connection: the token store's Watch tells the server that a token may
+// have changed (the file store when the token file changes, whoever
+// changed it; the shared store when any daemon or command announces it),
+// and the server asks the store again about every connection it bound
+// (Server.recheckAgents) and closes those whose token no longer holds.
 
 // agentBindings is the daemon's agent → connection map. The zero value is
 // ready.
@@ -53,6 +62,17 @@ func (b *agentBindings) release(agent string, c *conn) {
 	}
 }
 
+// all is every bound connection.
+func (b *agentBindings) all() []*conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*conn, 0, len(b.conns))
+	for _, c := range b.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
 // holder is the connection bound to agent, if any.
 func (b *agentBindings) holder(agent string) *conn {
 	b.mu.Lock()
@@ -64,6 +84,8 @@ func (b *agentBindings) holder(agent string) *conn {
 type connRuns struct {
 	mu      sync.Mutex
 	agent   string                               // bound agent, "" when unbound
+	token   string                               // the agent's token it bound with, asked again when the store changes
+	tenants []string                             // the tenants that token admits (agents.Tenants)
 	current string                               // the run its proposals are recorded in
 	started map[string]bool                      // runs it started: marked incomplete if it goes without completing them
 	subs    map[string]*fanout.Queue[runs.Event] // runs.trace.event subscriptions by run id
@@ -85,33 +107,74 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 		c.log.Warn("auth failed: the daemon token was presented with an agent_id", zap.String("agent", p.AgentID))
 		return nil, internalError("auth failed: the daemon's token cannot bind an agent; present the agent's own token (car-server agents issue-token %s)", p.AgentID)
 	}
-	ok := false
-	if c.srv.opts.AgentTokens != nil && p.Token != "" {
-		var err error
-		if ok, err = c.srv.opts.AgentTokens.Verify(c.hctx, p.AgentID, p.Token); err != nil {
-			c.log.Error("agent tokens unreadable", zap.Error(err))
-			return nil, internalError("auth failed: %v", err)
-		}
-	}
-	if !ok {
-		c.log.Warn("auth failed: agent token mismatch", zap.String("agent", p.AgentID))
-		return nil, internalError("auth failed: token mismatch for agent '%s'; issue it a token with car-server agents issue-token %s", p.AgentID, p.AgentID)
+	tenants, err := c.grant(p.AgentID, p.Token)
+	if err != nil {
+		return nil, err
 	}
 	c.runs.mu.Lock()
-	defer c.runs.mu.Unlock()
 	if c.runs.agent != "" && c.runs.agent != p.AgentID {
-		return nil, internalError("auth failed: this connection is bound to agent '%s' already; open another connection for '%s'", c.runs.agent, p.AgentID)
+		bound := c.runs.agent
+		c.runs.mu.Unlock()
+		return nil, internalError("auth failed: this connection is bound to agent '%s' already; open another connection for '%s'", bound, p.AgentID)
 	}
 	if !c.srv.bound.bind(p.AgentID, c) {
+		c.runs.mu.Unlock()
 		c.log.Warn("auth failed: agent already attached", zap.String("agent", p.AgentID))
 		return nil, internalError("auth failed: agent '%s' is already attached on another connection", p.AgentID)
 	}
-	c.runs.agent = p.AgentID
+	c.runs.agent, c.runs.token, c.runs.tenants = p.AgentID, p.Token, tenants
+	c.runs.mu.Unlock()
+	// Asked again, now that the binding is visible to recheckAgents: a
+	// revoke before this look is seen here, one after it by the watch.
+	if tenants, err = c.grant(p.AgentID, p.Token); err != nil {
+		c.unbindAgent(p.AgentID)
+		return nil, err
+	}
+	c.runs.mu.Lock()
+	c.runs.tenants = tenants
+	c.runs.mu.Unlock()
 	if !c.markAuthed() {
 		return nil, errEvicted()
 	}
 	c.log.Info("authenticated as an agent", zap.String("agent", p.AgentID))
 	return protocol.AuthResult{OK: true, AuthEnabled: enabled, AgentID: p.AgentID}, nil
+}
+
+// grant asks the token store whether token is agent's current token, and
+// which tenants it admits; a refusal is the auth failure to answer.
+func (c *conn) grant(agent, token string) ([]string, error) {
+	var tenants []string
+	ok := false
+	if c.srv.opts.AgentTokens != nil && token != "" {
+		var err error
+		if tenants, ok, err = c.srv.opts.AgentTokens.Grant(c.hctx, agent, token); err != nil {
+			c.log.Error("agent tokens unreadable", zap.Error(err))
+			return nil, internalError("auth failed: %v", err)
+		}
+	}
+	if !ok {
+		c.log.Warn("auth failed: agent token mismatch", zap.String("agent", agent))
+		return nil, internalError("auth failed: token mismatch for agent '%s'; issue it a token with car-server agents issue-token %s", agent, agent)
+	}
+	return tenants, nil
+}
+
+// unbindAgent undoes a binding to agent whose token failed the second look.
+func (c *conn) unbindAgent(agent string) {
+	c.runs.mu.Lock()
+	if c.runs.agent == agent {
+		c.runs.agent, c.runs.token, c.runs.tenants = "", "", nil
+	}
+	c.runs.mu.Unlock()
+	c.srv.bound.release(agent, c)
+}
+
+// boundToken is the agent the connection is bound to and the token it
+// bound with ("" and "" when unbound).
+func (c *conn) boundToken() (agent, token string) {
+	c.runs.mu.Lock()
+	defer c.runs.mu.Unlock()
+	return c.runs.agent, c.runs.token
 }
 
 // endRuns drops what the connection held when it ends: its agent
@@ -148,6 +211,9 @@ func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
+	// The holder is taken before the revoke: once the token is gone the
+	// watch may close the connection first, and it still counts here.
+	holder := c.srv.bound.holder(agentID)
 	revoked := false
 	if c.srv.opts.AgentTokens != nil {
 		if revoked, err = c.srv.opts.AgentTokens.Revoke(ctx, agentID); err != nil {
@@ -158,32 +224,92 @@ func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, 
 		}
 	}
 	closed := 0
-	if c.srv.closeRevoked(agentID) {
+	if holder != nil {
+		holder.closeRevoked(agentID)
 		closed = 1
 	}
 	return map[string]any{"agent_id": agentID, "revoked": revoked, "connections_closed": closed}, nil
 }
 
-// closeRevoked closes the connection bound to a revoked agent, if there is
-// one here; it reports whether there was.
-func (s *Server) closeRevoked(agentID string) bool {
-	h := s.bound.holder(agentID)
-	if h == nil {
-		return false
-	}
-	h.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID))
-	h.goOwned(func() { _ = h.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
-	return true
+// closeRevoked closes the connection of an agent whose token no longer
+// holds.
+func (c *conn) closeRevoked(agentID string) {
+	c.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID))
+	c.goOwned(func() { _ = c.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
 }
 
-// followRevokes closes, on this daemon, the connection of an agent whose
-// token another daemon (or an operator's command) revoked, until the
-// returned function is called.
-func (s *Server) followRevokes(bus store.Bus) (stop func()) {
-	return bus.Subscribe(store.TopicAgentRevoked, func(payload []byte) {
-		if len(payload) == 0 {
-			return // a resync: a revoke missed meanwhile refused new binds anyway
+// watchTokens follows the token store's changes until the returned
+// function is called: each change wakes one goroutine of the server's,
+// which asks the store again about the bound connections
+// (recheckAgents), so the store's own goroutine never waits on it.
+func (s *Server) watchTokens(tokens store.AgentTokens) (stop func()) {
+	var mu sync.Mutex
+	pending := map[string]bool{} // agents to ask about; "" is every bound agent
+	wake := make(chan struct{}, 1)
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-wake:
+			}
+			mu.Lock()
+			agents := pending
+			pending = map[string]bool{}
+			mu.Unlock()
+			s.recheckAgents(agents)
 		}
-		s.closeRevoked(string(payload))
+	}()
+	cancel := tokens.Watch(func(agentID string) {
+		mu.Lock()
+		pending[agentID] = true
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	})
+	return func() {
+		cancel()
+		close(quit)
+		<-done
+	}
 }
+
+// recheckAgents asks the token store again about the connections bound to
+// the agents named ("" names every one) and closes each whose token was
+// revoked or replaced. A store that cannot answer closes nothing: the
+// next change asks again, and no new bind succeeds meanwhile.
+func (s *Server) recheckAgents(agents map[string]bool) {
+	var conns []*conn
+	if agents[""] {
+		conns = s.bound.all()
+	} else {
+		for a := range agents {
+			if h := s.bound.holder(a); h != nil {
+				conns = append(conns, h)
+			}
+		}
+	}
+	for _, h := range conns {
+		agent, token := h.boundToken()
+		if agent == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), tokenRecheckTimeout)
+		_, ok, err := s.opts.AgentTokens.Grant(ctx, agent, token)
+		cancel()
+		switch {
+		case err != nil:
+			h.log.Warn("could not ask the token store about a bound agent", zap.String("agent", agent), zap.Error(err))
+		case !ok:
+			h.closeRevoked(agent)
+		}
+	}
+}
+
+// tokenRecheckTimeout bounds one question recheckAgents asks the store.
+const tokenRecheckTimeout = 10 * time.Second

@@ -27,11 +27,23 @@ func (c *conn) checkpointSave(ctx context.Context, params *json.RawMessage) (any
 	if err := c.checkpointScope("checkpoint.save"); err != nil {
 		return nil, err
 	}
+	if err := c.checkpointTenant(p.TenantID); err != nil {
+		return nil, err
+	}
 	meta, err := c.srv.rt.SaveCheckpoint(ctx, c.id, p.Name, p.TenantID)
 	if err != nil {
 		return nil, checkpointError("checkpoint.save", err)
 	}
 	return protocol.CheckpointSaveResult{CheckpointID: meta.ID, Keys: meta.Keys, Bytes: meta.Bytes, CreatedAt: meta.CreatedAt}, nil
+}
+
+// checkpointTenant refuses an agent a checkpoint of a tenant its token does
+// not admit, or of every tenant.
+func (c *conn) checkpointTenant(tenant *string) error {
+	if tenant == nil {
+		return c.mayUseEveryTenant(protocol.MethodCheckpointSave)
+	}
+	return c.mayUseTenant(protocol.MethodCheckpointSave, *tenant)
 }
 
 func (c *conn) checkpointList(context.Context, *json.RawMessage) (any, error) {

@@ -27,10 +27,15 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
-	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
+	var tenant string
 	if p.Scope != nil {
-		sub.Tenant = p.Scope.TenantID
+		tenant = p.Scope.TenantID
 	}
+	if err := c.mayUseTenant(protocol.MethodProposalSubmit, tenant); err != nil {
+		return nil, err
+	}
+	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
+	sub.Tenant = tenant
 	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
 	if cfg := c.replan.Load(); cfg != nil {
 		rec.Config = *cfg

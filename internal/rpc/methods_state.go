@@ -13,7 +13,7 @@ const (
 	stateTenantShape = "{tenant_id?: string}"
 )
 
-func (c *conn) stateKey(params *json.RawMessage) (protocol.StateKeyParams, error) {
+func (c *conn) stateKey(method string, params *json.RawMessage) (protocol.StateKeyParams, error) {
 	var p protocol.StateKeyParams
 	if err := decodeParams(params, &p, stateKeyShape); err != nil {
 		return p, err
@@ -21,11 +21,14 @@ func (c *conn) stateKey(params *json.RawMessage) (protocol.StateKeyParams, error
 	if err := requireString("key", p.Key, stateKeyShape); err != nil {
 		return p, err
 	}
+	if err := c.mayUseTenant(method, p.TenantID); err != nil {
+		return p, err
+	}
 	return p, c.stateKeyAllowed(p.Key)
 }
 
 func (c *conn) stateGet(ctx context.Context, params *json.RawMessage) (any, error) {
-	p, err := c.stateKey(params)
+	p, err := c.stateKey(protocol.MethodStateGet, params)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +40,7 @@ func (c *conn) stateGet(ctx context.Context, params *json.RawMessage) (any, erro
 }
 
 func (c *conn) stateExists(ctx context.Context, params *json.RawMessage) (any, error) {
-	p, err := c.stateKey(params)
+	p, err := c.stateKey(protocol.MethodStateExists, params)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +57,9 @@ func (c *conn) stateSet(ctx context.Context, params *json.RawMessage) (any, erro
 		return nil, err
 	}
 	if err := requireString("key", p.Key, stateSetShape); err != nil {
+		return nil, err
+	}
+	if err := c.mayUseTenant(protocol.MethodStateSet, p.TenantID); err != nil {
 		return nil, err
 	}
 	if err := c.stateKeyAllowed(p.Key); err != nil {
@@ -74,6 +80,9 @@ func (c *conn) stateKeys(ctx context.Context, params *json.RawMessage) (any, err
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
 		return nil, err
 	}
+	if err := c.mayUseTenant(protocol.MethodStateKeys, p.TenantID); err != nil {
+		return nil, err
+	}
 	keys, err := c.srv.rt.State.Keys(ctx, p.TenantID)
 	if err != nil {
 		return nil, storeError("state.keys", "nothing was read", err)
@@ -84,6 +93,9 @@ func (c *conn) stateKeys(ctx context.Context, params *json.RawMessage) (any, err
 func (c *conn) stateSnapshot(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.TenantParams
 	if err := optionalParams(params, &p, stateTenantShape); err != nil {
+		return nil, err
+	}
+	if err := c.mayUseTenant(protocol.MethodStateSnapshot, p.TenantID); err != nil {
 		return nil, err
 	}
 	snap, err := c.srv.rt.State.Snapshot(ctx, p.TenantID)

@@ -141,8 +141,8 @@ type Server struct {
 
 	bound agentBindings // agent id → the one connection bound to it
 
-	leaveHost   func() // stops the host surface's cross-daemon notifications; nil on one daemon
-	stopRevokes func() // stops following the other daemons' revokes; nil on one daemon
+	leaveHost  func() // stops the host surface's cross-daemon notifications; nil on one daemon
+	stopTokens func() // stops following the token store's changes; nil without agent tokens
 }
 
 // NewServer returns a server for rt.
@@ -155,7 +155,9 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s.host = rt.Desk()
 	if opts.Bus != nil {
 		s.leaveHost = s.host.Join(host.Cluster{Node: opts.Node, Bus: opts.Bus})
-		s.stopRevokes = s.followRevokes(opts.Bus)
+	}
+	if opts.AgentTokens != nil {
+		s.stopTokens = s.watchTokens(opts.AgentTokens)
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
@@ -304,8 +306,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// After the connections: what closing them changed still goes out.
 		s.leaveHost()
 	}
-	if s.stopRevokes != nil {
-		s.stopRevokes()
+	if s.stopTokens != nil {
+		s.stopTokens()
 	}
 	return ctx.Err()
 }

@@ -309,17 +309,30 @@ type IssuedAgent = agents.IssuedAgent
 // connection. The postgres store's Revoke announces it in its transaction.
 const TopicAgentRevoked = "agents.revoked"
 
-// AgentTokens keeps the agents' own tokens, as hashes only. Issue and
-// Revoke are in force on every daemon as soon as they return.
+// AgentTokens keeps the agents' own tokens, as hashes only, each with the
+// tenants it admits. Issue and Revoke are in force on every daemon as soon
+// as they return; Watch tells a daemon to look again at the connections it
+// bound, so that a revoked or replaced token loses its connection too.
 type AgentTokens interface {
-	// Issue makes token agentID's token, replacing any earlier one.
-	Issue(ctx context.Context, agentID, token string) error
+	// Issue makes token agentID's token, replacing any earlier one. The
+	// token admits tenants (agents.Tenants: none is the default tenant
+	// alone).
+	Issue(ctx context.Context, agentID, token string, tenants ...string) error
 	// Revoke removes agentID's token; it reports whether there was one.
 	Revoke(ctx context.Context, agentID string) (bool, error)
-	// List names the agents with a token, by id.
+	// List names the agents with a token, by id, with their tenants.
 	List(ctx context.Context) ([]IssuedAgent, error)
 	// Verify reports whether token is agentID's current token.
 	Verify(ctx context.Context, agentID, token string) (bool, error)
+	// Grant is Verify that also returns the tenants the token admits
+	// (agents.Tenants), read in the same look at the store.
+	Grant(ctx context.Context, agentID, token string) (tenants []string, ok bool, err error)
+	// Watch calls fn, on a goroutine of the store's, whenever a token may
+	// have been revoked or replaced, until cancel: with the agent's id when
+	// the store knows which, with "" when any may have been (a shared
+	// store's watch also starts so, once it listens). fn then asks Grant
+	// again for the connections it holds.
+	Watch(fn func(agentID string)) (cancel func())
 }
 
 // Postures keeps the per-agent posture policy: package agents defines

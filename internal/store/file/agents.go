@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/agents"
@@ -20,21 +21,30 @@ type tokenFile struct {
 	Agents map[string]tokenEntry `json:"agents"`
 }
 
+// tokenEntry is one agent's token. Tenants absent (a file written before
+// tokens named tenants, or a token issued without one) is the default
+// tenant alone.
 type tokenEntry struct {
 	SHA256   string    `json:"sha256"`
 	IssuedAt time.Time `json:"issued_at"`
+	Tenants  []string  `json:"tenants,omitempty"`
 }
+
+// tokenPoll is how often Watch looks at the token file: a revoke that
+// edits the file without reaching the daemon closes the agent's connection
+// within about this long.
+const tokenPoll = 250 * time.Millisecond
 
 // tokenFileStore is TokenFile.
 type tokenFileStore struct{ path string }
 
 // TokenFile is the store.AgentTokens of a single daemon: the token file at
 // path (0600, hashes only), re-read on every Verify, changed under
-// path + ".lock".
+// path + ".lock", and watched by polling its metadata.
 func TokenFile(path string) store.AgentTokens { return tokenFileStore{path: path} }
 
-func (f tokenFileStore) Issue(ctx context.Context, agentID, token string) error {
-	return IssueToken(ctx, f.path, agentID, token)
+func (f tokenFileStore) Issue(ctx context.Context, agentID, token string, tenants ...string) error {
+	return IssueToken(ctx, f.path, agentID, token, tenants...)
 }
 
 func (f tokenFileStore) Revoke(ctx context.Context, agentID string) (bool, error) {
@@ -47,6 +57,61 @@ func (f tokenFileStore) List(context.Context) ([]agents.IssuedAgent, error) {
 
 func (f tokenFileStore) Verify(_ context.Context, agentID, token string) (bool, error) {
 	return VerifyToken(f.path, agentID, token)
+}
+
+func (f tokenFileStore) Grant(_ context.Context, agentID, token string) ([]string, bool, error) {
+	return GrantToken(f.path, agentID, token)
+}
+
+// Watch calls fn("") whenever the token file's metadata changes (it is
+// replaced, rewritten, created or removed), looking every tokenPoll: the
+// file is changed by other processes (car-server agents, an editor), which
+// tell the daemon nothing.
+func (f tokenFileStore) Watch(fn func(agentID string)) (cancel func()) {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		last := statTokens(f.path)
+		tick := time.NewTicker(tokenPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if cur := statTokens(f.path); !sameFileState(last, cur) {
+				last = cur
+				fn("")
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stop()
+			<-done
+		})
+	}
+}
+
+// statTokens is the token file's metadata, nil when it cannot be read.
+func statTokens(path string) os.FileInfo {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	return fi
+}
+
+// sameFileState reports whether a and b are the same file, unchanged: an
+// atomic rewrite is another file, an edit in place another size or time.
+func sameFileState(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
 }
 
 // readTokens reads the token file; a missing file holds no agents.
@@ -76,10 +141,11 @@ func writeTokens(path string, f tokenFile) error {
 	return atomicfile.Write(path, append(b, '\n'))
 }
 
-// IssueToken stores token as agentID's token, replacing any earlier one. The
-// read-modify-write holds the file's lock, so concurrent issuers (and
-// revokes) each keep the others' agents.
-func IssueToken(ctx context.Context, path, agentID, token string) error {
+// IssueToken stores token as agentID's token, admitting tenants (none: the
+// default tenant alone), replacing any earlier one. The read-modify-write
+// holds the file's lock, so concurrent issuers (and revokes) each keep the
+// others' agents.
+func IssueToken(ctx context.Context, path, agentID, token string, tenants ...string) error {
 	unlock, err := lockFile(ctx, path)
 	if err != nil {
 		return err
@@ -89,7 +155,11 @@ func IssueToken(ctx context.Context, path, agentID, token string) error {
 	if err != nil {
 		return err
 	}
-	f.Agents[agentID] = tokenEntry{SHA256: store.HashToken(token), IssuedAt: time.Now().UTC()}
+	e := tokenEntry{SHA256: store.HashToken(token), IssuedAt: time.Now().UTC()}
+	if len(tenants) > 0 {
+		e.Tenants = agents.Tenants(tenants)
+	}
+	f.Agents[agentID] = e
 	return writeTokens(path, f)
 }
 
@@ -120,7 +190,7 @@ func ListTokens(path string) ([]agents.IssuedAgent, error) {
 	}
 	out := make([]agents.IssuedAgent, 0, len(f.Agents))
 	for id, e := range f.Agents {
-		out = append(out, agents.IssuedAgent{AgentID: id, IssuedAt: e.IssuedAt})
+		out = append(out, agents.IssuedAgent{AgentID: id, IssuedAt: e.IssuedAt, Tenants: agents.Tenants(e.Tenants)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
 	return out, nil
@@ -129,13 +199,23 @@ func ListTokens(path string) ([]agents.IssuedAgent, error) {
 // VerifyToken reports whether token is agentID's current token. It reads the
 // file each time, so an issue or a revoke is in force at once.
 func VerifyToken(path, agentID, token string) (bool, error) {
+	_, ok, err := GrantToken(path, agentID, token)
+	return ok, err
+}
+
+// GrantToken is VerifyToken that also returns the tenants the token admits
+// (agents.Tenants), from the same read of the file.
+func GrantToken(path, agentID, token string) ([]string, bool, error) {
 	f, err := readTokens(path)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	e, ok := f.Agents[agentID]
 	match := store.VerifyHash(e.SHA256, token) // hashed whether or not the agent has a token
-	return ok && match, nil
+	if !ok || !match {
+		return nil, false, nil
+	}
+	return agents.Tenants(e.Tenants), true, nil
 }
 
 // OpenPostures reads the policy file at path; a missing file is the

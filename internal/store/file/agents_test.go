@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/store"
 )
@@ -156,4 +157,42 @@ func assertOnlyFiles(t *testing.T, dir string, names ...string) {
 	if strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Fatalf("%s holds %v, want exactly %v", dir, got, names)
 	}
+}
+
+// Watch calls fn when the token file changes, by whoever: an atomic
+// rewrite, an edit in place, a removal.
+func TestTokenFileWatchSeesEveryChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent-tokens.json")
+	calls := make(chan string, 16)
+	stop := TokenFile(path).Watch(func(agentID string) { calls <- agentID })
+	defer stop()
+	seen := func(what string) {
+		t.Helper()
+		select {
+		case got := <-calls:
+			if got != "" {
+				t.Fatalf("the file store's watch named %q; it cannot know which agent changed", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the watch did not see %s", what)
+		}
+	}
+	if err := IssueToken(context.Background(), path, "alice", "t"); err != nil {
+		t.Fatal(err)
+	}
+	seen("the file created")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, ' '), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen("an edit in place")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	seen("the file removed")
+	stop()
+	stop() // a second cancel does nothing
 }

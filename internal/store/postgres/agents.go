@@ -12,18 +12,26 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
-// agentTokens keeps the agents' token hashes in car_agent_tokens. Every
-// Verify reads the row, so an issue or a revoke on any daemon (or by an
+// agentTokens keeps the agents' token hashes in car_agent_tokens, each with
+// the tenants it admits (NULL: the default tenant alone). Every Verify
+// reads the row, so an issue or a revoke on any daemon (or by an
 // operator's command) is in force on every daemon at once. A revoke
-// announces itself on store.TopicAgentRevoked in its transaction, so every
-// daemon closes the agent's live connection.
+// announces itself on store.TopicAgentRevoked in its transaction, and an
+// issue (which replaces the token) on agentIssuedTopic, so every daemon's
+// Watch asks again about the agent's live connection.
 type agentTokens struct {
 	pool    *pgxpool.Pool
+	bus     *bus // nil for the operator's handle (OpenTokens), which watches nothing
 	timeout time.Duration
 }
+
+// agentIssuedTopic carries the id of an agent whose token was (re)issued:
+// a connection bound with the token it replaced is closed.
+const agentIssuedTopic = "agents.issued"
 
 var _ store.AgentTokens = (*agentTokens)(nil)
 
@@ -31,16 +39,36 @@ func (a *agentTokens) bound(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, a.timeout)
 }
 
-// Issue stores the hash of token as agentID's, replacing any earlier one.
-func (a *agentTokens) Issue(ctx context.Context, agentID, token string) error {
+// Issue stores the hash of token as agentID's, admitting tenants (none:
+// NULL, the default tenant alone), replacing any earlier one, and
+// announces it in the same transaction.
+func (a *agentTokens) Issue(ctx context.Context, agentID, token string, tenants ...string) error {
 	if err := storable("agent_id", agentID); err != nil {
 		return err
 	}
+	var granted []string // NULL
+	if len(tenants) > 0 {
+		granted = agents.Tenants(tenants)
+		for _, t := range granted {
+			if err := storable("tenant", t); err != nil {
+				return err
+			}
+		}
+	}
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
-	_, err := a.pool.Exec(ctx, `INSERT INTO car_agent_tokens (agent_id, hash, issued_at) VALUES ($1, $2, $3)
-		ON CONFLICT (agent_id) DO UPDATE SET hash = EXCLUDED.hash, issued_at = EXCLUDED.issued_at`,
-		agentID, store.HashToken(token), time.Now().UTC())
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO car_agent_tokens (agent_id, hash, issued_at, tenants) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (agent_id) DO UPDATE SET hash = EXCLUDED.hash, issued_at = EXCLUDED.issued_at, tenants = EXCLUDED.tenants`,
+			agentID, store.HashToken(token), time.Now().UTC(), granted); err != nil {
+			return err
+		}
+		if checkPayload(agentIssuedTopic, []byte(agentID)) != nil {
+			return nil
+		}
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channelOf(agentIssuedTopic), agentID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("issue agent %s's token: %w", agentID, unavailable(err))
 	}
@@ -77,14 +105,15 @@ func (a *agentTokens) Revoke(ctx context.Context, agentID string) (bool, error) 
 func (a *agentTokens) List(ctx context.Context) ([]store.IssuedAgent, error) {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
-	rows, err := a.pool.Query(ctx, `SELECT agent_id, issued_at FROM car_agent_tokens ORDER BY agent_id COLLATE "C"`)
+	rows, err := a.pool.Query(ctx, `SELECT agent_id, issued_at, tenants FROM car_agent_tokens ORDER BY agent_id COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list the agents with a token: %w", unavailable(err))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.IssuedAgent, error) {
 		var ia store.IssuedAgent
-		err := r.Scan(&ia.AgentID, &ia.IssuedAt)
+		err := r.Scan(&ia.AgentID, &ia.IssuedAt, &ia.Tenants)
 		ia.IssuedAt = ia.IssuedAt.UTC()
+		ia.Tenants = agents.Tenants(ia.Tenants)
 		return ia, err
 	})
 	if err != nil {
@@ -98,19 +127,48 @@ func (a *agentTokens) List(ctx context.Context) ([]store.IssuedAgent, error) {
 
 // Verify compares token's hash with agentID's, in constant time.
 func (a *agentTokens) Verify(ctx context.Context, agentID, token string) (bool, error) {
+	_, ok, err := a.Grant(ctx, agentID, token)
+	return ok, err
+}
+
+// Grant is Verify, with the tenants read from the same row.
+func (a *agentTokens) Grant(ctx context.Context, agentID, token string) ([]string, bool, error) {
 	if storable("agent_id", agentID) != nil {
-		return false, nil
+		return nil, false, nil
 	}
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	var hash string
-	err := a.pool.QueryRow(ctx, "SELECT hash FROM car_agent_tokens WHERE agent_id = $1", agentID).Scan(&hash)
+	var tenants []string
+	err := a.pool.QueryRow(ctx, "SELECT hash, tenants FROM car_agent_tokens WHERE agent_id = $1", agentID).Scan(&hash, &tenants)
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("read agent %s's token: %w", agentID, unavailable(err))
+		return nil, false, fmt.Errorf("read agent %s's token: %w", agentID, unavailable(err))
 	}
 	match := store.VerifyHash(hash, token) // hashed whether or not the agent has a token
-	return found && match, nil
+	if !found || !match {
+		return nil, false, nil
+	}
+	return agents.Tenants(tenants), true, nil
+}
+
+// Watch calls fn with the agent of every revoke and issue announced by any
+// daemon or command, and fn("") when the bus resyncs (a notification may
+// have been missed).
+func (a *agentTokens) Watch(fn func(agentID string)) (cancel func()) {
+	if a.bus == nil {
+		return func() {}
+	}
+	follow := func(payload []byte) { fn(string(payload)) } // nil, on a resync: ""
+	stopRevoked := a.bus.Subscribe(store.TopicAgentRevoked, follow)
+	stopIssued := a.bus.Subscribe(agentIssuedTopic, follow)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopRevoked()
+			stopIssued()
+		})
+	}
 }
 
 // posturesTopic carries the version of each posture policy change.

@@ -83,7 +83,7 @@ func (db *DB) start(ctx context.Context) error {
 	db.messages = &messages{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
-	db.agentTokens = &agentTokens{pool: db.pool, timeout: t}
+	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
 	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
 	// Waiters for an idempotency claim wake when it is committed or
 	// released anywhere, and re-check on a timer in case a notice is lost.

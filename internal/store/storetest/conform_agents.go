@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,9 +121,85 @@ func testAgentTokens(t *testing.T, open Open, opts Options) {
 		}
 	})
 
+	// A token keeps the tenants it was issued with; none is the default
+	// tenant alone.
+	t.Run("Tenants", func(t *testing.T) {
+		b := newBacking(t, open)
+		d := b.open("node-a")
+		tok := d.AgentTokens
+		if err := tok.Issue(ctx(t), "scoped", "s", "b", "a", "b", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := tok.Issue(ctx(t), "plain", "p"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string][]string{"scoped": {"", "a", "b"}, "plain": {""}}
+		for agent, token := range map[string]string{"scoped": "s", "plain": "p"} {
+			tenants, ok, err := tok.Grant(ctx(t), agent, token)
+			if err != nil || !ok || !reflect.DeepEqual(tenants, want[agent]) {
+				t.Fatalf("Grant(%s) = %q %v %v, want %q", agent, tenants, ok, err, want[agent])
+			}
+		}
+		if tenants, ok, err := tok.Grant(ctx(t), "scoped", "p"); ok || err != nil || tenants != nil {
+			t.Fatalf("Grant with another agent's token = %q %v %v", tenants, ok, err)
+		}
+		d = b.restart(d)
+		list, err := d.AgentTokens.List(ctx(t))
+		if err != nil || len(list) != 2 || !reflect.DeepEqual(list[0].Tenants, want["plain"]) || !reflect.DeepEqual(list[1].Tenants, want["scoped"]) {
+			t.Fatalf("List after a restart = %+v %v", list, err)
+		}
+		// A re-issue replaces the tenants with the token.
+		if err := d.AgentTokens.Issue(ctx(t), "scoped", "s2", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if tenants, ok, _ := d.AgentTokens.Grant(ctx(t), "scoped", "s2"); !ok || !reflect.DeepEqual(tenants, []string{"a"}) {
+			t.Fatalf("Grant after a re-issue with fewer tenants = %q %v", tenants, ok)
+		}
+	})
+
 	if !opts.Shared {
 		return
 	}
+	// A revoke and a re-issue on one daemon reach the other's Watch, named.
+	t.Run("WatchAcrossDaemons", func(t *testing.T) {
+		b := newBacking(t, open)
+		a, other := b.open("node-a").AgentTokens, b.open("node-b").AgentTokens
+		named := make(chan string, 16)
+		listening := make(chan struct{})
+		var once sync.Once
+		stop := other.Watch(func(agentID string) {
+			if agentID == "" {
+				once.Do(func() { close(listening) }) // the shared store's watch starts with a look at everything
+				return
+			}
+			named <- agentID
+		})
+		defer stop()
+		wait := ctx(t)
+		select {
+		case <-listening:
+		case <-wait.Done():
+			t.Fatal("node-b's watch never started")
+		}
+		if err := a.Issue(ctx(t), "watched", "t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Revoke(ctx(t), "watched"); err != nil {
+			t.Fatal(err)
+		}
+		for seen := 0; seen < 2; {
+			select {
+			case got := <-named:
+				if got != "watched" {
+					t.Fatalf("the watch named %q", got)
+				}
+				seen++
+			case <-wait.Done():
+				t.Fatalf("node-b's watch heard %d of the issue and the revoke on node-a", seen)
+			}
+		}
+	})
+
 	t.Run("AcrossDaemons", func(t *testing.T) {
 		b := newBacking(t, open)
 		a, other := b.open("node-a").AgentTokens, b.open("node-b").AgentTokens
