@@ -38,9 +38,6 @@ var (
 // createdAtLayout sorts as text in time order.
 const createdAtLayout = "2006-01-02T15:04:05.000000000Z"
 
-// Checkpoints is the checkpoint store, or nil when checkpoints are off.
-func (rt *Runtime) Checkpoints() *checkpoint.Store { return rt.opts.Checkpoints }
-
 // SaveCheckpoint writes the state of one tenant (tenant non-nil) or of all
 // namespaces to a new checkpoint.
 func (rt *Runtime) SaveCheckpoint(ctx context.Context, connID, name string, tenant *string) (checkpoint.Meta, error) {
