@@ -156,22 +156,26 @@ func (r *run) resolve(ctx context.Context, i int) (params, effects map[string]an
 	}
 	budget := &resolveBudget{
 		action: a.ID, left: r.rt.opts.MaxResolvedActionBytes, limit: r.rt.opts.MaxResolvedActionBytes,
-		proposalUsed: &r.resolved, proposal: r.rt.opts.MaxResolvedProposalBytes,
+		proposalUsed: &r.resolved, proposal: r.rt.opts.MaxResolvedProposalBytes, known: r.outputSize,
 	}
-	p, err := interpolate(any(a.Parameters), r.output, budget)
+	// Each reference is charged its output's size before anything is
+	// built; a state_write's output is its value, whose size is summed here.
+	params, _, valueSize, err := resolveObject(a.Parameters, r.output, budget, "value")
 	if err != nil {
 		return nil, nil, rejectedBy("reference", err)
+	}
+	if a.Type == protocol.ActionStateWrite && valueSize >= 0 {
+		r.knowSize(refKey{id: a.ID}, valueSize)
 	}
 	e, err := interpolate(any(a.ExpectedEffects), r.output, budget)
 	if err != nil {
 		return nil, nil, rejectedBy("reference", err)
 	}
 	// interpolate keeps the shape of what it is given; a proposal decoded
-	// these as objects (or left them nil).
-	params, okP := p.(map[string]any)
+	// expected_effects as an object (or left it nil).
 	effects, okE := e.(map[string]any)
-	if (!okP && p != nil) || (!okE && e != nil) {
-		return nil, nil, rejectedBy("reference", errors.New("with its references resolved, parameters or expected_effects are no longer objects"))
+	if !okE && e != nil {
+		return nil, nil, rejectedBy("reference", errors.New("with its references resolved, expected_effects is no longer an object"))
 	}
 	if problem := builtinParamsProblem(a.Type, params); problem != "" {
 		return nil, nil, rejectedBy("reference", errors.New("with its references resolved: "+problem))

@@ -38,9 +38,6 @@ var (
 // createdAtLayout sorts as text in time order.
 const createdAtLayout = "2006-01-02T15:04:05.000000000Z"
 
-// Checkpoints is the checkpoint store, or nil when checkpoints are off.
-func (rt *Runtime) Checkpoints() *checkpoint.Store { return rt.opts.Checkpoints }
-
 // SaveCheckpoint writes the state of one tenant (tenant non-nil) or of all
 // namespaces to a new checkpoint.
 func (rt *Runtime) SaveCheckpoint(ctx context.Context, connID, name string, tenant *string) (checkpoint.Meta, error) {
@@ -48,6 +45,11 @@ func (rt *Runtime) SaveCheckpoint(ctx context.Context, connID, name string, tena
 	if cps == nil {
 		return checkpoint.Meta{}, ErrCheckpointsOff
 	}
+	release, err := cps.Acquire(ctx, "checkpoint.save")
+	if err != nil {
+		return checkpoint.Meta{}, err
+	}
+	defer release()
 	state, err := rt.State.Export(ctx, tenant)
 	if err != nil {
 		return checkpoint.Meta{}, store.Wrap("checkpoint.save could not read state; nothing was saved", err)
@@ -61,6 +63,22 @@ func (rt *Runtime) SaveCheckpoint(ctx context.Context, connID, name string, tena
 		"checkpoint_id": meta.ID, "name": meta.Name, "keys": meta.Keys, "bytes": meta.Bytes, "tenant": tenantField(tenant),
 	}})
 	return meta, nil
+}
+
+// ListCheckpoints describes every checkpoint from the header lines of
+// their files, taking one of the store's operation slots like a save or a
+// restore.
+func (rt *Runtime) ListCheckpoints(ctx context.Context) ([]checkpoint.Meta, error) {
+	cps := rt.opts.Checkpoints
+	if cps == nil {
+		return nil, ErrCheckpointsOff
+	}
+	release, err := cps.Acquire(ctx, "checkpoint.list")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return cps.List()
 }
 
 // DeleteCheckpoint removes a checkpoint.
@@ -83,11 +101,28 @@ func (rt *Runtime) RestoreCheckpoint(ctx context.Context, s *Session, id string)
 	if cps == nil {
 		return 0, ErrCheckpointsOff
 	}
-	cp, err := cps.Load(id)
+	// An unknown checkpoint is refused before an approval is asked for;
+	// its state is read only once approved, in an operation slot, so a
+	// restore parked for a person holds no state.
+	release, err := cps.Acquire(ctx, "checkpoint.restore")
+	if err != nil {
+		return 0, err
+	}
+	_, err = cps.Describe(id)
+	release()
 	if err != nil {
 		return 0, err
 	}
 	if err := rt.approveRestore(ctx, s, id); err != nil {
+		return 0, err
+	}
+	release, err = cps.Acquire(ctx, "checkpoint.restore")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	cp, err := cps.Load(id)
+	if err != nil {
 		return 0, err
 	}
 	if !rt.restoring.TryLock() {

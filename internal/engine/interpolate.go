@@ -52,17 +52,28 @@ func referencedIDs(v any, out map[string]bool) {
 // byte of the result is charged to budget before it is built, so a reference
 // repeated or chained cannot build more than the budget allows.
 func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) {
+	r, _, err := resolveValue(v, outputs, budget)
+	return r, err
+}
+
+// resolveValue is interpolate that also returns the encoded size of what it
+// built, summed from its parts: a whole reference counts its output's size
+// (budget.known), so no part is walked twice.
+func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
-			return x, budget.charge(stringSize(x))
+			n := stringSize(x)
+			return x, n, budget.charge(n)
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
-			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]], outputs)
+			id, kind, path := x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]]
+			val, err := resolveRef(id, kind, path, outputs)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
-			return val, budget.charge(jsonSize(val, budget.remaining()))
+			n := budget.refSize(id, kind, path, val)
+			return val, n, budget.charge(n)
 		}
 		// Resolve and charge every reference before building anything, so a
 		// string over the budget costs no more than its references' sizes.
@@ -70,12 +81,13 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 		texts := make([]string, len(locs))
 		size := len(x)
 		for n, loc := range locs {
-			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]], outputs)
+			id, kind, path := x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]]
+			val, err := resolveRef(id, kind, path, outputs)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
-			if err := budget.charge(jsonSize(val, budget.remaining())); err != nil {
-				return nil, err
+			if err := budget.charge(budget.refSize(id, kind, path, val)); err != nil {
+				return nil, 0, err
 			}
 			if s, ok := val.(string); ok {
 				texts[n] = s
@@ -93,38 +105,56 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 			last = loc[1]
 		}
 		b.WriteString(x[last:])
-		return b.String(), budget.charge(int64(len(x)))
+		s := b.String()
+		return s, stringSize(s), budget.charge(int64(len(x)))
 	case []any:
-		if err := budget.charge(int64(len(x)) + 2); err != nil {
-			return nil, err
+		size := int64(len(x)) + 2
+		if err := budget.charge(size); err != nil {
+			return nil, 0, err
 		}
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := interpolate(e, outputs, budget)
+			r, n, err := resolveValue(e, outputs, budget)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			out[i] = r
+			size += n
 		}
-		return out, nil
+		return out, size, nil
 	case map[string]any:
-		if err := budget.charge(int64(len(x)) + 2); err != nil {
-			return nil, err
-		}
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			if err := budget.charge(stringSize(k) + 1); err != nil {
-				return nil, err
-			}
-			r, err := interpolate(e, outputs, budget)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
-		}
-		return out, nil
+		out, size, _, err := resolveObject(x, outputs, budget, "")
+		return out, size, err
 	}
-	return v, budget.charge(jsonSize(v, budget.remaining()))
+	n := jsonSize(v, budget.remaining())
+	return v, n, budget.charge(n)
+}
+
+// resolveObject is resolveValue of an object. memberSize is the size of
+// the resolved member named member, -1 when the object has none: a
+// state_write's output is its value, and its size is known from here.
+func resolveObject(x map[string]any, outputs lookupFunc, budget *resolveBudget, member string) (out map[string]any, size, memberSize int64, err error) {
+	size, memberSize = int64(len(x))+2, -1
+	if err := budget.charge(size); err != nil {
+		return nil, 0, 0, err
+	}
+	out = make(map[string]any, len(x))
+	for k, e := range x {
+		keySize := stringSize(k) + 1
+		if err := budget.charge(keySize); err != nil {
+			return nil, 0, 0, err
+		}
+		r, n, err := resolveValue(e, outputs, budget)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		out[k] = r
+		size += keySize + n
+		if k == member {
+			memberSize = n
+		}
+	}
+	return out, size, memberSize, nil
 }
 
 // resolveBudget bounds the bytes one action's resolved parameters and
@@ -136,6 +166,20 @@ type resolveBudget struct {
 	limit        int64         // the per-action limit, for the error
 	proposalUsed *atomic.Int64 // bytes the proposal's actions resolved so far; nil: no proposal bound
 	proposal     int64         // the per-proposal limit
+	// known is the encoded size of a whole output (result set: of a
+	// stream's result), counted once for the run however often it is
+	// referred to; nil: counted at each reference.
+	known func(id string, result bool, v any) int64
+}
+
+// refSize is what a reference to val costs: its output's known size when
+// the reference names the whole output, else val counted up to what the
+// budget has left.
+func (b *resolveBudget) refSize(id, kind, path string, val any) int64 {
+	if b != nil && b.known != nil && path == "" {
+		return b.known(id, kind == "result", val)
+	}
+	return jsonSize(val, b.remaining())
 }
 
 // errResolvedTooLarge marks a resolution refused by a size bound.
@@ -190,7 +234,7 @@ func jsonSize(v any, limit int64) int64 {
 		case map[string]any:
 			n += 2 + int64(len(x))
 			for k, e := range x {
-				n += stringSize(k)
+				n += stringSize(k) + 1
 				if n > limit || !walk(e) {
 					return false
 				}

@@ -135,6 +135,7 @@ type run struct {
 	handles   map[string]*streams.Handle    // action id → its detached invocation; nil until one starts
 	started   map[startedKey]map[string]any // the data of the action_started events, by type and tool
 	results   map[string]any                // action id → its awaited stream's result; nil until one ends
+	sizes     map[refKey]int64              // encoded sizes of outputs and stream results, counted once (outputSize)
 
 	resolved atomic.Int64 // bytes of parameters resolved from references so far
 
@@ -497,6 +498,42 @@ func (r *run) output(id string, result bool) (any, bool) {
 	}
 	v, ok := r.outputs[id]
 	return v, ok
+}
+
+// refKey names what a whole reference reads: an action's output, or with
+// result set, its awaited stream's result.
+type refKey struct {
+	id     string
+	result bool
+}
+
+// outputSize is the encoded size of v, the output (or stream result) of
+// action id, counted once for the run: a chain of actions that each refer
+// to the last output twice costs a lookup per reference, not a walk. A
+// count stops past max_resolved_action_bytes, which is all a reference to
+// it needs to know.
+func (r *run) outputSize(id string, result bool, v any) int64 {
+	k := refKey{id, result}
+	r.mu.Lock()
+	n, ok := r.sizes[k]
+	r.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = jsonSize(v, r.rt.opts.MaxResolvedActionBytes)
+	r.knowSize(k, n)
+	return n
+}
+
+// knowSize records the encoded size of an output that is known without
+// counting it: a state_write's, summed as its value was resolved.
+func (r *run) knowSize(k refKey, n int64) {
+	r.mu.Lock()
+	if r.sizes == nil {
+		r.sizes = map[refKey]int64{}
+	}
+	r.sizes[k] = n
+	r.mu.Unlock()
 }
 
 // write sets a state key, remembering how to undo exactly this write. The

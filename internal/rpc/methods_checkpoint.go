@@ -46,14 +46,10 @@ func (c *conn) checkpointTenant(tenant *string) error {
 	return c.mayUseTenant(protocol.MethodCheckpointSave, *tenant)
 }
 
-func (c *conn) checkpointList(context.Context, *json.RawMessage) (any, error) {
-	store := c.srv.rt.Checkpoints()
-	if store == nil {
-		return nil, checkpointError("checkpoint.list", engine.ErrCheckpointsOff)
-	}
-	list, err := store.List()
+func (c *conn) checkpointList(ctx context.Context, _ *json.RawMessage) (any, error) {
+	list, err := c.srv.rt.ListCheckpoints(ctx)
 	if err != nil {
-		return nil, internalError("checkpoint.list: %v", err)
+		return nil, checkpointError("checkpoint.list", err)
 	}
 	out := make([]protocol.CheckpointInfo, len(list))
 	for i, m := range list {
