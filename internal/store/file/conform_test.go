@@ -46,7 +46,4 @@ var fileDifferences = storetest.Options{
 	InvalidateAnyProposal: true,
 	MessagesLastWins:      true,
 	StateInMemory:         true,
-	RunNodeAsGiven:        true,
-	RunHeadsFromRecords:   true,
-	RunRecordsAddFields:   true,
 }
