@@ -31,6 +31,11 @@ type Config struct {
 	ApproverRole         string        // who may approve: "any" or "host"
 	ApprovalTimeout      time.Duration // how long parked actions wait for a person
 	RunIncompleteGrace   time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
+	MaxRunsPerAgent      int           // runs one agent has in progress on this daemon
+	MaxRunsInProgress    int           // runs in progress on this daemon
+	MaxRunIntentBytes    int           // largest runs.start intent, agent_name, outcome_description
+	MaxRunOutcomeBytes   int           // largest runs.complete outcome
+	MaxOpenRunJournals   int           // run journals open at once (store file)
 	AllowedOrigins       []string      // Origin host patterns allowed besides same-host
 	MaxFrameBytes        int64         // largest frame accepted
 	MaxConnections       int           // concurrent connections
@@ -247,6 +252,11 @@ func (c *Config) resolve(r *reader) error {
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
+	c.MaxRunsPerAgent = r.integer("max_runs_per_agent")
+	c.MaxRunsInProgress = r.integer("max_runs_in_progress")
+	c.MaxRunIntentBytes = r.integer("max_run_intent_bytes")
+	c.MaxRunOutcomeBytes = r.integer("max_run_outcome_bytes")
+	c.MaxOpenRunJournals = r.integer("max_open_run_journals")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))
 	c.MaxConnections = r.integer("max_connections")
@@ -309,7 +319,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_runs_per_agent", int64(c.MaxRunsPerAgent)}, {"max_runs_in_progress", int64(c.MaxRunsInProgress)}, {"max_run_intent_bytes", int64(c.MaxRunIntentBytes)}, {"max_run_outcome_bytes", int64(c.MaxRunOutcomeBytes)}, {"max_open_run_journals", int64(c.MaxOpenRunJournals)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}
