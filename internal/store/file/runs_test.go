@@ -340,3 +340,22 @@ func TestHeadsAreReadWhenUsed(t *testing.T) {
 		t.Fatalf("Stranded = %+v %v", stranded, err)
 	}
 }
+
+// TestRecordsReadBackAsAppended: a record read back is its body as it was
+// appended, the key and op of its line taken off; an owner line is not a
+// record.
+func TestRecordsReadBackAsAppended(t *testing.T) {
+	for _, body := range []string{`{"record":"turn","index":3}`, `{}`, `{"key":"its own","op":"too","n":[1,{"a":"}"}]}`} {
+		line := encodeLine(12, store.RunRecord{Kind: runs.KindTurn, Body: json.RawMessage(body)})
+		got, owner, err := recordBody(line)
+		if err != nil || owner || string(got) != body {
+			t.Fatalf("%s read back from %s as %s (owner %v, %v)", body, line, got, owner, err)
+		}
+	}
+	if _, owner, err := recordBody(ownerLine("conn-1", "node-1")); err != nil || !owner {
+		t.Fatalf("an owner line: owner %v, %v", owner, err)
+	}
+	if _, _, err := recordBody([]byte(`{"op":"turn","key":"00000001"}`)); err == nil {
+		t.Fatal("a line that does not start with its key and op was read as a record")
+	}
+}
