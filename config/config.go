@@ -63,6 +63,11 @@ type Config struct {
 	LogLevel                string        // debug, info, warn, error
 	Pprof                   string        // loopback host:port serving /debug/pprof/; empty: off
 	MaxApprovalsPerProposal int           // distinct operations one proposal may put to a person
+	MaxRunsPerAgent         int           // runs one agent has in progress on this daemon
+	MaxRunsInProgress       int           // runs in progress on this daemon
+	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
+	MaxRunOutcomeBytes      int           // largest runs.complete outcome
+	MaxOpenRunJournals      int           // run journals open at once (store file)
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -251,6 +256,11 @@ func (c *Config) resolve(r *reader) error {
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.MaxApprovalsPerProposal = r.integer("max_approvals_per_proposal")
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
+	c.MaxRunsPerAgent = r.integer("max_runs_per_agent")
+	c.MaxRunsInProgress = r.integer("max_runs_in_progress")
+	c.MaxRunIntentBytes = r.integer("max_run_intent_bytes")
+	c.MaxRunOutcomeBytes = r.integer("max_run_outcome_bytes")
+	c.MaxOpenRunJournals = r.integer("max_open_run_journals")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.AllowedHosts = r.list("allowed_hosts")
 	c.MaxFrameBytes = int64(r.integer("max_frame_bytes"))

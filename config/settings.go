@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
 )
@@ -55,6 +56,11 @@ var settings = []setting{
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
 	{"max_approvals_per_proposal", "CAR_MAX_APPROVALS_PER_PROPOSAL", "distinct operations (fingerprints) one proposal may put to a person; past it the proposal is rejected", engine.DefaultMaxApprovalsPerProposal},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
+	{"max_runs_per_agent", "CAR_MAX_RUNS_PER_AGENT", "runs one agent may have in progress on this daemon; runs.start refuses past it", runs.DefaultMaxPerAgent},
+	{"max_runs_in_progress", "CAR_MAX_RUNS_IN_PROGRESS", "runs in progress on this daemon, all agents together; runs.start refuses past it", runs.DefaultMaxInProgress},
+	{"max_run_intent_bytes", "CAR_MAX_RUN_INTENT_BYTES", "largest intent, agent_name or outcome_description runs.start accepts", runs.DefaultMaxTextBytes},
+	{"max_run_outcome_bytes", "CAR_MAX_RUN_OUTCOME_BYTES", "largest outcome runs.complete accepts", runs.DefaultMaxTextBytes},
+	{"max_open_run_journals", "CAR_MAX_OPEN_RUN_JOURNALS", "with store file, run journals open at once (each an open file); past it the least recently used idle one is closed, and opened again when its run is next appended to", file.DefaultMaxOpenRunJournals},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
 	{"allowed_hosts", "CAR_ALLOWED_HOSTS", "comma-separated Host names (name, or name:port) the TCP listeners and the profiler answer besides loopback names and the listen address; any other Host gets 403", ""},
 	{"max_frame_bytes", "CAR_MAX_FRAME_BYTES", "largest WebSocket frame accepted; bigger closes the connection (1009)", rpc.DefaultMaxFrameBytes},

@@ -26,7 +26,13 @@ func openRuns(ctx context.Context, cfg *config.Config, shared *store.Store, log 
 	if err != nil {
 		return nil, nil, err
 	}
-	st, incomplete, err := runs.OpenLog(ctx, shared.Runs, runs.Options{Grace: cfg.RunIncompleteGrace})
+	st, incomplete, err := runs.OpenLog(ctx, shared.Runs, runs.Options{
+		Grace:           cfg.RunIncompleteGrace,
+		MaxPerAgent:     cfg.MaxRunsPerAgent,
+		MaxInProgress:   cfg.MaxRunsInProgress,
+		MaxIntentBytes:  cfg.MaxRunIntentBytes,
+		MaxOutcomeBytes: cfg.MaxRunOutcomeBytes,
+	})
 	if err != nil {
 		postures.Close()
 		if errors.Is(err, store.ErrUnavailable) {

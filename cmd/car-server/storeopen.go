@@ -36,6 +36,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		ApprovalsPath:   cfg.ApprovalsPath,
 		MessagesPath:    cfg.MessagesPath,
 		RunsDir:         cfg.RunsDir,
+		RunJournals:     cfg.MaxOpenRunJournals,
 		AgentTokensPath: cfg.AgentTokensPath,
 		PosturesPath:    cfg.PosturesPath,
 		Node:            node,
@@ -58,7 +59,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	if rep.Runs.Torn > 0 {
 		log.Warn("run files ended in a torn line (crash residue); cut it off", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Torn))
 	}
-	log.Info("run files read", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Runs))
+	log.Info("run files indexed", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Runs), zap.Int("max_open_run_journals", cfg.MaxOpenRunJournals))
 	return st, nil
 }
 

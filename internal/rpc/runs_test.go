@@ -25,6 +25,7 @@ type runsServer struct {
 	*testServer
 	home  string
 	store *runs.Store
+	log   *file.Runs
 }
 
 // runsSetup tunes startRunsServer.
@@ -34,6 +35,8 @@ type runsSetup struct {
 	feedQueue int
 	// writeTimeout is the daemon's write deadline (its default when 0).
 	writeTimeout time.Duration
+	bounds       runs.Options // the run store's bounds (Grace and CloseLog are set here)
+	journals     int          // run journals open at once (the file store's default when 0)
 }
 
 func startRunsServer(t *testing.T, rs runsSetup) *runsServer {
@@ -44,9 +47,15 @@ func startRunsServer(t *testing.T, rs runsSetup) *runsServer {
 	if rs.grace == 0 {
 		rs.grace = time.Minute
 	}
-	st, _, err := file.OpenRunStore(filepath.Join(rs.home, "runs"), runs.Options{Grace: rs.grace})
+	log, _, err := file.OpenRuns(filepath.Join(rs.home, "runs"), file.MaxOpenRunJournals(rs.journals))
 	if err != nil {
 		t.Fatal(err)
+	}
+	opts := rs.bounds
+	opts.Grace, opts.CloseLog = rs.grace, log.Close
+	st, _, err := runs.OpenLog(context.Background(), log, opts)
+	if err != nil {
+		t.Fatal(errorsJoin(err, log.Close()))
 	}
 	ps, err := file.OpenPostures(filepath.Join(rs.home, "agent-permissions.json"))
 	if err != nil {
@@ -63,7 +72,7 @@ func startRunsServer(t *testing.T, rs runsSetup) *runsServer {
 			return errorsJoin(st.Close(), ledger.Close())
 		},
 	})
-	return &runsServer{testServer: ts, home: rs.home, store: st}
+	return &runsServer{testServer: ts, home: rs.home, store: st, log: log}
 }
 
 func errorsJoin(errs ...error) error {

@@ -20,11 +20,28 @@ type Options struct {
 	// an opener that hands the log over with the store sets it. Nil: the
 	// opener closes the log after the Store.
 	CloseLog func() error
+	// MaxPerAgent bounds the runs one agent has in progress on this
+	// daemon (DefaultMaxPerAgent); MaxInProgress bounds them for all
+	// agents together (DefaultMaxInProgress). Past either, Start refuses.
+	MaxPerAgent, MaxInProgress int
+	// MaxIntentBytes bounds a run's intent, agent name and outcome
+	// description, and MaxOutcomeBytes its outcome (DefaultMaxTextBytes
+	// each).
+	MaxIntentBytes, MaxOutcomeBytes int
 }
 
 // DefaultGrace is Options.Grace when zero, and the daemon's
 // run_incomplete_grace when not set.
 const DefaultGrace = 10 * time.Second
+
+// The bounds' defaults, for the Options fields left zero and the daemon's
+// settings (max_runs_per_agent, max_runs_in_progress, max_run_intent_bytes,
+// max_run_outcome_bytes).
+const (
+	DefaultMaxPerAgent   = 64
+	DefaultMaxInProgress = 4096 // 64 agents at their own bound
+	DefaultMaxTextBytes  = 256 << 10
+)
 
 // DropError is a record_turns batch refused whole; Reason is one of the
 // Drop constants.
@@ -47,6 +64,7 @@ type Store struct {
 	log      Log
 	closeLog func() error // Options.CloseLog
 	grace    time.Duration
+	bounds   Options // the Max fields, defaults applied
 
 	ctx    context.Context // cancelled by Close: ends waits for a run's writer
 	cancel context.CancelFunc
@@ -54,6 +72,7 @@ type Store struct {
 
 	mu      sync.Mutex // the runs lock: live runs, their heads and the subscribers
 	live    map[string]*run
+	byAgent map[string]int                    // live runs by agent
 	subs    map[string]map[string]func(Event) // by run id, then subscription id
 	orphans map[string]*time.Timer
 }
@@ -61,7 +80,8 @@ type Store struct {
 // run is a run in progress on this daemon (started or started again by
 // one of its connections).
 type run struct {
-	head    Head          // as of the last record published
+	agent   string        // whose it is, as counted in byAgent
+	head    Head          // as of the last record published, without intent or outcome
 	writer  chan struct{} // held by the one append in progress, across its write
 	pending bool          // its Start is in progress: head is not the log's yet
 }
@@ -73,8 +93,16 @@ func OpenLog(ctx context.Context, log Log, opts Options) (*Store, int, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = DefaultGrace
 	}
+	for _, b := range []struct {
+		n   *int
+		def int
+	}{{&opts.MaxPerAgent, DefaultMaxPerAgent}, {&opts.MaxInProgress, DefaultMaxInProgress}, {&opts.MaxIntentBytes, DefaultMaxTextBytes}, {&opts.MaxOutcomeBytes, DefaultMaxTextBytes}} {
+		if *b.n <= 0 {
+			*b.n = b.def
+		}
+	}
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Store{log: log, closeLog: opts.CloseLog, grace: opts.Grace, ctx: sctx, cancel: cancel, live: map[string]*run{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}
+	s := &Store{log: log, closeLog: opts.CloseLog, grace: opts.Grace, bounds: opts, ctx: sctx, cancel: cancel, live: map[string]*run{}, byAgent: map[string]int{}, subs: map[string]map[string]func(Event){}, orphans: map[string]*time.Timer{}}
 	stranded, err := log.Stranded(ctx)
 	if err != nil {
 		cancel()
@@ -138,6 +166,11 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 	} else if err := CheckID("idempotency_key", st.RunID); err != nil {
 		return "", false, err
 	}
+	for _, f := range []struct{ name, text string }{{"intent", st.Intent}, {"agent_name", st.AgentName}, {"outcome_description", st.OutcomeDescription}} {
+		if len(f.text) > s.bounds.MaxIntentBytes {
+			return "", false, &LimitError{Setting: "max_run_intent_bytes", Msg: fmt.Sprintf("%s is %d bytes; at most %d are accepted (max_run_intent_bytes): keep the text short, and put the rest in the run's turns", f.name, len(f.text), s.bounds.MaxIntentBytes)}
+		}
+	}
 	now := time.Now().UTC()
 	h := Head{RunID: st.RunID, AgentID: st.AgentID, Intent: st.Intent, Owner: st.Owner, Status: StatusInProgress, StartedAt: now}
 	s.mu.Lock()
@@ -147,8 +180,12 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 		return "", false, ErrNotFound
 	}
 	if !ok {
-		r = &run{head: h, writer: make(chan struct{}, 1), pending: true}
-		s.live[st.RunID] = r
+		if err := s.admitLocked(st.AgentID); err != nil {
+			s.mu.Unlock()
+			return "", false, err
+		}
+		r = &run{agent: st.AgentID, head: h, writer: make(chan struct{}, 1), pending: true}
+		s.addLiveLocked(st.RunID, r)
 	}
 	s.mu.Unlock()
 	if err := s.takeSlot(ctx, r, st.RunID); err != nil {
@@ -174,15 +211,56 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 	defer s.mu.Unlock()
 	if cur.Status != StatusInProgress {
 		// An ended run started again: nothing more is recorded in it here.
-		if s.live[st.RunID] == r {
-			delete(s.live, st.RunID)
-		}
+		s.dropLiveLocked(st.RunID, r)
 		return st.RunID, true, nil
 	}
+	cur.Intent, cur.Outcome = "", nil // read from the log when asked for
 	r.head, r.pending = cur, false
-	s.live[st.RunID] = r
+	s.addLiveLocked(st.RunID, r)
 	s.dropOrphanLocked(st.RunID)
 	return st.RunID, !created, nil
+}
+
+// LimitError refuses what would pass one of the store's bounds; Setting
+// names the daemon setting that sets it.
+type LimitError struct{ Setting, Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// admitLocked refuses a new live run of agent past the bounds of runs in
+// progress.
+func (s *Store) admitLocked(agent string) error {
+	if n := s.byAgent[agent]; n >= s.bounds.MaxPerAgent {
+		return &LimitError{Setting: "max_runs_per_agent", Msg: fmt.Sprintf("agent '%s' has %d runs in progress on this daemon, the most max_runs_per_agent allows: complete one (runs.complete) before starting another", agent, n)}
+	}
+	if n := len(s.live); n >= s.bounds.MaxInProgress {
+		return &LimitError{Setting: "max_runs_in_progress", Msg: fmt.Sprintf("this daemon has %d runs in progress, the most max_runs_in_progress allows: complete one (runs.complete) before starting another", n)}
+	}
+	return nil
+}
+
+// addLiveLocked makes r the live run of runID, counting it for its agent.
+func (s *Store) addLiveLocked(runID string, r *run) {
+	old, ok := s.live[runID]
+	if ok && old == r {
+		return
+	}
+	if ok {
+		s.byAgent[old.agent]--
+	}
+	s.live[runID] = r
+	s.byAgent[r.agent]++
+}
+
+// dropLiveLocked drops r from the live runs when it is runID's.
+func (s *Store) dropLiveLocked(runID string, r *run) {
+	if r == nil || s.live[runID] != r {
+		return
+	}
+	delete(s.live, runID)
+	if s.byAgent[r.agent]--; s.byAgent[r.agent] <= 0 {
+		delete(s.byAgent, r.agent)
+	}
 }
 
 // forget drops r from the live runs when it is a Start's placeholder that
@@ -190,8 +268,8 @@ func (s *Store) Start(ctx context.Context, st Start) (runID string, existing boo
 func (s *Store) forget(runID string, r *run) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.live[runID] == r && r.pending {
-		delete(s.live, runID)
+	if r.pending {
+		s.dropLiveLocked(runID, r)
 	}
 }
 
@@ -290,6 +368,7 @@ func (s *Store) Append(ctx context.Context, runID string, turns []Turn) (base in
 	defer s.mu.Unlock()
 	s.publishLocked(h, recs)
 	if r != nil && s.live[runID] == r {
+		h.Intent, h.Outcome = "", nil
 		r.head = h
 	}
 	return base, nil
@@ -303,7 +382,7 @@ func (s *Store) retire(runID string, r *run) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.live[runID] == r {
-		delete(s.live, runID)
+		s.dropLiveLocked(runID, r)
 		s.dropOrphanLocked(runID)
 	}
 }
@@ -335,6 +414,9 @@ func (s *Store) publishLocked(h Head, recs []Record) {
 // Complete ends a run with the outcome its agent reported. An unknown run
 // is ErrNotFound; an ended one is an error saying so.
 func (s *Store) Complete(ctx context.Context, runID string, outcome json.RawMessage) error {
+	if len(outcome) > s.bounds.MaxOutcomeBytes {
+		return &LimitError{Setting: "max_run_outcome_bytes", Msg: fmt.Sprintf("outcome is %d bytes; at most %d are accepted (max_run_outcome_bytes): report a summary, and put the rest in the run's turns", len(outcome), s.bounds.MaxOutcomeBytes)}
+	}
 	r, err := s.slot(ctx, runID)
 	if err != nil {
 		return err
@@ -379,9 +461,7 @@ func (s *Store) end(ctx context.Context, r *run, runID, status string, outcome j
 	// The end is durable (err, if any, came after it).
 	s.mu.Lock()
 	s.publishLocked(h, []Record{rec})
-	if r != nil && s.live[runID] == r {
-		delete(s.live, runID)
-	}
+	s.dropLiveLocked(runID, r)
 	s.dropOrphanLocked(runID)
 	s.mu.Unlock()
 	return h, err

@@ -318,3 +318,43 @@ func TestAnIdempotentStartReturnsTheRunButNotAnotherAgents(t *testing.T) {
 		t.Errorf("bob starting alice's key: %v, want ErrNotFound", err)
 	}
 }
+
+// TestRunBoundsNameTheirSetting: past the runs in progress of an agent or
+// of the daemon, or with an intent or outcome over its size, the store
+// refuses and names the setting; a run that ends frees its place.
+func TestRunBoundsNameTheirSetting(t *testing.T) {
+	s, _ := openRunStore(t, t.TempDir(), runs.Options{MaxPerAgent: 2, MaxInProgress: 3, MaxIntentBytes: 8, MaxOutcomeBytes: 8})
+	closeOnCleanup(t, s)
+	ctx := context.Background()
+	refused := func(err error, setting string) {
+		t.Helper()
+		var le *runs.LimitError
+		if !errors.As(err, &le) || le.Setting != setting || !strings.Contains(err.Error(), setting) {
+			t.Fatalf("got %v, want a refusal naming %s", err, setting)
+		}
+	}
+	a1 := startRun(t, s, "a", "")
+	startRun(t, s, "a", "")
+	_, _, err := s.Start(ctx, runs.Start{AgentID: "a", Intent: "x", Owner: "c"})
+	refused(err, "max_runs_per_agent")
+	// Taking over a run of its own is not a new one.
+	if _, existing, err := s.Start(ctx, runs.Start{RunID: a1, AgentID: "a", Intent: "x", Owner: "c2"}); err != nil || !existing {
+		t.Fatalf("a take-over at the bound: existing %v, %v", existing, err)
+	}
+	startRun(t, s, "b", "")
+	_, _, err = s.Start(ctx, runs.Start{AgentID: "c", Intent: "x", Owner: "c"})
+	refused(err, "max_runs_in_progress")
+	if err := s.Complete(ctx, a1, json.RawMessage(`{"too":"long"}`)); err == nil {
+		t.Fatal("an outcome over max_run_outcome_bytes was accepted")
+	} else {
+		refused(err, "max_run_outcome_bytes")
+	}
+	if err := s.Complete(ctx, a1, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, s, "a", "")
+	for _, st := range []runs.Start{{AgentID: "d", Intent: "nine byte"}, {AgentID: "d", Intent: "x", AgentName: "nine byte"}, {AgentID: "d", Intent: "x", OutcomeDescription: "nine byte"}} {
+		_, _, err := s.Start(ctx, st)
+		refused(err, "max_run_intent_bytes")
+	}
+}

@@ -33,10 +33,7 @@ var fileDifferences = storetest.Options{
 		"Events":      "a single daemon's event log lives in its engine's memory; only daemons that share a store need a durable one",
 		"Supervisors": "a single daemon knows its own supervisors; there is no other daemon to tell",
 	},
-	BusListensAtOnce:    true,
-	LocalClaims:         true,
-	StateInMemory:       true,
-	RunNodeAsGiven:      true,
-	RunHeadsFromRecords: true,
-	RunRecordsAddFields: true,
+	BusListensAtOnce: true,
+	LocalClaims:      true,
+	StateInMemory:    true,
 }

@@ -25,6 +25,7 @@ type Config struct {
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
 	RunsDir         string // agent run traces, one journal per run; "": runs are off
+	RunJournals     int    // run journals open at once; 0: DefaultMaxOpenRunJournals
 	AgentTokensPath string // the agents' token hashes; "": no agent can bind
 	PosturesPath    string // the per-agent posture policy; "": postures are off
 	Node            string // this daemon's member id
@@ -60,7 +61,7 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	var runLog *Runs
 	closeRuns := func() error { return nil }
 	if cfg.RunsDir != "" {
-		runLog, rep.Runs, err = OpenRuns(cfg.RunsDir)
+		runLog, rep.Runs, err = OpenRuns(cfg.RunsDir, RunsNode(cfg.Node), MaxOpenRunJournals(cfg.RunJournals))
 		if err != nil {
 			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close())
 		}

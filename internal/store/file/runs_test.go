@@ -210,3 +210,125 @@ func TestRunFileLinesKeepTheirFormat(t *testing.T) {
 		t.Fatalf("an empty object: %s", got)
 	}
 }
+
+// TestOpenRunJournalsAreBounded: with more runs in progress than
+// journals may be open, appends to every run land, in order, while the
+// open journals never pass the bound.
+func TestOpenRunJournalsAreBounded(t *testing.T) {
+	root := t.TempDir()
+	const max, n = 4, 20
+	l, _, err := OpenRuns(root, MaxOpenRunJournals(max))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := runs.OpenLog(context.Background(), l, runs.Options{CloseLog: l.Close, MaxPerAgent: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeOnCleanup(t, s)
+	open := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.open.Len() > l.nopen {
+			t.Fatalf("%d journals listed open, %d counted", l.open.Len(), l.nopen)
+		}
+		return l.nopen
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = startRun(t, s, "alice", fmt.Sprint("r", i))
+		if got := open(); got > max {
+			t.Fatalf("%d journals open after %d starts, bound %d", got, i+1, max)
+		}
+	}
+	for round := range 3 {
+		for _, id := range ids {
+			if _, err := s.Append(context.Background(), id, promptTurns(1, fmt.Sprint("round", round))); err != nil {
+				t.Fatal(err)
+			}
+			if got := open(); got > max {
+				t.Fatalf("%d journals open, bound %d", got, max)
+			}
+		}
+	}
+	for _, id := range ids {
+		recs, err := s.Trace(context.Background(), id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns := turnsOf(recs)
+		if len(turns) != 3 {
+			t.Fatalf("run %s has %d turns, want 3: %+v", id, len(turns), recs)
+		}
+		for i, rec := range turns {
+			if rec.Index != i || rec.Prompt != fmt.Sprintf("round%d-0", i) {
+				t.Fatalf("run %s turn %d: %+v", id, i, rec)
+			}
+		}
+	}
+}
+
+// TestHeadsAreReadWhenUsed: a reopened log reads no head of a run that
+// ended until the run is used, and then has it whole: intent, owner, node
+// and outcome included.
+func TestHeadsAreReadWhenUsed(t *testing.T) {
+	root := t.TempDir()
+	s, _ := openRunStore(t, root, runs.Options{})
+	const n = 30
+	for i := range n {
+		id := startRun(t, s, "alice", fmt.Sprint("r", i))
+		if err := s.Complete(context.Background(), id, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := startRun(t, s, "alice", "live")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, rep, err := OpenRuns(root, RunsNode("node-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if rep.Runs != n+1 || l.HeadsLoaded() != 1 {
+		t.Fatalf("reopened: %+v with %d heads read, want %d runs and only the one in progress read", rep, l.HeadsLoaded(), n+1)
+	}
+	h, err := l.Head(context.Background(), "r7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Intent != "test" || h.Owner != "conn-1" || h.Node != "node-7" || string(h.Outcome) != `{"n":7}` || h.Status != runs.StatusCompleted || h.Records != 2 {
+		t.Fatalf("the head read when used: %+v", h)
+	}
+	if l.HeadsLoaded() != 2 {
+		t.Fatalf("%d heads read after one Head, want 2", l.HeadsLoaded())
+	}
+	l.mu.Lock()
+	kept := l.runs["r7"].head
+	l.mu.Unlock()
+	if kept.Intent != "" || kept.Outcome != nil {
+		t.Fatalf("the head kept in memory holds its intent or outcome: %+v", kept)
+	}
+	if stranded, err := l.Stranded(context.Background()); err != nil || len(stranded) != 1 || stranded[0].RunID != live {
+		t.Fatalf("Stranded = %+v %v", stranded, err)
+	}
+}
+
+// TestRecordsReadBackAsAppended: a record read back is its body as it was
+// appended, the key and op of its line taken off; an owner line is not a
+// record.
+func TestRecordsReadBackAsAppended(t *testing.T) {
+	for _, body := range []string{`{"record":"turn","index":3}`, `{}`, `{"key":"its own","op":"too","n":[1,{"a":"}"}]}`} {
+		line := encodeLine(12, store.RunRecord{Kind: runs.KindTurn, Body: json.RawMessage(body)})
+		got, owner, err := recordBody(line)
+		if err != nil || owner || string(got) != body {
+			t.Fatalf("%s read back from %s as %s (owner %v, %v)", body, line, got, owner, err)
+		}
+	}
+	if _, owner, err := recordBody(ownerLine("conn-1", "node-1")); err != nil || !owner {
+		t.Fatalf("an owner line: owner %v, %v", owner, err)
+	}
+	if _, _, err := recordBody([]byte(`{"op":"turn","key":"00000001"}`)); err == nil {
+		t.Fatal("a line that does not start with its key and op was read as a record")
+	}
+}

@@ -56,23 +56,6 @@ type Options struct {
 	// keeps a single daemon's state in its memory; checkpoints are how it
 	// is kept). Without it state survives a restart.
 	StateInMemory bool
-
-	// RunNodeAsGiven: a run's Node is the RunHead.Node its Start was given
-	// (the file log stores the head it is handed). Without it a run's Node
-	// is the daemon that started it, whatever the head said.
-	RunNodeAsGiven bool
-
-	// RunHeadsFromRecords: after a restart a run's head is rebuilt from
-	// its records, so its Owner, Node and Outcome are empty (the file log
-	// keeps no head beside the trace, and reads a head's other fields from
-	// the started and ended records, which the suite's records carry as
-	// package runs writes them). Without it they are kept.
-	RunHeadsFromRecords bool
-
-	// RunRecordsAddFields: Records returns each record's object with
-	// fields of the backend's own added (the file log's journal key and
-	// op). Without it Records returns each body as it was appended.
-	RunRecordsAddFields bool
 }
 
 // suiteTimeout bounds every wait of the suite; it is a hang guard, not a

@@ -23,8 +23,8 @@ func body(kind string, n int) json.RawMessage {
 }
 
 // started is a run's record 0 and ended its last, carrying what a head is
-// made of, as package runs writes them (the file log rebuilds heads from
-// them).
+// made of, as package runs writes them (the file log reads a head's intent,
+// start, end and outcome from them).
 func started(h store.RunHead) store.RunRecord {
 	b, _ := json.Marshal(map[string]any{"record": store.RunStarted, "run_id": h.RunID, "agent_id": h.AgentID, "intent": h.Intent, "started_at": h.StartedAt, "n": 0})
 	return store.RunRecord{Kind: store.RunStarted, Body: b}
@@ -46,9 +46,8 @@ func turns(kinds ...string) func(store.RunHead) (store.RunBatch, error) {
 }
 
 // checkRecords compares a run's records with the bodies appended, as
-// decoded objects: each body's fields are in its record, and other fields
-// are too exactly with RunRecordsAddFields.
-func checkRecords(t *testing.T, opts Options, got []json.RawMessage, want []json.RawMessage) {
+// decoded objects: each record has exactly its body's fields.
+func checkRecords(t *testing.T, got []json.RawMessage, want []json.RawMessage) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d records, want %d", len(got), len(want))
@@ -66,8 +65,8 @@ func checkRecords(t *testing.T, opts Options, got []json.RawMessage, want []json
 				t.Fatalf("record %d: %s = %#v, want %#v (record %s)", i, k, g[k], v, got[i])
 			}
 		}
-		if added := len(g) > len(w); added != opts.RunRecordsAddFields {
-			t.Fatalf("record %d is %s for the body %s (fields added: %v, RunRecordsAddFields: %v)", i, got[i], want[i], added, opts.RunRecordsAddFields)
+		if len(g) != len(w) {
+			t.Fatalf("record %d is %s for the body %s: fields were added", i, got[i], want[i])
 		}
 	}
 }
@@ -134,9 +133,9 @@ func testRuns(t *testing.T, open Open, opts Options) {
 			t.Fatalf("the head after a batch: %+v, want %+v", h, want)
 		}
 		appended = append(appended, body(store.RunTurn, 1), body("note", 2), body(store.RunTurn, 3))
-		checkRecords(t, opts, records(t, l, "run-1", 0, -1), appended)
-		checkRecords(t, opts, records(t, l, "run-1", 1, 3), appended[1:3])
-		checkRecords(t, opts, records(t, l, "run-1", 3, 99), appended[3:])
+		checkRecords(t, records(t, l, "run-1", 0, -1), appended)
+		checkRecords(t, records(t, l, "run-1", 1, 3), appended[1:3])
+		checkRecords(t, records(t, l, "run-1", 3, 99), appended[3:])
 		if recs := records(t, l, "run-1", 4, -1); len(recs) != 0 {
 			t.Fatalf("records past the end: %d", len(recs))
 		}
@@ -155,7 +154,7 @@ func testRuns(t *testing.T, open Open, opts Options) {
 		if h := head(t, l, "run-1"); !sameHead(h, want) {
 			t.Fatalf("after refused batches the head is %+v, want %+v", h, want)
 		}
-		checkRecords(t, opts, records(t, l, "run-1", 0, -1), appended)
+		checkRecords(t, records(t, l, "run-1", 0, -1), appended)
 
 		// Start again: the same agent takes its run over; another agent's
 		// is not found.
@@ -241,13 +240,10 @@ func testRuns(t *testing.T, open Open, opts Options) {
 		if ids := listed(l); !reflect.DeepEqual(ids, []string{"run-3", "run-2", "run-1"}) {
 			t.Fatalf("after a restart List = %v", ids)
 		}
-		if opts.RunHeadsFromRecords {
-			want.Owner, want.Node, want.Outcome = "", "", nil
-		}
 		if h := head(t, l, "run-1"); !sameHead(h, want) {
 			t.Fatalf("after a restart run-1's head is %+v, want %+v", h, want)
 		}
-		checkRecords(t, opts, records(t, l, "run-1", 0, -1), appended)
+		checkRecords(t, records(t, l, "run-1", 0, -1), appended)
 		stranded, err := l.Stranded(ctx(t))
 		if err != nil || len(stranded) != 1 || stranded[0].RunID != "run-3" || stranded[0].Status != store.RunInProgress {
 			t.Fatalf("Stranded after a restart = %+v %v; want run-3 alone", stranded, err)
@@ -266,9 +262,6 @@ func testRuns(t *testing.T, open Open, opts Options) {
 			t.Fatal(err)
 		}
 		want := d.Node
-		if opts.RunNodeAsGiven {
-			want = ""
-		}
 		if cur.Node != want || head(t, d.Runs, "run-1").Node != want {
 			t.Fatalf("the run's node is %q (Head: %q), want %q", cur.Node, head(t, d.Runs, "run-1").Node, want)
 		}
@@ -314,7 +307,7 @@ func testRuns(t *testing.T, open Open, opts Options) {
 		for i := 1; i < h.Records; i++ {
 			want = append(want, body(store.RunTurn, i))
 		}
-		checkRecords(t, opts, records(t, l, "run-1", 0, -1), want)
+		checkRecords(t, records(t, l, "run-1", 0, -1), want)
 	})
 
 	if !opts.Shared {
@@ -337,6 +330,6 @@ func testRuns(t *testing.T, open Open, opts Options) {
 		if err != nil || created || cur.Node != "node-b" || cur.Owner != "conn-b" {
 			t.Fatalf("node-b's Start of node-a's run = %+v created %v err %v; want it taken over by node-b", cur, created, err)
 		}
-		checkRecords(t, opts, records(t, a, "run-1", 0, -1), []json.RawMessage{started(store.RunHead{RunID: "run-1", AgentID: "agent-1", StartedAt: at(0)}).Body, body(store.RunTurn, 1)})
+		checkRecords(t, records(t, a, "run-1", 0, -1), []json.RawMessage{started(store.RunHead{RunID: "run-1", AgentID: "agent-1", StartedAt: at(0)}).Body, body(store.RunTurn, 1)})
 	})
 }
