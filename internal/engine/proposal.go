@@ -170,6 +170,9 @@ func (r *run) validateAction(ctx context.Context, i int) string {
 			return r.sub.Session.Tools.UnknownTool(a.Tool)
 		}
 		r.nodes[i].tool = t
+		if a.Detached() && t.Schema.Idempotent {
+			return detachedIdempotent(a)
+		}
 		if !r.graph.hasRefs[i] {
 			if err := t.ValidateParams(ctx, any(a.Parameters)); err != nil {
 				return err.Error()
