@@ -22,31 +22,37 @@ import (
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/ui"
 	"github.com/parslee-ai/car-server/internal/wsstream"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
 type Options struct {
-	Token              string            // auth token; empty turns auth off
-	HostToken          string            // host token: session.auth {host_token} grants the host role; empty: nobody has it
-	ApproverRole       string            // who may approve: ApproverAny (default) or ApproverHost
-	Home               string            // the state root, reported in host.subscribe's identity
-	AllowedOrigins     []string          // extra Origin host patterns allowed to upgrade (same-host is always allowed)
-	MaxFrameBytes      int64             // largest accepted frame (16 MiB)
-	MaxConnections     int               // concurrent connections (16384)
-	AuthTimeout        time.Duration     // an unauthenticated connection is closed with 1008 after this (10 s)
-	MaxUnauthenticated int               // unauthenticated connections; past it the oldest is closed (64)
-	MaxInFlight        int               // concurrent requests per connection (64)
-	HandlerTimeout     time.Duration     // deadline of one request (30 min)
-	ToolTimeout        time.Duration     // default budget of one tool callback (300 s)
-	WriteTimeout       time.Duration     // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned       int               // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue          int               // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
-	Version            string            // server_version reported by server.handshake
-	Runs               *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens        store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures           *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store              *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
-	Logger             *zap.Logger
+	Token              string        // auth token; empty turns auth off
+	HostToken          string        // host token: session.auth {host_token} grants the host role; empty: nobody has it
+	ApproverRole       string        // who may approve: ApproverAny (default) or ApproverHost
+	Home               string        // the state root, reported in host.subscribe's identity
+	AllowedOrigins     []string      // extra Origin host patterns allowed to upgrade (same-host is always allowed)
+	MaxFrameBytes      int64         // largest accepted frame (16 MiB)
+	MaxConnections     int           // concurrent connections (16384)
+	AuthTimeout        time.Duration // an unauthenticated connection is closed with 1008 after this (10 s)
+	MaxUnauthenticated int           // unauthenticated connections; past it the oldest is closed (64)
+	MaxInFlight        int           // concurrent requests per connection (64)
+	HandlerTimeout     time.Duration // deadline of one request (30 min)
+	ToolTimeout        time.Duration // default budget of one tool callback (300 s)
+	WriteTimeout       time.Duration // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned       int           // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue          int           // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
+	// What one request may leave behind in memory; zero takes the default.
+	MaxActionIDBytes int               // proposal and action ids (protocol.DefaultMaxIDBytes)
+	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
+	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
+	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
+	Version          string            // server_version reported by server.handshake
+	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Logger           *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
 	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
@@ -70,6 +76,9 @@ const (
 	DefaultMaxUnauthenticated = 64
 	DefaultMaxInFlight        = 64
 	DefaultHandlerTimeout     = 30 * time.Minute
+	DefaultMaxNotifyBytes     = 256 << 10
+	DefaultMaxContextBytes    = 64 << 10
+	DefaultFeedQueueBytes     = 16 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -99,6 +108,18 @@ func (o *Options) setDefaults() {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = wsstream.DefaultWriteTimeout
+	}
+	if o.MaxActionIDBytes <= 0 {
+		o.MaxActionIDBytes = protocol.DefaultMaxIDBytes
+	}
+	if o.MaxNotifyBytes <= 0 {
+		o.MaxNotifyBytes = DefaultMaxNotifyBytes
+	}
+	if o.MaxContextBytes <= 0 {
+		o.MaxContextBytes = DefaultMaxContextBytes
+	}
+	if o.FeedQueueBytes <= 0 {
+		o.FeedQueueBytes = DefaultFeedQueueBytes
 	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024
