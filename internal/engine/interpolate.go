@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -55,14 +54,14 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
-			return x, budget.charge(stringSize(x))
+			return x, budget.charge(jsonvalue.StringSize(x))
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
 			val, err := resolveRef(x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]], outputs)
 			if err != nil {
 				return nil, err
 			}
-			return val, budget.charge(jsonSize(val, budget.remaining()))
+			return val, budget.charge(jsonvalue.Size(val, budget.remaining()))
 		}
 		// Resolve and charge every reference before building anything, so a
 		// string over the budget costs no more than its references' sizes.
@@ -74,7 +73,7 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 			if err != nil {
 				return nil, err
 			}
-			if err := budget.charge(jsonSize(val, budget.remaining())); err != nil {
+			if err := budget.charge(jsonvalue.Size(val, budget.remaining())); err != nil {
 				return nil, err
 			}
 			if s, ok := val.(string); ok {
@@ -113,7 +112,7 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if err := budget.charge(stringSize(k) + 1); err != nil {
+			if err := budget.charge(jsonvalue.StringSize(k) + 1); err != nil {
 				return nil, err
 			}
 			r, err := interpolate(e, outputs, budget)
@@ -124,7 +123,7 @@ func interpolate(v any, outputs lookupFunc, budget *resolveBudget) (any, error) 
 		}
 		return out, nil
 	}
-	return v, budget.charge(jsonSize(v, budget.remaining()))
+	return v, budget.charge(jsonvalue.Size(v, budget.remaining()))
 }
 
 // resolveBudget bounds the bytes one action's resolved parameters and
@@ -168,63 +167,6 @@ func (b *resolveBudget) charge(n int64) error {
 			errResolvedTooLarge, b.action, b.proposal)
 	}
 	return nil
-}
-
-// jsonSize is the length of v encoded as JSON, counted without encoding it,
-// and counted only up to limit: past it, a value over limit is all a caller
-// needs to know, however large the value is.
-func jsonSize(v any, limit int64) int64 {
-	var n int64
-	var walk func(v any) bool
-	walk = func(v any) bool {
-		switch x := v.(type) {
-		case string:
-			n += stringSize(x)
-		case []any:
-			n += 2 + int64(len(x))
-			for _, e := range x {
-				if n > limit || !walk(e) {
-					return false
-				}
-			}
-		case map[string]any:
-			n += 2 + int64(len(x))
-			for k, e := range x {
-				n += stringSize(k)
-				if n > limit || !walk(e) {
-					return false
-				}
-			}
-		case json.Number:
-			n += int64(len(x))
-		case bool:
-			n += 5
-		case nil:
-			n += 4
-		default:
-			n += int64(len(jsonvalue.Canonical(x)))
-		}
-		return n <= limit
-	}
-	walk(v)
-	return n
-}
-
-// stringSize is the length of s as a JSON string, quotes and escapes
-// included (encoding/json escapes <, > and & too).
-func stringSize(s string) int64 {
-	n := int64(2)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			n += 2
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
-			n += 6
-		default:
-			n++
-		}
-	}
-	return n
 }
 
 // resolveRef walks path (".items.0.name") into the output (kind "output")
