@@ -65,8 +65,8 @@ type EventLog struct {
 	events   eventRing
 	seq      uint64
 	capacity int
-	maxBytes int64 // bytes of events held (eventBytes), besides capacity
-	bytes    int64 // eventBytes of the events held
+	maxBytes int64 // bytes of events held (EventBytes), besides capacity
+	bytes    int64 // EventBytes of the events held
 	chained  bool
 	lastHash string
 	policy   RetentionPolicy
@@ -216,7 +216,7 @@ func (l *EventLog) record(e Event) Event {
 		l.lastHash = e.Hash
 	}
 	l.events.push(e)
-	l.bytes += eventBytes(&e)
+	l.bytes += EventBytes(&e)
 	if _, _, _, cost, ok := spendOf(&e); ok {
 		l.cumulativeCost += cost
 	}
@@ -239,19 +239,19 @@ func (l *EventLog) record(e Event) Event {
 func (l *EventLog) dropOldest(k int) {
 	k = min(k, l.events.len())
 	for i := range k {
-		l.bytes -= eventBytes(l.events.at(i))
+		l.bytes -= EventBytes(l.events.at(i))
 	}
 	l.events.dropOldest(k)
 }
 
-// eventBytes is what an event costs the log: the record, its strings and
+// EventBytes is what an event costs the log (and a feed queue): the record, its strings and
 // its data as JSON.
-func eventBytes(e *Event) int64 {
+func EventBytes(e *Event) int64 {
 	return int64(unsafe.Sizeof(*e)) + int64(len(e.Kind)+len(e.ProposalID)+len(e.ActionID)+len(e.Connection)+len(e.Hash)+len(e.PrevHash)+len(e.Node)) +
 		jsonvalue.Size(e.Data, math.MaxInt64)
 }
 
-// Bytes is what the retained events cost (eventBytes), for server.status.
+// Bytes is what the retained events cost (EventBytes), for server.status.
 func (l *EventLog) Bytes() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -175,7 +175,14 @@ type Status = protocol.RuntimeStatus
 
 // Status reports what the Runtime is doing now.
 func (rt *Runtime) Status() Status {
+	hostEvents, hostBytes := rt.opts.Desk.RingStats()
+	streamBytes, streamDropped := rt.Streams.Buffered()
 	return Status{
+		EventBytes:          rt.Events.Bytes(),
+		HostEvents:          hostEvents,
+		HostEventBytes:      hostBytes,
+		StreamBufferedBytes: streamBytes,
+		StreamChunksDropped: streamDropped,
 		UptimeSecs:        time.Since(rt.started).Seconds(),
 		Sessions:          rt.SessionCount(),
 		ProposalsInFlight: rt.inFlight.Load(),

@@ -102,10 +102,10 @@ func (r *Registry) emitHereLocked(kind, agentID, message string, payload map[str
 }
 
 // ring keeps the newest events, dropping the oldest past its count or its
-// bytes (eventBytes); the newest stays, however large.
+// bytes (EventBytes); the newest stays, however large.
 type ring struct {
 	evs      []Event // oldest first
-	sizes    []int64 // eventBytes of evs[i]
+	sizes    []int64 // EventBytes of evs[i]
 	bytes    int64
 	capacity int
 	maxBytes int64
@@ -116,7 +116,7 @@ func newRing(capacity int, maxBytes int64) ring { return ring{capacity: capacity
 func (g *ring) len() int { return len(g.evs) }
 
 func (g *ring) push(ev Event) {
-	n := eventBytes(&ev)
+	n := EventBytes(&ev)
 	g.evs = append(g.evs, ev)
 	g.sizes = append(g.sizes, n)
 	g.bytes += n
@@ -137,9 +137,9 @@ func (g *ring) last(n int) []Event {
 	return append(make([]Event, 0, n), g.evs[len(g.evs)-n:]...)
 }
 
-// eventBytes is what an event costs the ring: its strings and its payload
+// EventBytes is what an event costs the ring (and a feed queue): its strings and its payload
 // as JSON.
-func eventBytes(ev *Event) int64 {
+func EventBytes(ev *Event) int64 {
 	return int64(len(ev.ID)+len(ev.Kind)+len(ev.AgentID)+len(ev.Message)+len(ev.Node)) + jsonvalue.Size(ev.Payload, math.MaxInt64)
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -142,6 +143,8 @@ type Server struct {
 	log     *zap.Logger
 	connLog *zap.Logger // log, with the caller one connLog call further up
 	mux     *http.ServeMux
+
+	feedBytes atomic.Int64 // undelivered bytes of every feed queue (server.status)
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
