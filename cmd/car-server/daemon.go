@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// The host registry: the engine parks actions that need an approval
 	// there and decides its rows (engine.ResolveApproval); the rpc layer
 	// serves the host.* methods from the same one (Runtime.Desk).
-	desk := host.New(host.Options{})
+	desk := host.New(host.Options{EventRingBytes: cfg.HostEventRingBytes})
 	rt := engine.NewRuntime(engine.Options{
 		Desk:                   desk,
 		MaxActions:             cfg.MaxActions,
@@ -111,6 +111,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
 		},
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
+		MaxStateValueBytes:       cfg.MaxStateValueBytes,
+		EventBytes:               cfg.EventLogBytes,
 		MaxConcurrency:           cfg.MaxConcurrency,
 		MaxStarting:              cfg.MaxStarting,
 		ToolTimeout:              cfg.ToolTimeout,
@@ -120,7 +122,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		State:                    shared.State,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
-		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
+		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
 	})
@@ -154,6 +156,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AuthTimeout:        cfg.AuthTimeout,
 		MaxUnauthenticated: cfg.MaxUnauthenticated,
 		MaxInFlight:        cfg.MaxInFlight,
+		MaxActionIDBytes:   cfg.MaxActionIDBytes,
+		MaxNotifyBytes:     cfg.MaxNotifyBytes,
+		MaxContextBytes:    cfg.MaxContextBytes,
+		FeedQueueBytes:     cfg.FeedQueueBytes,
 		HandlerTimeout:     cfg.HandlerTimeout,
 		ToolTimeout:        cfg.ToolTimeout,
 		Version:            version,
