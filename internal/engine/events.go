@@ -100,9 +100,9 @@ type eventSubscriber struct {
 }
 
 // DefaultEventBytes bounds the bytes of the events the log keeps
-// (event_log_bytes), besides their count: about 1,000 bytes an event at
-// the default capacity, where the events of a proposal of short ids and
-// small tools weigh 400 to 700 (BENCHMARKS.md).
+// (event_log_bytes), besides their count: about 1,300 bytes an event at
+// the default capacity, where an event of a 256-byte action id weighs about
+// 500 (BENCHMARKS.md), so the count binds first for ordinary proposals.
 const DefaultEventBytes = 128 << 20
 
 // NewEventLog returns a log that keeps at most capacity events and

@@ -183,13 +183,13 @@ func (rt *Runtime) Status() Status {
 		HostEventBytes:      hostBytes,
 		StreamBufferedBytes: streamBytes,
 		StreamChunksDropped: streamDropped,
-		UptimeSecs:        time.Since(rt.started).Seconds(),
-		Sessions:          rt.SessionCount(),
-		ProposalsInFlight: rt.inFlight.Load(),
-		Supervisors:       int(rt.Supervisors.count.Load()),
-		ParkedIntents:     rt.Supervisors.parkedHere(),
-		OperatorPolicies:  rt.OperatorPolicies().Len(),
-		Events:            rt.Events.Count(),
+		UptimeSecs:          time.Since(rt.started).Seconds(),
+		Sessions:            rt.SessionCount(),
+		ProposalsInFlight:   rt.inFlight.Load(),
+		Supervisors:         int(rt.Supervisors.count.Load()),
+		ParkedIntents:       rt.Supervisors.parkedHere(),
+		OperatorPolicies:    rt.OperatorPolicies().Len(),
+		Events:              rt.Events.Count(),
 	}
 }
 
