@@ -221,7 +221,7 @@ func TestDecodeProposalRefusesLongIDs(t *testing.T) {
 		limit int
 		want  string
 	}{
-		"action id past the default": {`{"actions":[{"id":"a","type":"state_read","parameters":{"key":"k"}},{"id":"` + long + `","type":"state_read","parameters":{"key":"k"}}]}`, 0, "proposal.actions[1]: field 'id' is 300 bytes; at most 256 are accepted (max_action_id_bytes)"},
+		"action id past the default":   {`{"actions":[{"id":"a","type":"state_read","parameters":{"key":"k"}},{"id":"` + long + `","type":"state_read","parameters":{"key":"k"}}]}`, 0, "proposal.actions[1]: field 'id' is 300 bytes; at most 256 are accepted (max_action_id_bytes)"},
 		"proposal id past the default": {`{"id":"` + long + `","actions":[]}`, 0, "proposal: field 'id' is 300 bytes; at most 256 are accepted (max_action_id_bytes)"},
 		"action id past a set limit":   {`{"actions":[{"id":"abcdef","type":"state_read","parameters":{"key":"k"}}]}`, 5, "proposal.actions[0]: field 'id' is 6 bytes; at most 5 are accepted"},
 		"a bad field beside a long id": {`{"actions":[{"id":"` + long + `","type":"nope"}]}`, 0, "proposal.actions[0]: field 'type' must be"},
