@@ -68,6 +68,14 @@ type Config struct {
 	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
 	MaxRunOutcomeBytes      int           // largest runs.complete outcome
 	MaxOpenRunJournals      int           // run journals open at once (store file)
+	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
+	MaxActionIDBytes        int           // longest proposal or action id
+	MaxNotifyBytes          int           // host.notify and host.set_status params
+	MaxContextBytes         int           // host.request_approval and host.register_agent params
+	MaxStateValueBytes      int64         // one state value as JSON
+	EventLogBytes           int64         // bytes of the in-memory event log
+	HostEventRingBytes      int64         // bytes of the host event ring
+	FeedQueueBytes          int64         // undelivered bytes of one feed per subscriber
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -286,6 +294,14 @@ func (c *Config) resolve(r *reader) error {
 	c.StreamIdleTimeout = r.duration("stream_idle_timeout")
 	c.MaxStreamHandles = r.integer("max_stream_handles")
 	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
+	c.MaxStreamBuffered = int64(r.integer("max_stream_buffered_bytes"))
+	c.MaxActionIDBytes = r.integer("max_action_id_bytes")
+	c.MaxNotifyBytes = r.integer("max_notify_bytes")
+	c.MaxContextBytes = r.integer("max_context_bytes")
+	c.MaxStateValueBytes = int64(r.integer("max_state_value_bytes"))
+	c.EventLogBytes = int64(r.integer("event_log_bytes"))
+	c.HostEventRingBytes = int64(r.integer("host_event_ring_bytes"))
+	c.FeedQueueBytes = int64(r.integer("feed_queue_bytes"))
 	c.MaxCheckpoints = r.integer("max_checkpoints")
 	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
@@ -324,7 +340,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

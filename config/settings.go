@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // setting is one configuration key with its environment variable, help and
@@ -86,6 +88,14 @@ var settings = []setting{
 	{"stream_idle_timeout", "CAR_STREAM_IDLE_TIMEOUT", "a streaming tool handle that sends no chunk for this long fails (seconds or a duration)", streams.DefaultIdleTimeout},
 	{"max_stream_handles", "CAR_MAX_STREAM_HANDLES", "streaming tool handles a connection may hold, running or not yet polled to the end", streams.DefaultMaxPerOwner},
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", streams.DefaultMaxChunkBytes},
+	{"max_stream_buffered_bytes", "CAR_MAX_STREAM_BUFFERED_BYTES", "undrained stream chunks of all handles together; past it a handle's oldest chunks are dropped (counted in dropped_chunks and server.status)", streams.DefaultMaxBuffered},
+	{"max_action_id_bytes", "CAR_MAX_ACTION_ID_BYTES", "longest proposal or action id; a longer one rejects the proposal at decode", protocol.DefaultMaxIDBytes},
+	{"max_notify_bytes", "CAR_MAX_NOTIFY_BYTES", "params of host.notify and host.set_status (the payload the host event ring keeps)", rpc.DefaultMaxNotifyBytes},
+	{"max_context_bytes", "CAR_MAX_CONTEXT_BYTES", "params of host.request_approval (its context) and host.register_agent (its metadata)", rpc.DefaultMaxContextBytes},
+	{"max_state_value_bytes", "CAR_MAX_STATE_VALUE_BYTES", "one state value as JSON, written by state_write, expected_effects or state.set", engine.DefaultMaxStateValueBytes},
+	{"event_log_bytes", "CAR_EVENT_LOG_BYTES", "bytes of the in-memory event log, besides its 100,000 events; the oldest go first", engine.DefaultEventBytes},
+	{"host_event_ring_bytes", "CAR_HOST_EVENT_RING_BYTES", "bytes of the host event ring, besides its 1,000 events; the oldest go first", host.DefaultEventRingBytes},
+	{"feed_queue_bytes", "CAR_FEED_QUEUE_BYTES", "undelivered notifications of one live feed (host.event, events.event, tools.stream.event, …) per subscriber, besides their 256; the oldest are dropped and the next notice says how many", rpc.DefaultFeedQueueBytes},
 	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts, state, run traces, agent tokens and postures live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", StoreFile},

@@ -53,17 +53,54 @@ const (
 // classification, policies, references — then costs their size, not more.
 const MaxActionDepth = 64
 
-// DecodeProposal decodes a proposal and applies the IR's defaults. Unknown
-// fields are ignored; numbers stay exact (json.Number). Ids are not minted
-// here: the runtime does that.
+// DefaultMaxIDBytes is the longest proposal or action id accepted
+// (max_action_id_bytes): every event of an action carries its id, so the
+// event log's cost of an action is bounded by it.
+const DefaultMaxIDBytes = 256
+
+// DecodeProposal decodes a proposal and applies the IR's defaults, with ids
+// of at most DefaultMaxIDBytes. Unknown fields are ignored; numbers stay
+// exact (json.Number). Ids are not minted here: the runtime does that.
 func DecodeProposal(raw []byte) (*ActionProposal, error) {
+	return DecodeProposalLimited(raw, DefaultMaxIDBytes)
+}
+
+// DecodeProposalLimited is DecodeProposal with ids of at most maxIDBytes
+// (<= 0: DefaultMaxIDBytes).
+func DecodeProposalLimited(raw []byte, maxIDBytes int) (*ActionProposal, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, &DecodeError{Msg: "param 'proposal' is required: an ActionProposal object {id?, source?, actions: Action[]}"}
 	}
-	if p, ok := decodeProposalFast(raw); ok {
-		return p, nil
+	p, ok := decodeProposalFast(raw)
+	if !ok {
+		var err error
+		if p, err = decodeProposalReflect(raw); err != nil {
+			return nil, err
+		}
 	}
-	return decodeProposalReflect(raw)
+	if err := checkIDs(p, maxIDBytes); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkIDs refuses a proposal or action id longer than maxIDBytes.
+func checkIDs(p *ActionProposal, maxIDBytes int) error {
+	if maxIDBytes <= 0 {
+		maxIDBytes = DefaultMaxIDBytes
+	}
+	tooLong := func(where string, n int) error {
+		return &DecodeError{Msg: fmt.Sprintf("%s: field 'id' is %d bytes; at most %d are accepted (max_action_id_bytes): use a shorter id, or omit it and the daemon mints one", where, n, maxIDBytes)}
+	}
+	if len(p.ID) > maxIDBytes {
+		return tooLong("proposal", len(p.ID))
+	}
+	for i := range p.Actions {
+		if n := len(p.Actions[i].ID); n > maxIDBytes {
+			return tooLong(fmt.Sprintf("proposal.actions[%d]", i), n)
+		}
+	}
+	return nil
 }
 
 // decodeProposalReflect is DecodeProposal through the reflecting decoder:
@@ -93,7 +130,7 @@ func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 		a, err := decodeAction(ra)
 		if err != nil {
 			where := fmt.Sprintf("proposal.actions[%d]", i)
-			if a.ID != "" {
+			if a.ID != "" && len(a.ID) <= DefaultMaxIDBytes { // a longer one is not worth echoing
 				where += fmt.Sprintf(" (id '%s')", a.ID)
 			}
 			return nil, &DecodeError{Msg: where + ": " + err.Error()}

@@ -213,3 +213,25 @@ func TestKindName(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeProposalRefusesLongIDs(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for name, tc := range map[string]struct {
+		raw   string
+		limit int
+		want  string
+	}{
+		"action id past the default":   {`{"actions":[{"id":"a","type":"state_read","parameters":{"key":"k"}},{"id":"` + long + `","type":"state_read","parameters":{"key":"k"}}]}`, 0, "proposal.actions[1]: field 'id' is 300 bytes; at most 256 are accepted (max_action_id_bytes)"},
+		"proposal id past the default": {`{"id":"` + long + `","actions":[]}`, 0, "proposal: field 'id' is 300 bytes; at most 256 are accepted (max_action_id_bytes)"},
+		"action id past a set limit":   {`{"actions":[{"id":"abcdef","type":"state_read","parameters":{"key":"k"}}]}`, 5, "proposal.actions[0]: field 'id' is 6 bytes; at most 5 are accepted"},
+		"a bad field beside a long id": {`{"actions":[{"id":"` + long + `","type":"nope"}]}`, 0, "proposal.actions[0]: field 'type' must be"},
+	} {
+		_, err := DecodeProposalLimited([]byte(tc.raw), tc.limit)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: want an error starting %q, got %v", name, tc.want, err)
+		}
+	}
+	if p, err := DecodeProposalLimited([]byte(`{"id":"`+long+`","actions":[{"id":"`+long+`","type":"state_read","parameters":{"key":"k"}}]}`), 300); err != nil || p.Actions[0].ID != long {
+		t.Fatalf("ids at the limit are accepted: %v", err)
+	}
+}

@@ -47,6 +47,14 @@ type RuntimeStatus struct {
 	ParkedIntents     int     `json:"parked_intents"`
 	OperatorPolicies  int     `json:"operator_policies"`
 	Events            int     `json:"events"`
+	// What the rings and queues hold now, each bounded by bytes besides
+	// count (the README's limits table).
+	EventBytes          int64  `json:"event_bytes"`           // the event log (event_log_bytes)
+	HostEvents          int    `json:"host_events"`           // the host event ring's events
+	HostEventBytes      int64  `json:"host_event_bytes"`      // its bytes (host_event_ring_bytes)
+	FeedQueueBytes      int64  `json:"feed_queue_bytes"`      // every live feed's undelivered notifications (feed_queue_bytes per subscriber)
+	StreamBufferedBytes int64  `json:"stream_buffered_bytes"` // undrained chunks of every stream handle (max_stream_buffered_bytes)
+	StreamChunksDropped uint64 `json:"stream_chunks_dropped"` // chunks dropped since start because all handles held max_stream_buffered_bytes
 }
 
 // Member is one daemon sharing the store.

@@ -102,7 +102,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// The host registry: the engine parks actions that need an approval
 	// there and decides its rows (engine.ResolveApproval); the rpc layer
 	// serves the host.* methods from the same one (Runtime.Desk).
-	desk := host.New(host.Options{})
+	desk := host.New(host.Options{EventRingBytes: cfg.HostEventRingBytes})
 	rt := engine.NewRuntime(engine.Options{
 		Desk:                   desk,
 		MaxActions:             cfg.MaxActions,
@@ -113,6 +113,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
 		},
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
+		MaxStateValueBytes:       cfg.MaxStateValueBytes,
+		EventBytes:               cfg.EventLogBytes,
 		MaxConcurrency:           cfg.MaxConcurrency,
 		MaxStarting:              cfg.MaxStarting,
 		ToolTimeout:              cfg.ToolTimeout,
@@ -123,7 +125,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
-		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk},
+		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
 	})
@@ -158,6 +160,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AuthTimeout:        cfg.AuthTimeout,
 		MaxUnauthenticated: cfg.MaxUnauthenticated,
 		MaxInFlight:        cfg.MaxInFlight,
+		MaxActionIDBytes:   cfg.MaxActionIDBytes,
+		MaxNotifyBytes:     cfg.MaxNotifyBytes,
+		MaxContextBytes:    cfg.MaxContextBytes,
+		FeedQueueBytes:     cfg.FeedQueueBytes,
 		HandlerTimeout:     cfg.HandlerTimeout,
 		ToolTimeout:        cfg.ToolTimeout,
 		Version:            version,

@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
@@ -63,6 +65,8 @@ type EventLog struct {
 	events   eventRing
 	seq      uint64
 	capacity int
+	maxBytes int64 // bytes of events held (EventBytes), besides capacity
+	bytes    int64 // EventBytes of the events held
 	chained  bool
 	lastHash string
 	policy   RetentionPolicy
@@ -95,13 +99,29 @@ type eventSubscriber struct {
 	fn     func(Event)
 }
 
-// NewEventLog returns a log that keeps at most capacity events (oldest go
-// first), whatever the retention policy says.
+// DefaultEventBytes bounds the bytes of the events the log keeps
+// (event_log_bytes), besides their count: about 1,300 bytes an event at
+// the default capacity, where an event of a 256-byte action id weighs about
+// 500 (BENCHMARKS.md), so the count binds first for ordinary proposals.
+const DefaultEventBytes = 128 << 20
+
+// NewEventLog returns a log that keeps at most capacity events and
+// DefaultEventBytes of them (oldest go first), whatever the retention
+// policy says.
 func NewEventLog(capacity int) *EventLog {
+	return newEventLog(capacity, DefaultEventBytes)
+}
+
+// newEventLog is NewEventLog with a byte bound of its own (<= 0: the
+// default).
+func newEventLog(capacity int, maxBytes int64) *EventLog {
 	if capacity <= 0 {
 		capacity = 100_000
 	}
-	l := &EventLog{capacity: capacity, now: time.Now}
+	if maxBytes <= 0 {
+		maxBytes = DefaultEventBytes
+	}
+	l := &EventLog{capacity: capacity, maxBytes: maxBytes, now: time.Now}
 	l.turn = sync.NewCond(&l.deliverMu)
 	return l
 }
@@ -196,6 +216,7 @@ func (l *EventLog) record(e Event) Event {
 		l.lastHash = e.Hash
 	}
 	l.events.push(e)
+	l.bytes += EventBytes(&e)
 	if _, _, _, cost, ok := spendOf(&e); ok {
 		l.cumulativeCost += cost
 	}
@@ -204,9 +225,37 @@ func (l *EventLog) record(e Event) Event {
 		limit = int(*l.policy.MaxEvents)
 	}
 	if over := l.events.len() - limit; over > 0 {
-		l.events.dropOldest(over)
+		l.dropOldest(over)
+	}
+	for l.bytes > l.maxBytes && l.events.len() > 1 { // the newest stays, however large
+		l.dropOldest(1)
 	}
 	return e
+}
+
+// dropOldest forgets the k oldest events and their bytes. A kept event is
+// never changed (its hash covers it), so its bytes are counted again here
+// as they were at record.
+func (l *EventLog) dropOldest(k int) {
+	k = min(k, l.events.len())
+	for i := range k {
+		l.bytes -= EventBytes(l.events.at(i))
+	}
+	l.events.dropOldest(k)
+}
+
+// EventBytes is what an event costs the log (and a feed queue): the record, its strings and
+// its data as JSON.
+func EventBytes(e *Event) int64 {
+	return int64(unsafe.Sizeof(*e)) + int64(len(e.Kind)+len(e.ProposalID)+len(e.ActionID)+len(e.Connection)+len(e.Hash)+len(e.PrevHash)+len(e.Node)) +
+		jsonvalue.Size(e.Data, math.MaxInt64)
+}
+
+// Bytes is what the retained events cost (EventBytes), for server.status.
+func (l *EventLog) Bytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
 }
 
 // Count is the number of retained events.
@@ -337,7 +386,7 @@ func (l *EventLog) SetRetention(p RetentionPolicy) int {
 	if keep := l.events.len() - drop; p.MaxEvents != nil && uint64(keep) > *p.MaxEvents {
 		drop += int(uint64(keep) - *p.MaxEvents)
 	}
-	l.events.dropOldest(drop)
+	l.dropOldest(drop)
 	return drop
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -63,7 +62,7 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "$") {
-			n := stringSize(x)
+			n := jsonvalue.StringSize(x)
 			return x, n, budget.charge(n)
 		}
 		if loc := refPattern.FindStringSubmatchIndex(x); loc != nil && loc[0] == 0 && loc[1] == len(x) {
@@ -106,7 +105,7 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 		}
 		b.WriteString(x[last:])
 		s := b.String()
-		return s, stringSize(s), budget.charge(int64(len(x)))
+		return s, jsonvalue.StringSize(s), budget.charge(int64(len(x)))
 	case []any:
 		size := int64(len(x)) + 2
 		if err := budget.charge(size); err != nil {
@@ -126,7 +125,7 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 		out, size, _, err := resolveObject(x, outputs, budget, "")
 		return out, size, err
 	}
-	n := jsonSize(v, budget.remaining())
+	n := jsonvalue.Size(v, budget.remaining())
 	return v, n, budget.charge(n)
 }
 
@@ -140,7 +139,7 @@ func resolveObject(x map[string]any, outputs lookupFunc, budget *resolveBudget, 
 	}
 	out = make(map[string]any, len(x))
 	for k, e := range x {
-		keySize := stringSize(k) + 1
+		keySize := jsonvalue.StringSize(k) + 1
 		if err := budget.charge(keySize); err != nil {
 			return nil, 0, 0, err
 		}
@@ -179,7 +178,7 @@ func (b *resolveBudget) refSize(id, kind, path string, val any) int64 {
 	if b != nil && b.known != nil && path == "" {
 		return b.known(id, kind == "result", val)
 	}
-	return jsonSize(val, b.remaining())
+	return jsonvalue.Size(val, b.remaining())
 }
 
 // errResolvedTooLarge marks a resolution refused by a size bound.
@@ -212,63 +211,6 @@ func (b *resolveBudget) charge(n int64) error {
 			errResolvedTooLarge, b.action, b.proposal)
 	}
 	return nil
-}
-
-// jsonSize is the length of v encoded as JSON, counted without encoding it,
-// and counted only up to limit: past it, a value over limit is all a caller
-// needs to know, however large the value is.
-func jsonSize(v any, limit int64) int64 {
-	var n int64
-	var walk func(v any) bool
-	walk = func(v any) bool {
-		switch x := v.(type) {
-		case string:
-			n += stringSize(x)
-		case []any:
-			n += 2 + int64(len(x))
-			for _, e := range x {
-				if n > limit || !walk(e) {
-					return false
-				}
-			}
-		case map[string]any:
-			n += 2 + int64(len(x))
-			for k, e := range x {
-				n += stringSize(k) + 1
-				if n > limit || !walk(e) {
-					return false
-				}
-			}
-		case json.Number:
-			n += int64(len(x))
-		case bool:
-			n += 5
-		case nil:
-			n += 4
-		default:
-			n += int64(len(jsonvalue.Canonical(x)))
-		}
-		return n <= limit
-	}
-	walk(v)
-	return n
-}
-
-// stringSize is the length of s as a JSON string, quotes and escapes
-// included (encoding/json escapes <, > and & too).
-func stringSize(s string) int64 {
-	n := int64(2)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			n += 2
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
-			n += 6
-		default:
-			n++
-		}
-	}
-	return n
 }
 
 // resolveRef walks path (".items.0.name") into the output (kind "output")

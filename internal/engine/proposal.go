@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
@@ -178,6 +179,9 @@ func (r *run) validateAction(ctx context.Context, i int) error {
 			return errors.New(r.sub.Session.Tools.UnknownTool(a.Tool))
 		}
 		r.nodes[i].tool = t
+		if a.Detached() && t.Schema.Idempotent {
+			return errors.New(detachedIdempotent(a))
+		}
 		if !r.graph.hasRefs[i] {
 			return t.ValidateParams(ctx, any(a.Parameters))
 		}
@@ -520,7 +524,7 @@ func (r *run) outputSize(id string, result bool, v any) int64 {
 	if ok {
 		return n
 	}
-	n = jsonSize(v, r.rt.opts.MaxResolvedActionBytes)
+	n = jsonvalue.Size(v, r.rt.opts.MaxResolvedActionBytes)
 	r.knowSize(k, n)
 	return n
 }

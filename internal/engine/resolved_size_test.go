@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -20,7 +21,7 @@ func TestResolvedSizeIsTheSizeOfWhatWasBuilt(t *testing.T) {
 	}
 	lookup := func(id string, _ bool) (any, bool) { v, ok := outputs[id]; return v, ok }
 	walked := 0
-	known := func(_ string, _ bool, v any) int64 { walked++; return jsonSize(v, math.MaxInt64) }
+	known := func(_ string, _ bool, v any) int64 { walked++; return jsonvalue.Size(v, math.MaxInt64) }
 	for _, in := range []any{
 		"$a.output",
 		[]any{"$a.output", "$a.output", "$b.output"},
@@ -33,7 +34,7 @@ func TestResolvedSizeIsTheSizeOfWhatWasBuilt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := jsonSize(got, math.MaxInt64); size != want {
+			if want := jsonvalue.Size(got, math.MaxInt64); size != want {
 				t.Fatalf("summed size %d, the built value counts %d", size, want)
 			}
 		})
@@ -53,7 +54,7 @@ func TestDoublingStateWritesStopAtTheFirstActionPastTheBound(t *testing.T) {
 	var last int64
 	for i, r := range res.Results {
 		if r.Status == protocol.StatusSucceeded {
-			last = jsonSize(r.Output, math.MaxInt64)
+			last = jsonvalue.Size(r.Output, math.MaxInt64)
 			continue
 		}
 		if r.Status != protocol.StatusRejected || i == 0 {

@@ -25,6 +25,7 @@ type Options struct {
 	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
 	RetryCap           time.Duration     // longest retry backoff (5 s)
 	EventCapacity      int               // events kept in memory (100,000)
+	EventBytes         int64             // bytes of events kept in memory, besides their count (DefaultEventBytes)
 	Idempotency        store.Idempotency // durable idempotency cache; nil turns it off
 	Approvals          store.Approvals   // durable approval ledger; nil: nothing can be approved
 	Messages           store.Messages    // delivered messaging.send idempotency keys; nil: keys are refused
@@ -43,6 +44,7 @@ type Options struct {
 
 	MaxResolvedActionBytes   int64 // one action's parameters and effects with references resolved (8 MiB)
 	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
+	MaxStateValueBytes       int64 // one state value as JSON, however it is written (8 MiB)
 
 	Streams streams.Options // handles of detached tool invocations
 
@@ -103,6 +105,12 @@ func (o *Options) setDefaults() {
 	if o.State == nil {
 		o.State = stateOff{}
 	}
+	if o.MaxStateValueBytes <= 0 {
+		o.MaxStateValueBytes = DefaultMaxStateValueBytes
+	}
+	if o.EventBytes <= 0 {
+		o.EventBytes = DefaultEventBytes
+	}
 	if o.Desk == nil {
 		o.Desk = host.New(host.Options{})
 	}
@@ -146,8 +154,8 @@ type Runtime struct {
 func NewRuntime(opts Options) *Runtime {
 	opts.setDefaults()
 	rt := &Runtime{
-		State:     opts.State,
-		Events:    NewEventLog(opts.EventCapacity),
+		State:     boundedState{opts.State, opts.MaxStateValueBytes},
+		Events:    newEventLog(opts.EventCapacity, opts.EventBytes),
 		opts:      opts,
 		sessions:  make(map[string]*Session),
 		admission: newAdmission(opts.MaxStarting),
@@ -174,14 +182,21 @@ type Status = protocol.RuntimeStatus
 
 // Status reports what the Runtime is doing now.
 func (rt *Runtime) Status() Status {
+	hostEvents, hostBytes := rt.opts.Desk.RingStats()
+	streamBytes, streamDropped := rt.Streams.Buffered()
 	return Status{
-		UptimeSecs:        time.Since(rt.started).Seconds(),
-		Sessions:          rt.SessionCount(),
-		ProposalsInFlight: rt.inFlight.Load(),
-		Supervisors:       int(rt.Supervisors.count.Load()),
-		ParkedIntents:     rt.Supervisors.parkedHere(),
-		OperatorPolicies:  rt.OperatorPolicies().Len(),
-		Events:            rt.Events.Count(),
+		EventBytes:          rt.Events.Bytes(),
+		HostEvents:          hostEvents,
+		HostEventBytes:      hostBytes,
+		StreamBufferedBytes: streamBytes,
+		StreamChunksDropped: streamDropped,
+		UptimeSecs:          time.Since(rt.started).Seconds(),
+		Sessions:            rt.SessionCount(),
+		ProposalsInFlight:   rt.inFlight.Load(),
+		Supervisors:         int(rt.Supervisors.count.Load()),
+		ParkedIntents:       rt.Supervisors.parkedHere(),
+		OperatorPolicies:    rt.OperatorPolicies().Len(),
+		Events:              rt.Events.Count(),
 	}
 }
 

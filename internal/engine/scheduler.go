@@ -109,7 +109,7 @@ func buildGraph(actions []protocol.Action) *graph {
 func (g *graph) addAwaits(i int, byID map[string]int, refs map[string]bool, add func(int)) {
 	a := &g.actions[i]
 	if a.Detached() && a.Idempotent {
-		g.reject(i, fmt.Sprintf("action '%s' is %s and idempotent: a stream cannot be replayed from the idempotency cache; drop idempotent", a.ID, a.InvocationMode))
+		g.reject(i, detachedIdempotent(a))
 	}
 	awaited := make(map[string]bool, len(a.Await))
 	for _, id := range a.Await {
@@ -130,6 +130,12 @@ func (g *graph) addAwaits(i int, byID map[string]int, refs map[string]bool, add 
 			g.reject(i, fmt.Sprintf("parameters read $%s.result, which needs await: [\"%s\"]", id, id))
 		}
 	}
+}
+
+// detachedIdempotent is the refusal of a detached action that is idempotent,
+// by its own flag or by its tool's schema.
+func detachedIdempotent(a *protocol.Action) string {
+	return fmt.Sprintf("action '%s' is %s and idempotent: a stream cannot be replayed from the idempotency cache; drop idempotent", a.ID, a.InvocationMode)
 }
 
 func (g *graph) reject(i int, reason string) {

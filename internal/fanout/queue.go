@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,12 +14,19 @@ type Item[T any] struct {
 	Cursor  uint64 // 1, 2, 3… in push order, counting dropped items
 	Dropped uint64 // items dropped just before this one
 	Value   T
+	size    int64 // Options.Size of Value, while queued
 }
 
 // Options bound a Queue. Zero values take the defaults noted.
 type Options struct {
 	Capacity     int           // undelivered items held before the oldest is dropped (256)
 	WriteTimeout time.Duration // deadline of one send (30 s)
+	// MaxBytes bounds the undelivered items' Size together: past it the
+	// oldest are dropped, the newest kept however large. Zero, or a nil
+	// Size: count only.
+	MaxBytes int64
+	Size     func(v any) int64 // what one pushed value weighs, called by Push outside the lock
+	Total    *atomic.Int64     // nil, or where every queue sharing it adds its bytes (a daemon-wide figure)
 }
 
 // ErrClosed is Err after Close.
@@ -32,6 +40,9 @@ type Queue[T any] struct {
 	send     SendFunc[T]
 	capacity int
 	timeout  time.Duration
+	maxBytes int64
+	size     func(any) int64
+	total    *atomic.Int64
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -40,6 +51,7 @@ type Queue[T any] struct {
 
 	mu     sync.Mutex
 	items  []Item[T] // undelivered, oldest first
+	bytes  int64     // size of items together
 	pushed uint64    // cursor of the latest push
 	err    error     // why delivery ended
 }
@@ -58,6 +70,9 @@ func New[T any](send SendFunc[T], opts Options) *Queue[T] {
 		capacity: opts.Capacity,
 		timeout:  opts.WriteTimeout,
 		ctx:      ctx,
+		maxBytes: opts.MaxBytes,
+		size:     opts.Size,
+		total:    opts.Total,
 		cancel:   cancel,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
@@ -66,21 +81,29 @@ func New[T any](send SendFunc[T], opts Options) *Queue[T] {
 	return q
 }
 
-// Push queues v without blocking; when the queue is full the oldest
-// undelivered item is dropped. After delivery has ended it does nothing.
+// Push queues v without blocking; when the queue is full, by count or by
+// bytes, the oldest undelivered items are dropped. After delivery has ended
+// it does nothing.
 func (q *Queue[T]) Push(v T) {
+	var size int64
+	if q.size != nil && q.maxBytes > 0 {
+		size = q.size(v)
+	}
 	q.mu.Lock()
 	if q.err != nil {
 		q.mu.Unlock()
 		return
 	}
 	q.pushed++
-	if len(q.items) == q.capacity {
+	q.items = append(q.items, Item[T]{Cursor: q.pushed, Value: v, size: size})
+	delta := size
+	for len(q.items) > q.capacity || (q.maxBytes > 0 && q.bytes+delta > q.maxBytes && len(q.items) > 1) {
+		delta -= q.items[0].size
 		var zero Item[T]
 		q.items[0] = zero // let the dropped value be collected
 		q.items = q.items[1:]
 	}
-	q.items = append(q.items, Item[T]{Cursor: q.pushed, Value: v})
+	q.addBytes(delta)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -157,6 +180,8 @@ func (q *Queue[T]) pop() (Item[T], bool) {
 	var zero Item[T]
 	q.items[0] = zero
 	q.items = q.items[1:]
+	q.addBytes(-it.size)
+	it.size = 0
 	return it, true
 }
 
@@ -166,4 +191,21 @@ func (q *Queue[T]) stop(err error) {
 	defer q.mu.Unlock()
 	q.err = err
 	q.items = nil
+	q.addBytes(-q.bytes)
+}
+
+// addBytes moves the queue's bytes, and the shared total; the caller holds
+// q.mu.
+func (q *Queue[T]) addBytes(n int64) {
+	q.bytes += n
+	if q.total != nil && n != 0 {
+		q.total.Add(n)
+	}
+}
+
+// Bytes is the Size of the undelivered items together.
+func (q *Queue[T]) Bytes() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,5 +272,31 @@ func TestConcurrentPushesPastCapacityAccountForEveryItem(t *testing.T) {
 	}
 	if delivered+dropped != producers*each {
 		t.Fatalf("%d delivered + %d dropped != %d pushed", delivered, dropped, producers*each)
+	}
+}
+
+func TestDropsTheOldestPastMaxBytes(t *testing.T) {
+	s := newStuckSender()
+	var total atomic.Int64
+	q := New(s.send, Options{Capacity: 100, WriteTimeout: time.Hour, MaxBytes: 10, Size: func(v any) int64 { return int64(v.(int)) }, Total: &total})
+	defer q.Close()
+	q.Push(1)
+	<-s.started // 1 is being sent: it no longer counts
+	for _, v := range []int{4, 4, 4, 2} {
+		q.Push(v) // the first 4 goes when the third comes (12 > 10)
+	}
+	if got := q.Bytes(); got != 4+4+2 || total.Load() != got {
+		t.Fatalf("queued bytes %d (shared total %d), want 10", got, total.Load())
+	}
+	q.Push(50) // alone past the bound: everything older goes, it stays
+	if got := q.Bytes(); got != 50 {
+		t.Fatalf("queued bytes %d, want 50", got)
+	}
+	close(s.release)
+	if it := <-s.started; it != (Item[int]{Cursor: 6, Dropped: 4, Value: 50}) {
+		t.Fatalf("after the drops: %+v", it)
+	}
+	if got := q.Bytes(); got != 0 || total.Load() != 0 {
+		t.Fatalf("queued bytes %d (shared total %d) after delivery, want 0", got, total.Load())
 	}
 }

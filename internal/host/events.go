@@ -2,8 +2,11 @@ package host
 
 import (
 	"maps"
+	"math"
 
 	"github.com/google/uuid"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -98,31 +101,51 @@ func (r *Registry) emitHereLocked(kind, agentID, message string, payload map[str
 	return ev
 }
 
-// ring keeps the newest events, dropping the oldest when full.
+// ring keeps the newest events, dropping the oldest past its count or its
+// bytes (EventBytes); the newest stays, however large.
 type ring struct {
-	buf   []Event
-	start int // index of the oldest event once buf is full
+	evs      []Event // oldest first
+	sizes    []int64 // EventBytes of evs[i]
+	bytes    int64
+	capacity int
+	maxBytes int64
 }
 
-func newRing(capacity int) ring { return ring{buf: make([]Event, 0, capacity)} }
+func newRing(capacity int, maxBytes int64) ring { return ring{capacity: capacity, maxBytes: maxBytes} }
 
-func (g *ring) len() int { return len(g.buf) }
+func (g *ring) len() int { return len(g.evs) }
 
 func (g *ring) push(ev Event) {
-	if len(g.buf) < cap(g.buf) {
-		g.buf = append(g.buf, ev)
-		return
+	n := EventBytes(&ev)
+	g.evs = append(g.evs, ev)
+	g.sizes = append(g.sizes, n)
+	g.bytes += n
+	drop := 0
+	for len(g.evs)-drop > g.capacity || (g.bytes > g.maxBytes && len(g.evs)-drop > 1) {
+		g.bytes -= g.sizes[drop]
+		drop++
 	}
-	g.buf[g.start] = ev
-	g.start = (g.start + 1) % len(g.buf)
+	if drop > 0 {
+		clear(g.evs[:drop]) // let the dropped payloads be collected
+		g.evs, g.sizes = g.evs[drop:], g.sizes[drop:]
+	}
 }
 
 // last returns the newest n events, oldest first, never nil.
 func (g *ring) last(n int) []Event {
-	n = min(n, len(g.buf))
-	out := make([]Event, 0, n)
-	for i := len(g.buf) - n; i < len(g.buf); i++ {
-		out = append(out, g.buf[(g.start+i)%len(g.buf)])
-	}
-	return out
+	n = min(n, len(g.evs))
+	return append(make([]Event, 0, n), g.evs[len(g.evs)-n:]...)
+}
+
+// EventBytes is what an event costs the ring (and a feed queue): its strings and its payload
+// as JSON.
+func EventBytes(ev *Event) int64 {
+	return int64(len(ev.ID)+len(ev.Kind)+len(ev.AgentID)+len(ev.Message)+len(ev.Node)) + jsonvalue.Size(ev.Payload, math.MaxInt64)
+}
+
+// RingStats is what the host event ring holds, for server.status.
+func (r *Registry) RingStats() (events int, bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ring.len(), r.ring.bytes
 }

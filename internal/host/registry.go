@@ -15,11 +15,17 @@ var (
 	ErrLimit    = errors.New("host registry limit reached")
 )
 
+// DefaultEventRingBytes bounds the host event ring's bytes
+// (host_event_ring_bytes): 32 host.notify payloads of the largest size
+// max_notify_bytes lets through, thousands of ordinary events.
+const DefaultEventRingBytes = 8 << 20
+
 // Options bounds what one daemon keeps; a zero field takes its default.
 type Options struct {
-	MaxAgentsPerConn int // agents one connection may register (64)
-	MaxApprovals     int // approvals kept (1,000): resolved ones are evicted oldest first; when every kept one is pending, a new request is refused
-	EventRing        int // host events kept (1,000)
+	MaxAgentsPerConn int   // agents one connection may register (64)
+	MaxApprovals     int   // approvals kept (1,000): resolved ones are evicted oldest first; when every kept one is pending, a new request is refused
+	EventRing        int   // host events kept (1,000)
+	EventRingBytes   int64 // bytes of host events kept, besides their count (DefaultEventRingBytes)
 	// MaxPendingPerConn is how many pending approvals one connection (or
 	// one agent, over all its connections) may have caused at once (64):
 	// those it raised and those the gate raised for its proposals, so that a
@@ -36,6 +42,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EventRing <= 0 {
 		o.EventRing = 1000
+	}
+	if o.EventRingBytes <= 0 {
+		o.EventRingBytes = DefaultEventRingBytes
 	}
 	if o.MaxPendingPerConn <= 0 {
 		o.MaxPendingPerConn = 64
@@ -85,7 +94,7 @@ func New(opts Options) *Registry {
 		agents: make(map[string]Agent),
 		byID:   make(map[string]*Approval),
 		gates:  make(map[string]Operation),
-		ring:   newRing(opts.EventRing),
+		ring:   newRing(opts.EventRing, opts.EventRingBytes),
 		subs:   make(map[string]subscriber),
 	}
 }

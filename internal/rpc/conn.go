@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/internal/wsstream"
@@ -223,7 +225,22 @@ func feed[T any](c *conn, slot **fanout.Queue[T], send fanout.SendFunc[T]) *fano
 
 // feedOptions bound every feed queue of the connection.
 func (c *conn) feedOptions() fanout.Options {
-	return fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout}
+	return fanout.Options{Capacity: c.srv.opts.FeedQueue, WriteTimeout: c.srv.opts.WriteTimeout,
+		MaxBytes: c.srv.opts.FeedQueueBytes, Size: feedItemBytes, Total: &c.srv.feedBytes}
+}
+
+// feedItemBytes is what a queued notification weighs: its payload as JSON,
+// counted without encoding it where the type is known.
+func feedItemBytes(v any) int64 {
+	switch x := v.(type) {
+	case host.Event:
+		return host.EventBytes(&x)
+	case streams.Event:
+		return int64(len(x.Handle) + len(x.Owner) + len(x.Chunk))
+	case feedEvent:
+		return engine.EventBytes(&x.event)
+	}
+	return jsonvalue.Size(v, math.MaxInt64)
 }
 
 // Handle is called on the read loop for every request. It never blocks on

@@ -77,6 +77,9 @@ func (c *conn) hostEventsList(_ context.Context, params *json.RawMessage) (any, 
 }
 
 func (c *conn) hostRegisterAgent(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := paramsWithin(params, protocol.MethodHostRegisterAgent, c.srv.opts.MaxContextBytes, "max_context_bytes", "its metadata"); err != nil {
+		return nil, err
+	}
 	var p host.AgentRequest
 	if err := decodeParams(params, &p, "{id?: string, name: string, kind: string, capabilities?: string[], project?: string, pid?: number, display?: object, metadata?: object}"); err != nil {
 		return nil, err
@@ -97,6 +100,9 @@ func (c *conn) hostUnregisterAgent(_ context.Context, params *json.RawMessage) (
 }
 
 func (c *conn) hostSetStatus(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := paramsWithin(params, protocol.MethodHostSetStatus, c.srv.opts.MaxNotifyBytes, "max_notify_bytes", "its payload"); err != nil {
+		return nil, err
+	}
 	var p host.StatusRequest
 	const shape = "{agent_id: string, status: idle|running|waiting_for_approval|paused|completed|errored|stopped, current_task?: string, message?: string, payload?: object}"
 	if err := decodeParams(params, &p, shape); err != nil {
@@ -110,6 +116,9 @@ func (c *conn) hostSetStatus(_ context.Context, params *json.RawMessage) (any, e
 }
 
 func (c *conn) hostNotify(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := paramsWithin(params, protocol.MethodHostNotify, c.srv.opts.MaxNotifyBytes, "max_notify_bytes", "its payload"); err != nil {
+		return nil, err
+	}
 	var p host.NotifyRequest
 	if err := optionalParams(params, &p, "{kind?: string, agent_id?: string, message?: string, payload?: object}"); err != nil {
 		return nil, err
@@ -118,6 +127,9 @@ func (c *conn) hostNotify(_ context.Context, params *json.RawMessage) (any, erro
 }
 
 func (c *conn) hostRequestApproval(_ context.Context, params *json.RawMessage) (any, error) {
+	if err := paramsWithin(params, protocol.MethodHostRequestApproval, c.srv.opts.MaxContextBytes, "max_context_bytes", "its context"); err != nil {
+		return nil, err
+	}
 	var p host.ApprovalRequest
 	const shape = "{agent_id?: string, title: string, description?: string, context?: object, required_approvals?: number}"
 	if err := decodeParams(params, &p, shape); err != nil {
@@ -177,6 +189,16 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 }
 
 // reviewer is who this connection's decisions are recorded as.
+// paramsWithin refuses params past limit bytes before they are decoded:
+// what a host method keeps (in the ring, on the desk, in the agent list)
+// is bounded by what it may be sent.
+func paramsWithin(params *json.RawMessage, method string, limit int, setting, what string) error {
+	if params != nil && len(*params) > limit {
+		return invalidParams("%s params are %d bytes; at most %d are accepted (%s): shrink %s, or send a reference to where the data lives", method, len(*params), limit, setting, what)
+	}
+	return nil
+}
+
 func (c *conn) reviewer() string { return "conn:" + c.id }
 
 // hostReply maps the registry's errors onto JSON-RPC errors.

@@ -134,7 +134,7 @@ func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, err
 	d := engine.Decision{Approved: approved, Reviewer: c.reviewer(), Notes: p.Reason, Evidence: p.Evidence}
 	switch {
 	case len(p.Action) > 0 && string(p.Action) != "null":
-		prop, err := protocol.DecodeProposal([]byte(`{"actions":[` + string(p.Action) + `]}`))
+		prop, err := c.decodeProposal([]byte(`{"actions":[` + string(p.Action) + `]}`))
 		if err != nil {
 			return nil, invalidParams("param 'action': %v", err)
 		}

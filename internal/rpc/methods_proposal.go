@@ -23,7 +23,7 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 			return nil, err
 		}
 	}
-	prop, err := protocol.DecodeProposal(p.Proposal)
+	prop, err := c.decodeProposal(p.Proposal)
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
@@ -110,4 +110,10 @@ func (c *conn) proposalCancel(_ context.Context, params *json.RawMessage) (any, 
 		return nil, err
 	}
 	return protocol.ProposalCancelResult{Cancelled: c.srv.rt.Cancel(p.ProposalID, p.Reason, c.id, c.isHost())}, nil
+}
+
+// decodeProposal decodes a proposal a client sent, with ids of at most
+// max_action_id_bytes.
+func (c *conn) decodeProposal(raw []byte) (*protocol.ActionProposal, error) {
+	return protocol.DecodeProposalLimited(raw, c.srv.opts.MaxActionIDBytes)
 }

@@ -77,7 +77,7 @@ func (c *conn) Replan(ctx context.Context, req protocol.ReplanProposeParams) (*p
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	prop, err := protocol.DecodeProposal(raw)
+	prop, err := c.decodeProposal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("replan.propose must be answered with an ActionProposal or null: %v", err)
 	}

@@ -22,6 +22,7 @@ func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error
 		Runtime:     c.srv.rt.Status(),
 		Members:     []protocol.Member{},
 	}
+	out.Runtime.FeedQueueBytes = c.srv.feedBytes.Load()
 	st := c.srv.opts.Store
 	if st == nil {
 		return out, nil

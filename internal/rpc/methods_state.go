@@ -3,7 +3,9 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -70,6 +72,10 @@ func (c *conn) stateSet(ctx context.Context, params *json.RawMessage) (any, erro
 		return nil, invalidParams("param 'value' is not valid JSON: %v", err)
 	}
 	if err := c.srv.rt.State.Set(ctx, p.TenantID, p.Key, v); err != nil {
+		var limit *engine.LimitError
+		if errors.As(err, &limit) {
+			return nil, invalidParams("%v", err)
+		}
 		return nil, storeError("state.set", "the value was not written", err)
 	}
 	return "ok", nil

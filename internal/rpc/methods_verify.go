@@ -17,7 +17,7 @@ const verifyShape = "{proposal: ActionProposal, initial_state?: object}"
 // within max_actions, as proposal.submit would take it, with ids minted.
 // label prefixes errors ("a: ...") when a method takes more than one.
 func (c *conn) decodeAnalysed(raw []byte, label string) (*protocol.ActionProposal, error) {
-	prop, err := protocol.DecodeProposal(raw)
+	prop, err := c.decodeProposal(raw)
 	if err == nil {
 		err = c.srv.rt.CheckActions(prop)
 	}

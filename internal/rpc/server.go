@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,6 +23,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/ui"
 	"github.com/parslee-ai/car-server/internal/wsstream"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // Options are the server's settings. Zero values take the defaults noted.
@@ -39,18 +41,23 @@ type Options struct {
 	// EvictionGrace is how young a silent unauthenticated connection is
 	// spared when max_unauthenticated makes room (2 s); negative spares none.
 	EvictionGrace  time.Duration
-	MaxInFlight    int               // concurrent requests per connection (64)
-	HandlerTimeout time.Duration     // deadline of one request (30 min)
-	ToolTimeout    time.Duration     // default budget of one tool callback (300 s)
-	WriteTimeout   time.Duration     // a frame write that takes longer closes the connection (30 s)
-	MaxAbandoned   int               // callbacks given up on and still unanswered before the connection is closed (1024)
-	FeedQueue      int               // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
-	Version        string            // server_version reported by server.handshake
-	Runs           *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens    store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures       *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store          *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
-	Logger         *zap.Logger
+	MaxInFlight    int           // concurrent requests per connection (64)
+	HandlerTimeout time.Duration // deadline of one request (30 min)
+	ToolTimeout    time.Duration // default budget of one tool callback (300 s)
+	WriteTimeout   time.Duration // a frame write that takes longer closes the connection (30 s)
+	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
+	FeedQueue      int           // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
+	// What one request may leave behind in memory; zero takes the default.
+	MaxActionIDBytes int               // proposal and action ids (protocol.DefaultMaxIDBytes)
+	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
+	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
+	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
+	Version          string            // server_version reported by server.handshake
+	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Logger           *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
 	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
@@ -75,6 +82,9 @@ const (
 	DefaultEvictionGrace      = 2 * time.Second
 	DefaultMaxInFlight        = 64
 	DefaultHandlerTimeout     = 30 * time.Minute
+	DefaultMaxNotifyBytes     = 256 << 10
+	DefaultMaxContextBytes    = 64 << 10
+	DefaultFeedQueueBytes     = 16 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -108,6 +118,18 @@ func (o *Options) setDefaults() {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = wsstream.DefaultWriteTimeout
 	}
+	if o.MaxActionIDBytes <= 0 {
+		o.MaxActionIDBytes = protocol.DefaultMaxIDBytes
+	}
+	if o.MaxNotifyBytes <= 0 {
+		o.MaxNotifyBytes = DefaultMaxNotifyBytes
+	}
+	if o.MaxContextBytes <= 0 {
+		o.MaxContextBytes = DefaultMaxContextBytes
+	}
+	if o.FeedQueueBytes <= 0 {
+		o.FeedQueueBytes = DefaultFeedQueueBytes
+	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024
 	}
@@ -129,6 +151,8 @@ type Server struct {
 	log     *zap.Logger
 	connLog *zap.Logger // log, with the caller one connLog call further up
 	mux     *http.ServeMux
+
+	feedBytes atomic.Int64 // undelivered bytes of every feed queue (server.status)
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}

@@ -540,3 +540,23 @@ func TestStreamChunksIgnoredQuietly(t *testing.T) {
 		t.Fatalf("only the owner's well-formed chunk is kept: %+v", p)
 	}
 }
+
+// A streaming call of a tool whose schema says idempotent is refused with
+// the words of an action that says so itself.
+func TestStreamSchemaIdempotentRefused(t *testing.T) {
+	ts := startServer(t, Options{})
+	tb := newStreamBox(t, ts, map[string]client.StreamFunc{"tail": func(context.Context, protocol.ToolExecuteParams, *client.ChunkWriter) (any, error) { return nil, nil }})
+	mustCall(t, tb, protocol.MethodToolsRegister, []any{map[string]any{"name": "tail_idem", "idempotent": true}}, nil)
+	res := tb.submit(t, proposal(
+		streaming("by_action", "tail", "idempotent", true),
+		streaming("by_schema", "tail_idem"),
+	))
+	want := func(id string) string {
+		return "action '" + id + "' is streaming and idempotent: a stream cannot be replayed from the idempotency cache; drop idempotent"
+	}
+	for _, id := range []string{"by_action", "by_schema"} {
+		if r := resultOf(t, res, id); r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), want(id)) {
+			t.Errorf("%s: want rejected with %q, got %s %q", id, want(id), r.Status, r.ErrorText())
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 type Options struct {
 	BufferChunks  int              // undrained chunks held per handle before the oldest is dropped (1,024)
 	BufferBytes   int              // undrained bytes held per handle before the oldest chunk is dropped (8 MiB)
+	MaxBuffered   int64            // undrained bytes held by all handles together: past it a handle's oldest chunks go, the newest too (DefaultMaxBuffered)
 	MaxChunkBytes int              // largest chunk accepted (64 KiB)
 	MaxPerOwner   int              // handles a connection may hold, running or not yet consumed (256)
 	IdleTimeout   time.Duration    // a running handle with no chunk for this long fails (30 min)
@@ -32,6 +33,9 @@ const (
 	DefaultMaxChunkBytes = 64 << 10
 	DefaultMaxPerOwner   = 256
 	DefaultIdleTimeout   = 30 * time.Minute
+	// DefaultMaxBuffered is 32 handles' full buffers: the per-handle bound
+	// alone lets 256 handles of each connection hold 2 GiB.
+	DefaultMaxBuffered = 256 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -40,6 +44,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.BufferBytes <= 0 {
 		o.BufferBytes = 8 << 20
+	}
+	if o.MaxBuffered <= 0 {
+		o.MaxBuffered = DefaultMaxBuffered
 	}
 	if o.MaxChunkBytes <= 0 {
 		o.MaxChunkBytes = DefaultMaxChunkBytes
@@ -123,6 +130,10 @@ type Table struct {
 	mu      sync.Mutex
 	handles map[string]*Handle
 	owned   map[string]int // owner → handles in the table
+	bytes   int64          // undrained bytes of every handle
+	// overDaemon counts the chunks dropped because all handles together
+	// held MaxBuffered bytes.
+	overDaemon uint64
 
 	subMu sync.Mutex                    // serialises changes to subs
 	subs  atomic.Pointer[[]*subscriber] // read on every chunk without a lock
@@ -202,6 +213,8 @@ func (t *Table) Discard(h *Handle) {
 
 // remove takes h out of the table; the caller holds t.mu.
 func (t *Table) remove(h *Handle) {
+	t.bytes -= int64(h.bytes)
+	h.bytes = 0
 	delete(t.handles, h.Handle)
 	if t.owned[h.Owner]--; t.owned[h.Owner] <= 0 {
 		delete(t.owned, h.Owner)
@@ -257,18 +270,37 @@ func (t *Table) Chunk(from, handle string, raw json.RawMessage) error {
 	return nil
 }
 
-// buffer appends a chunk, dropping the oldest past the bounds; the caller
-// holds t.mu.
+// buffer appends a chunk, dropping the oldest past the bounds: the handle's
+// own, which keep its newest chunk, and the daemon's, which may take that
+// one too when other handles hold the bytes. The caller holds t.mu.
 func (t *Table) buffer(h *Handle, c json.RawMessage) {
 	h.chunks = append(h.chunks, c)
 	h.bytes += len(c)
-	for len(h.chunks) > t.opts.BufferChunks || (h.bytes > t.opts.BufferBytes && len(h.chunks) > 1) {
+	t.bytes += int64(len(c))
+	for len(h.chunks) > 0 {
+		own := len(h.chunks) > t.opts.BufferChunks || (h.bytes > t.opts.BufferBytes && len(h.chunks) > 1)
+		if !own && t.bytes <= t.opts.MaxBuffered {
+			break
+		}
+		if !own {
+			t.overDaemon++
+		}
 		h.bytes -= len(h.chunks[0])
+		t.bytes -= int64(len(h.chunks[0]))
 		h.chunks[0] = nil
 		h.chunks = h.chunks[1:]
 		h.dropped++
 		h.droppedAll++
 	}
+}
+
+// Buffered is the undrained bytes of every handle, and how many chunks the
+// daemon-wide bound (max_stream_buffered_bytes) has dropped, for
+// server.status.
+func (t *Table) Buffered() (bytes int64, droppedOverDaemon uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bytes, t.overDaemon
 }
 
 // end seals a running handle; the caller holds t.mu and calls ended after
@@ -322,6 +354,7 @@ func (t *Table) Poll(handle, by string, host bool) *protocol.ToolPollResult {
 	if h.status == protocol.ToolSucceeded {
 		res.Result = h.result
 	}
+	t.bytes -= int64(h.bytes)
 	h.chunks, h.bytes, h.dropped = nil, 0, 0
 	if h.status != protocol.ToolRunning {
 		t.remove(h)

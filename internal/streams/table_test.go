@@ -91,3 +91,42 @@ func TestListDescribesWithoutDraining(t *testing.T) {
 		t.Fatalf("an ended, unpolled handle is listed with its status: %+v", got)
 	}
 }
+
+// All handles together hold at most MaxBuffered bytes: a chunk past it
+// drops the oldest chunks of its own handle, its own too when the others
+// hold the bytes, and the drops are counted; a poll frees the bytes.
+func TestDaemonWideBufferBound(t *testing.T) {
+	chunk := json.RawMessage(`{"kind":"text","text":"0123456789"}`) // re-encoded as it is: 35 bytes
+	size := int64(len(chunk))
+	tb := New(Options{MaxBuffered: 4 * size}, nil)
+	a, _ := tb.Open(Info{Owner: "c1"}, nil)
+	b, _ := tb.Open(Info{Owner: "c2"}, nil)
+	send := func(h *Handle, owner string, n int) {
+		for range n {
+			if err := tb.Chunk(owner, h.Handle, chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(a, "c1", 4)
+	if got, dropped := tb.Buffered(); got != 4*size || dropped != 0 {
+		t.Fatalf("at the bound: %d bytes and %d dropped, want %d and 0", got, dropped, 4*size)
+	}
+	send(b, "c2", 2) // a holds every byte: b's own chunks go
+	if got, dropped := tb.Buffered(); got != 4*size || dropped != 2 {
+		t.Fatalf("past the bound: %d bytes and %d dropped, want %d and 2", got, dropped, 4*size)
+	}
+	if p := tb.Poll(b.Handle, "c2", false); p == nil || len(p.Chunks) != 0 || p.DroppedChunks != 2 {
+		t.Fatalf("b's poll: want no chunks and 2 dropped, got %+v", p)
+	}
+	if p := tb.Poll(a.Handle, "c1", false); p == nil || len(p.Chunks) != 4 {
+		t.Fatalf("a's poll: want its 4 chunks, got %+v", p)
+	}
+	if got, _ := tb.Buffered(); got != 0 {
+		t.Fatalf("after the polls %d bytes are counted, want 0", got)
+	}
+	send(b, "c2", 5) // alone, b keeps the newest 4
+	if p := tb.Poll(b.Handle, "c2", false); p == nil || len(p.Chunks) != 4 || p.DroppedChunks != 1 {
+		t.Fatalf("b alone: want 4 chunks and 1 dropped, got %+v", p)
+	}
+}

@@ -154,6 +154,12 @@ export interface RuntimeStatus {
   parked_intents: Integer2AHOqbcQ;
   operator_policies: Integer2AHOqbcQ;
   events: Integer2AHOqbcQ;
+  event_bytes: Integer2AHOqbcQ;
+  host_events: Integer2AHOqbcQ;
+  host_event_bytes: Integer2AHOqbcQ;
+  feed_queue_bytes: Integer2AHOqbcQ;
+  stream_buffered_bytes: Integer2AHOqbcQ;
+  stream_chunks_dropped: Integer2AHOqbcQ;
 }
 export interface ApprovalRecord {
   fingerprint: StringDoaGddGA;

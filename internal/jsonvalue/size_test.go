@@ -1,0 +1,27 @@
+package jsonvalue
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+func TestSizeIsTheEncodedLength(t *testing.T) {
+	for _, v := range []any{
+		"plain", `quote " and \ and <&>` + "\n", json.Number("12.50"), true, nil,
+		[]any{1.5, -3, int64(math.MinInt64), uint64(math.MaxUint64), "x"},
+		map[string]any{"a": map[string]any{"b<": []any{}}, "c": 0.1, "d": int64(42)},
+		struct{ X int }{7},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Size(v, math.MaxInt64); got != int64(len(b)) {
+			t.Errorf("Size(%#v) = %d, want %d (%s)", v, got, len(b), b)
+		}
+	}
+	if got := Size([]any{"0123456789", "0123456789"}, 5); got <= 5 {
+		t.Errorf("past the limit, Size says more than the limit; got %d", got)
+	}
+}
