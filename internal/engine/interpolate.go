@@ -107,7 +107,7 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 		s := b.String()
 		return s, jsonvalue.StringSize(s), budget.charge(int64(len(x)))
 	case []any:
-		size := int64(len(x)) + 2
+		size := containerSize(len(x))
 		if err := budget.charge(size); err != nil {
 			return nil, 0, err
 		}
@@ -129,11 +129,20 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 	return v, n, budget.charge(n)
 }
 
+// containerSize is what an array or object of n members adds to its
+// members' own sizes: its brackets and the commas between them.
+func containerSize(n int) int64 {
+	if n == 0 {
+		return 2
+	}
+	return int64(n) + 1
+}
+
 // resolveObject is resolveValue of an object. memberSize is the size of
 // the resolved member named member, -1 when the object has none: a
 // state_write's output is its value, and its size is known from here.
 func resolveObject(x map[string]any, outputs lookupFunc, budget *resolveBudget, member string) (out map[string]any, size, memberSize int64, err error) {
-	size, memberSize = int64(len(x))+2, -1
+	size, memberSize = containerSize(len(x)), -1
 	if err := budget.charge(size); err != nil {
 		return nil, 0, 0, err
 	}

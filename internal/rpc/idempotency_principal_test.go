@@ -52,7 +52,7 @@ func startPrincipalsServer(t *testing.T, home string) *principalsServer {
 func (ps *principalsServer) agent(t *testing.T, agent string, tools map[string]toolFunc) *toolbox {
 	t.Helper()
 	token := "token-of-" + agent
-	if err := file.IssueToken(context.Background(), filepath.Join(ps.home, "agent-tokens.json"), agent, token); err != nil {
+	if err := file.IssueToken(context.Background(), filepath.Join(ps.home, "agent-tokens.json"), agent, token, "", "acme", "globex"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.Dial(ctxT(t), ps.url, &client.Options{Token: token, AgentID: agent})
