@@ -9,8 +9,8 @@
 // that the rest of the daemon is given a Config rather than reading them.
 // A default that a package's Options also applies to a zero field (the tool
 // timeout, the frame and connection limits…) is that package's exported
-// constant, so config imports those packages (engine, rpc, streams, runs,
-// store/postgres) and none of them imports config. Config therefore links
+// constant, so config imports those packages (engine, rpc, host, streams,
+// runs, store/file, store/postgres) and none of them imports config. Config therefore links
 // the daemon: a command that is not the daemon (car-bench) imports a leaf
 // such as internal/netaddr rather than config.
 package config
