@@ -17,9 +17,10 @@ const dashboardUsage = `usage: car-server dashboard [--open] [daemon flags: --ho
 
 Prints the dashboard's link, http://127.0.0.1:PORT/ui/#host_token=…, and exits;
 --open also opens it in the default browser. It reads the daemon's settings
-(the same flags, environment and config file) and its host token: $CAR_HOST_TOKEN
-when set, else the host-token file the running daemon wrote. The token is in
-the fragment, which the browser never sends to a server.`
+(the same flags, environment and config file) and its host token: the host_token
+setting when set (--host-token, $CAR_HOST_TOKEN or the config file), else the
+host-token file the running daemon wrote. The token is in the fragment, which
+the browser never sends to a server.`
 
 // runDashboardCommand prints (and with --open opens) the dashboard's link.
 func runDashboardCommand(args []string, stdout, stderr io.Writer) int {
