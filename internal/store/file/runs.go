@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -527,7 +528,7 @@ func (l *Runs) fullHead(r *fileRun) (runs.Head, error) {
 // readIntent reads a run's intent from its started record, the first line
 // of its file.
 func readIntent(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -565,7 +566,7 @@ func readOutcome(path string) (json.RawMessage, error) {
 // lastLine reads the last whole line of a file, without its newline (a
 // torn line after it is not one); nil when the file has none.
 func lastLine(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
