@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,22 @@ func TestOperationsBeyondTheBoundWaitTheirTurn(t *testing.T) {
 	release()
 	for _, r := range releases[1:] {
 		r()
+	}
+}
+
+// A name too long for the header line is refused with the sizes that
+// matter: the name as the header holds it (JSON escapes a '<' to six
+// bytes), never a byte count under the bound it says it passed.
+func TestANameTooLongForTheHeaderIsRefusedWithItsEncodedSize(t *testing.T) {
+	s := openStore(t)
+	for _, name := range []string{strings.Repeat("n", maxHeaderBytes), strings.Repeat("<", maxHeaderBytes/4)} {
+		_, err := s.Save(&Checkpoint{ID: "c1", Name: name, CreatedAt: "2026-01-01T00:00:00Z", State: map[string]map[string]any{}})
+		if err == nil {
+			t.Fatalf("a name of %d bytes was saved", len(name))
+		}
+		encoded, _ := json.Marshal(name)
+		if !strings.Contains(err.Error(), fmt.Sprintf("%d bytes as JSON", len(encoded))) {
+			t.Errorf("a name of %d bytes, %d as JSON: %v; want its size as JSON", len(name), len(encoded), err)
+		}
 	}
 }

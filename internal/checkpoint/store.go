@@ -170,7 +170,9 @@ func withHeader(meta Meta, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode checkpoint header: %w", err)
 	}
 	if len(line) >= maxHeaderBytes {
-		return nil, fmt.Errorf("checkpoint name is %d bytes; a name of at most %d bytes fits its header", len(meta.Name), maxHeaderBytes-256)
+		name, _ := json.Marshal(meta.Name)
+		return nil, fmt.Errorf("checkpoint header would be %d bytes, and must be under %d: its name is %d bytes as JSON (a quote, a '<' or a control character is escaped, up to six bytes); save with a shorter name",
+			len(line), maxHeaderBytes, len(name))
 	}
 	data := make([]byte, 0, len(line)+1+len(body))
 	data = append(append(append(data, line...), '\n'), body...)

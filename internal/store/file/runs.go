@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/atomicfile"
 	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -49,7 +50,11 @@ type Runs struct {
 	wake     chan struct{} // closed (and replaced) when a run's lock is released while there are waiters
 	loaded   int           // heads read from their files or created
 	stranded []string      // the runs found in progress at open
+	closed   bool          // Close was called: no journal opens again
 }
+
+// errRunsClosed refuses a write to the run log after its Close.
+var errRunsClosed = errors.New("the run log is closed (the daemon is shutting down); nothing was written")
 
 var _ runs.Log = (*Runs)(nil)
 
@@ -267,9 +272,10 @@ func (l *Runs) HeadsLoaded() int {
 	return l.loaded
 }
 
-// Close closes the open journals.
+// Close closes the open journals; a write after it is refused.
 func (l *Runs) Close() error {
 	l.mu.Lock()
+	l.closed = true
 	var open []*journal.Journal
 	for e := l.open.Front(); e != nil; e = e.Next() {
 		r := e.Value.(*fileRun)
@@ -277,6 +283,7 @@ func (l *Runs) Close() error {
 		r.j, r.elem, r.intent = nil, nil, false
 	}
 	l.open.Init()
+	l.nopen -= len(open)
 	l.mu.Unlock()
 	var errs []error
 	for _, j := range open {
@@ -339,6 +346,10 @@ func (l *Runs) wakeLocked() {
 func (l *Runs) openJournal(ctx context.Context, r *fileRun) (*journal.Journal, error) {
 	for {
 		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, fmt.Errorf("run %s: %w", r.runID, errRunsClosed)
+		}
 		if r.j != nil {
 			l.open.MoveToFront(r.elem)
 			j := r.j
@@ -383,6 +394,10 @@ func (l *Runs) openJournal(ctx context.Context, r *fileRun) (*journal.Journal, e
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err == nil && l.closed {
+		// Closed while it opened: Close did not see this one.
+		err = errors.Join(fmt.Errorf("run %s: %w", r.runID, errRunsClosed), j.Close())
+	}
 	if err != nil {
 		l.nopen--
 		l.wakeLocked()
@@ -527,7 +542,7 @@ func (l *Runs) fullHead(r *fileRun) (runs.Head, error) {
 // readIntent reads a run's intent from its started record, the first line
 // of its file.
 func readIntent(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -565,7 +580,7 @@ func readOutcome(path string) (json.RawMessage, error) {
 // lastLine reads the last whole line of a file, without its newline (a
 // torn line after it is not one); nil when the file has none.
 func lastLine(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,5 +331,104 @@ func TestRecordsReadBackAsAppended(t *testing.T) {
 	}
 	if _, _, err := recordBody([]byte(`{"op":"turn","key":"00000001"}`)); err == nil {
 		t.Fatal("a line that does not start with its key and op was read as a record")
+	}
+}
+
+// TestNoJournalOpensAfterClose: a write to the log after its Close is
+// refused, and opens no journal that nothing would close.
+func TestNoJournalOpensAfterClose(t *testing.T) {
+	l, _, err := OpenRuns(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := runs.Head{RunID: "r1", AgentID: "alice", Owner: "conn-1", StartedAt: time.Now().UTC()}
+	if _, _, err := l.Start(context.Background(), h, startedRecord(h)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Append(context.Background(), "r1", func(h runs.Head) (runs.Batch, error) {
+		return runs.Batch{Records: []runs.LogRecord{{Kind: runs.KindTurn, Body: json.RawMessage(`{"record":"turn"}`)}}}, nil
+	})
+	h2 := runs.Head{RunID: "r2", AgentID: "alice", Owner: "conn-1", StartedAt: time.Now().UTC()}
+	_, _, err2 := l.Start(context.Background(), h2, startedRecord(h2))
+	l.mu.Lock()
+	open := l.nopen
+	l.mu.Unlock()
+	if !errors.Is(err, errRunsClosed) || !errors.Is(err2, errRunsClosed) || open != 0 {
+		t.Fatalf("after Close: Append %v, Start %v, %d journals open; want both refused and none open", err, err2, open)
+	}
+}
+
+// startedRecord is a run's record 0 as package runs writes it.
+func startedRecord(h runs.Head) runs.LogRecord {
+	b, _ := json.Marshal(map[string]any{"record": runs.KindStarted, "run_id": h.RunID, "agent_id": h.AgentID, "intent": h.Intent, "started_at": h.StartedAt})
+	return runs.LogRecord{Kind: runs.KindStarted, Body: b}
+}
+
+// TestAppendsThatRaceAcrossEvictionsAllLand: goroutines append to, read
+// and ask the heads of more runs than journals may be open, so journals
+// are closed and opened again under them; every turn lands, in order, and
+// a head still has its intent.
+func TestAppendsThatRaceAcrossEvictionsAllLand(t *testing.T) {
+	root := t.TempDir()
+	l, _, err := OpenRuns(root, MaxOpenRunJournals(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := runs.OpenLog(context.Background(), l, runs.Options{CloseLog: l.Close, MaxPerAgent: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeOnCleanup(t, s)
+	const n, goroutines, rounds = 6, 8, 10
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = startRun(t, s, "alice", fmt.Sprint("r", i))
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range rounds {
+				id := ids[(g+k)%n]
+				if _, err := s.Append(context.Background(), id, promptTurns(1, "x")); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := s.Trace(context.Background(), id, 0); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := l.Head(context.Background(), id); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, id := range ids {
+		recs, err := s.Trace(context.Background(), id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt := turnsOf(recs)
+		for i, r := range tt {
+			if r.Index != i {
+				t.Fatalf("run %s: turn %d has index %d", id, i, r.Index)
+			}
+		}
+		total += len(tt)
+	}
+	if total != goroutines*rounds {
+		t.Fatalf("%d turns landed, want %d", total, goroutines*rounds)
+	}
+	h, err := l.Head(context.Background(), ids[0])
+	if err != nil || h.Intent != "test" {
+		t.Fatalf("the head after the race: %+v %v", h, err)
 	}
 }

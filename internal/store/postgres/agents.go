@@ -63,11 +63,7 @@ func (a *agentTokens) Issue(ctx context.Context, agentID, token string, tenants 
 			agentID, store.HashToken(token), time.Now().UTC(), granted); err != nil {
 			return err
 		}
-		if checkPayload(agentIssuedTopic, []byte(agentID)) != nil {
-			return nil
-		}
-		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channelOf(agentIssuedTopic), agentID)
-		return err
+		return announce(ctx, tx, agentIssuedTopic, agentID)
 	})
 	if err != nil {
 		return fmt.Errorf("issue agent %s's token: %w", agentID, unavailable(err))
@@ -89,16 +85,27 @@ func (a *agentTokens) Revoke(ctx context.Context, agentID string) (bool, error) 
 			return err
 		}
 		revoked = tag.RowsAffected() == 1
-		if !revoked || checkPayload(store.TopicAgentRevoked, []byte(agentID)) != nil {
+		if !revoked {
 			return nil
 		}
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", channelOf(store.TopicAgentRevoked), agentID)
-		return err
+		return announce(ctx, tx, store.TopicAgentRevoked, agentID)
 	})
 	if err != nil {
 		return false, fmt.Errorf("revoke agent %s's token: %w", agentID, unavailable(err))
 	}
 	return revoked, nil
+}
+
+// announce notifies topic of agentID in tx; an id NOTIFY cannot carry is
+// announced as "" (every agent), which has each daemon ask again about
+// all its bound connections rather than miss this one.
+func announce(ctx context.Context, tx pgx.Tx, topic, agentID string) error {
+	payload := agentID
+	if checkPayload(topic, []byte(agentID)) != nil {
+		payload = ""
+	}
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channelOf(topic), payload)
+	return err
 }
 
 // List names the agents with a token, by id (in byte order).

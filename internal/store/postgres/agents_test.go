@@ -239,3 +239,53 @@ func TestPosturesUnavailable(t *testing.T) {
 		t.Fatalf("read with the database down: %v", err)
 	}
 }
+
+// An agent whose id NOTIFY cannot carry (8000 bytes or more) still has its
+// re-issue and its revoke announced: with an empty payload, which Watch
+// hands on as "" (every agent), so its live connection is asked about
+// again, never left bound.
+func TestAnAgentWhoseIDNotifyCannotCarryIsAnnouncedToEveryone(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := openNode(t, url, "a").Store().AgentTokens, openNode(t, url, "b")
+	ctx := ctxT(t)
+	type heard struct {
+		topic   string
+		payload []byte
+	}
+	got := make(chan heard, 16)
+	for _, topic := range []string{agentIssuedTopic, store.TopicAgentRevoked} {
+		listening := make(chan struct{})
+		var once sync.Once
+		stop := b.bus.Subscribe(topic, func(p []byte) {
+			if p == nil {
+				once.Do(func() { close(listening) }) // from now on, announcements reach b
+				return
+			}
+			got <- heard{topic, p}
+		})
+		defer stop()
+		select {
+		case <-listening:
+		case <-ctx.Done():
+			t.Fatalf("b never listened on %s", topic)
+		}
+	}
+	long := strings.Repeat("a", 8000)
+	if err := a.Issue(ctx, long, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Revoke(ctx, long); !ok || err != nil {
+		t.Fatalf("revoke: %v %v", ok, err)
+	}
+	for _, want := range []string{agentIssuedTopic, store.TopicAgentRevoked} {
+		select {
+		case h := <-got:
+			if h.topic != want || len(h.payload) != 0 {
+				t.Fatalf("heard %q on %s, want an empty payload on %s", h.payload, h.topic, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the %s of an agent with an 8000-byte id was not announced", want)
+		}
+	}
+}
