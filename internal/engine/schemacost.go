@@ -259,7 +259,8 @@ func (w *costWalk) spend(n uint64) error {
 }
 
 // eval counts one check of v against s. A check of an object or an array
-// also counts one for each of its members or items: the validator loops
+// also counts one for each of its members or items, and a check against an
+// enum one for each of its values: the validator loops
 // over an object's members at every check of it, whatever the schema says,
 // so a large object checked against many subschemas costs their product.
 func (w *costWalk) eval(s *jsonschema.Schema, v any) error {
@@ -268,6 +269,12 @@ func (w *costWalk) eval(s *jsonschema.Schema, v any) error {
 	}
 	if s.Bool != nil {
 		return nil
+	}
+	// enum compares the value with each of its values in turn.
+	if s.Enum != nil {
+		if err := w.spend(uint64(len(s.Enum.Values))); err != nil {
+			return err
+		}
 	}
 	var err error
 	inPlace(s, func(_ string, t *jsonschema.Schema) {

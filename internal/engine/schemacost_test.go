@@ -290,3 +290,20 @@ func TestTheCostWalkCountsMembersAndItems(t *testing.T) {
 		t.Fatalf("3 checks of an object of 2 members: %v after %d", err, w.spent)
 	}
 }
+
+// An enum is one keyword however many values it lists, and the validator
+// compares the value with each: the walk counts them.
+func TestTheCostWalkCountsEnumValues(t *testing.T) {
+	values := make([]string, 300)
+	for i := range values {
+		values[i] = strconv.Quote(strconv.Itoa(i))
+	}
+	tool, err := register(t, SchemaLimits{MaxEvaluations: 500}, "enum", `{"items":{"enum":[`+strings.Join(values, ",")+`]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tool.ValidateParams(context.Background(), []any{"x", "y", "z"})
+	if err == nil || !strings.Contains(err.Error(), "max_schema_evaluations") {
+		t.Errorf("3 items against an enum of 300 values, budget 500: %v", err)
+	}
+}
