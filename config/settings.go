@@ -81,7 +81,7 @@ var settings = []setting{
 	{"max_schema_keywords", "CAR_MAX_SCHEMA_KEYWORDS", "object members in one tool's JSON Schema", engine.DefaultSchemaLimits.MaxKeywords},
 	{"max_schema_ref_depth", "CAR_MAX_SCHEMA_REF_DEPTH", "$refs one value of a tool's schema may pass through in a row", engine.DefaultSchemaLimits.MaxRefDepth},
 	{"max_schema_expansion", "CAR_MAX_SCHEMA_EXPANSION", "subschemas one value is checked against in place (allOf, anyOf, oneOf and $ref multiply)", engine.DefaultSchemaLimits.MaxExpansion},
-	{"max_schema_evaluations", "CAR_MAX_SCHEMA_EVALUATIONS", "subschema checks one validation of an action's parameters or a tool's output may make; past it the action is rejected before it is validated", engine.DefaultSchemaLimits.MaxEvaluations},
+	{"max_schema_evaluations", "CAR_MAX_SCHEMA_EVALUATIONS", "subschema checks one validation of an action's parameters or a tool's output may make, each check of an object or array also counting its members or items, and of an enum its values; past it the action is rejected before it is validated", engine.DefaultSchemaLimits.MaxEvaluations},
 	{"supervision_timeout", "CAR_SUPERVISION_TIMEOUT", "how long a proposal waits for a supervisor before it is rejected", engine.DefaultSupervisionTimeout},
 	{"max_concurrency", "CAR_MAX_CONCURRENCY", "actions of one proposal running at once", engine.DefaultMaxConcurrency},
 	{"max_starting_proposals", "CAR_MAX_STARTING_PROPOSALS", "proposals in their first 100 ms at once, across all connections; more wait their turn, one connection after another, each connection's oldest first (0: 16 per CPU)", 0},

@@ -102,12 +102,13 @@ func (rt *Runtime) recordDecision(conn string, d Decision, fingerprint string, t
 }
 
 // settleRow marks host approval id decided: the one place a host row is
-// resolved. A row the same reviewer's decision settled a moment ago (the
-// door and the released wait race for it) is returned as it stands.
+// resolved. A row the same reviewer's same decision settled a moment ago
+// (the door and the released wait race for it) is returned as it stands;
+// the opposite decision on it is refused, as anyone's is.
 func (rt *Runtime) settleRow(conn, id string, approved bool, notes, reviewer string) (host.Approval, error) {
 	a, err := rt.opts.Desk.Resolve(conn, id, approved, notes, reviewer)
 	if errors.Is(err, host.ErrInvalid) {
-		if now, ok := rt.opts.Desk.Approval(id); ok && now.ResolvedBy == reviewer {
+		if now, ok := rt.opts.Desk.Approval(id); ok && now.ResolvedBy == reviewer && (now.Status == host.ApprovalApproved) == approved {
 			return now, nil
 		}
 	}

@@ -76,3 +76,26 @@ func TestResolveApprovalDecidesEachKindOfRowOnce(t *testing.T) {
 		t.Fatalf("a decision without a ledger: %v", err)
 	}
 }
+
+// A reviewer who approved a row and then rejects it is told the row is
+// decided, not answered as if the rejection had been taken.
+func TestResolveApprovalRefusesTheSameReviewersOppositeDecision(t *testing.T) {
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ledger.Close() })
+	desk := host.New(host.Options{})
+	rt := newRuntime(t, Options{Approvals: ledger, Desk: desk})
+	gate, err := desk.RaiseGate(host.ApprovalRequest{Title: "tool 'deploy' needs full_access"}, host.Operation{Fingerprint: "0123456789abcdef0123456789abcdef", RequiredTier: "full_access"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.ResolveApproval("c1", Decision{ApprovalID: gate.ID, Approved: true, Reviewer: "conn:c1"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.ResolveApproval("c1", Decision{ApprovalID: gate.ID, Approved: false, Reviewer: "conn:c1"})
+	if !errors.Is(err, host.ErrInvalid) {
+		t.Fatalf("rejecting a row the same reviewer approved: %+v %v", res.Approval, err)
+	}
+}

@@ -79,15 +79,18 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 		locs := refPattern.FindAllStringSubmatchIndex(x, -1)
 		texts := make([]string, len(locs))
 		size := len(x)
+		charged := int64(len(x))
 		for n, loc := range locs {
 			id, kind, path := x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]]
 			val, err := resolveRef(id, kind, path, outputs)
 			if err != nil {
 				return nil, 0, err
 			}
-			if err := budget.charge(budget.refSize(id, kind, path, val)); err != nil {
+			ref := budget.refSize(id, kind, path, val)
+			if err := budget.charge(ref); err != nil {
 				return nil, 0, err
 			}
+			charged += ref
 			if s, ok := val.(string); ok {
 				texts[n] = s
 			} else {
@@ -104,8 +107,12 @@ func resolveValue(v any, outputs lookupFunc, budget *resolveBudget) (any, int64,
 			last = loc[1]
 		}
 		b.WriteString(x[last:])
+		// The text and the embedded values are escaped again as one
+		// string: a quote inside an embedded object or a < of the text
+		// grows, so what was built is charged, at least.
 		s := b.String()
-		return s, jsonvalue.StringSize(s), budget.charge(int64(len(x)))
+		n := jsonvalue.StringSize(s)
+		return s, n, budget.charge(max(n, charged) - charged + int64(len(x)))
 	case []any:
 		size := containerSize(len(x))
 		if err := budget.charge(size); err != nil {

@@ -68,3 +68,21 @@ func TestDoublingStateWritesStopAtTheFirstActionPastTheBound(t *testing.T) {
 	}
 	t.Fatal("no action was rejected")
 }
+
+// A string built from text and references is escaped as a whole: an
+// embedded object's quotes and the text's < grow. What is charged is at
+// least the size of what was built.
+func TestAnEmbeddingStringIsChargedWhatItBuilds(t *testing.T) {
+	outputs := map[string]any{"a": []any{"", "", "", "", "", "", "", ""}}
+	lookup := func(id string, _ bool) (any, bool) { v, ok := outputs[id]; return v, ok }
+	for _, in := range []any{"in $a.output out", "<<<<<<<<<<<<<<<< $a.output"} {
+		budget := &resolveBudget{action: "t", left: 1 << 20, limit: 1 << 20}
+		got, size, err := resolveValue(in, lookup, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if charged := int64(1<<20) - budget.left; charged < size || size != jsonvalue.Size(got, math.MaxInt64) {
+			t.Errorf("%q: built %d bytes (%s), charged %d", in, size, got, charged)
+		}
+	}
+}

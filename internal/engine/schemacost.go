@@ -234,7 +234,8 @@ func satAdd(a, b uint64) uint64 {
 var errOverBudget = errors.New("over budget")
 
 // costWalk counts the subschema checks validating one value would make,
-// following the validator's own traversal, and stops at the budget. It
+// and the members and items they loop over, following the validator's own
+// traversal, and stops at the budget. It
 // counts every applicator as applying (a member against each of its
 // object's patternProperties, both then and else), so the count bounds the
 // validator's from above; it allocates nothing.
@@ -244,18 +245,36 @@ type costWalk struct {
 	spent  uint64
 }
 
-func (w *costWalk) eval(s *jsonschema.Schema, v any) error {
-	w.spent++
+// spend charges n to the budget, and looks at ctx every 4096 or so.
+func (w *costWalk) spend(n uint64) error {
+	before := w.spent
+	w.spent = satAdd(w.spent, n)
 	if w.spent > w.budget {
 		return errOverBudget
 	}
-	if w.spent&0xfff == 0 {
-		if err := w.ctx.Err(); err != nil {
-			return err
-		}
+	if before>>12 != w.spent>>12 {
+		return w.ctx.Err()
+	}
+	return nil
+}
+
+// eval counts one check of v against s. A check of an object or an array
+// also counts one for each of its members or items, and a check against an
+// enum one for each of its values: the validator loops
+// over an object's members at every check of it, whatever the schema says,
+// so a large object checked against many subschemas costs their product.
+func (w *costWalk) eval(s *jsonschema.Schema, v any) error {
+	if err := w.spend(1); err != nil {
+		return err
 	}
 	if s.Bool != nil {
 		return nil
+	}
+	// enum compares the value with each of its values in turn.
+	if s.Enum != nil {
+		if err := w.spend(uint64(len(s.Enum.Values))); err != nil {
+			return err
+		}
 	}
 	var err error
 	inPlace(s, func(_ string, t *jsonschema.Schema) {
@@ -268,8 +287,14 @@ func (w *costWalk) eval(s *jsonschema.Schema, v any) error {
 	}
 	switch v := v.(type) {
 	case map[string]any:
+		if err := w.spend(uint64(len(v))); err != nil {
+			return err
+		}
 		return w.object(s, v)
 	case []any:
+		if err := w.spend(uint64(len(v))); err != nil {
+			return err
+		}
 		return w.array(s, v)
 	}
 	return nil
@@ -335,7 +360,7 @@ func (w *costWalk) array(s *jsonschema.Schema, arr []any) error {
 }
 
 // validationCost checks that validating v against s makes at most budget
-// subschema checks; past it, or when ctx ends, it says so without having
+// subschema checks, members and items counted; past it, or when ctx ends, it says so without having
 // validated anything.
 func validationCost(ctx context.Context, s *jsonschema.Schema, v any, budget uint64) error {
 	w := costWalk{ctx: ctx, budget: budget}

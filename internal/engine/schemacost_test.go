@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -263,4 +264,46 @@ func BenchmarkValidationBudget(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The validator loops over an object's members at every check of it, so a
+// wide object checked against many subschemas costs their product: the
+// walk counts the members too, and refuses it before it runs.
+func TestTheCostWalkCountsMembersAndItems(t *testing.T) {
+	tool, err := register(t, SchemaLimits{MaxEvaluations: 500}, "wide", `{"allOf":[{"minProperties":0},{"minItems":0}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{}
+	arr := make([]any, 300)
+	for i := range 300 {
+		obj[strconv.Itoa(i)] = 0.0
+	}
+	for _, v := range []any{obj, arr} {
+		err := tool.ValidateParams(context.Background(), v)
+		if err == nil || !strings.Contains(err.Error(), "max_schema_evaluations") {
+			t.Errorf("3 checks of a value of 300 members or items, budget 500: %v", err)
+		}
+	}
+	w := costWalk{ctx: context.Background(), budget: 1 << 20}
+	if err := w.eval(tool.validator, map[string]any{"a": 0.0, "b": 0.0}); err != nil || w.spent != 3+3*2 {
+		t.Fatalf("3 checks of an object of 2 members: %v after %d", err, w.spent)
+	}
+}
+
+// An enum is one keyword however many values it lists, and the validator
+// compares the value with each: the walk counts them.
+func TestTheCostWalkCountsEnumValues(t *testing.T) {
+	values := make([]string, 300)
+	for i := range values {
+		values[i] = strconv.Quote(strconv.Itoa(i))
+	}
+	tool, err := register(t, SchemaLimits{MaxEvaluations: 500}, "enum", `{"items":{"enum":[`+strings.Join(values, ",")+`]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tool.ValidateParams(context.Background(), []any{"x", "y", "z"})
+	if err == nil || !strings.Contains(err.Error(), "max_schema_evaluations") {
+		t.Errorf("3 items against an enum of 300 values, budget 500: %v", err)
+	}
 }

@@ -76,7 +76,7 @@ func (t *Tool) ValidateOutput(ctx context.Context, output any) error {
 func (t *Tool) withinBudget(ctx context.Context, s *jsonschema.Schema, what string, v any) error {
 	err := validationCost(ctx, s, v, t.evalBudget)
 	if errors.Is(err, errOverBudget) {
-		return fmt.Errorf("checking these %s against the schema of tool '%s' would take more than %d subschema checks (max_schema_evaluations); nothing was validated: send smaller %s, or simplify the schema", what, t.Schema.Name, t.evalBudget, what)
+		return fmt.Errorf("checking these %s against the schema of tool '%s' would take more than %d subschema checks and the members and items they loop over (max_schema_evaluations); nothing was validated: send smaller %s, or simplify the schema", what, t.Schema.Name, t.evalBudget, what)
 	}
 	if err != nil {
 		return fmt.Errorf("checking the %s of tool '%s' stopped: %w", what, t.Schema.Name, err)

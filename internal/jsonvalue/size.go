@@ -3,6 +3,7 @@ package jsonvalue
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Size is the length of v encoded as JSON, counted without encoding it,
@@ -57,19 +58,33 @@ func Size(v any, limit int64) int64 {
 	return n
 }
 
-// StringSize is the length of s as a JSON string, quotes and escapes
-// included (encoding/json escapes <, > and & too).
+// StringSize is the length of s as AppendString encodes it, quotes and
+// escapes included (<, > and & escaped too, \b and \f in two bytes, U+2028,
+// U+2029 and each invalid UTF-8 byte in six).
 func StringSize(s string) int64 {
 	n := int64(2)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-			n += 2
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
 			n += 6
 		default:
-			n++
+			n += int64(size)
 		}
+		i += size
 	}
 	return n
 }

@@ -25,3 +25,13 @@ func TestSizeIsTheEncodedLength(t *testing.T) {
 		t.Errorf("past the limit, Size says more than the limit; got %d", got)
 	}
 }
+
+// StringSize counts what AppendString writes, for the characters it
+// escapes in other than one byte each.
+func TestStringSizeIsWhatAppendStringWrites(t *testing.T) {
+	for _, s := range []string{"\b\f", "line\u2028para\u2029", "bad \xff\xfe utf-8", "é€😀", "\x01\x1f"} {
+		if got, want := StringSize(s), int64(len(AppendString(nil, s))); got != want {
+			t.Errorf("StringSize(%q) = %d, AppendString wrote %d", s, got, want)
+		}
+	}
+}
