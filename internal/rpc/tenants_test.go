@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/parslee-ai/car-server/client"
@@ -254,4 +255,47 @@ func TestARevokeBetweenVerifyAndBindingIsSeen(t *testing.T) {
 		t.Fatalf("a bind after the refused one: %v", err)
 	}
 	c.Close()
+}
+
+// armedTokens revokes an agent's token right after the first Grant that
+// says yes once armed, and watches nothing: a revoke landing between the
+// two looks of a session.auth on a connection already bound.
+type armedTokens struct {
+	store.AgentTokens
+	armed atomic.Bool
+}
+
+func (r *armedTokens) Grant(ctx context.Context, agentID, token string) ([]string, bool, error) {
+	tenants, ok, err := r.AgentTokens.Grant(ctx, agentID, token)
+	if ok && r.armed.CompareAndSwap(true, false) {
+		if _, err := r.AgentTokens.Revoke(ctx, agentID); err != nil {
+			return nil, false, err
+		}
+	}
+	return tenants, ok, err
+}
+
+func (r *armedTokens) Watch(func(string)) func() { return func() {} }
+
+// A bound connection whose session.auth again loses its token between the
+// two looks is closed: dropping only the binding would leave it open as a
+// plain client, ungoverned, though it never presented the daemon's token.
+func TestARevokeDuringAReauthClosesTheBoundConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent-tokens.json")
+	tokens := &armedTokens{AgentTokens: file.TokenFile(path)}
+	ts := startServer(t, Options{Token: testToken, AgentTokens: tokens})
+	if err := tokens.Issue(ctxT(t), "alice", "alice-token"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "alice-token", AgentID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tokens.armed.Store(true)
+	err = c.Call(ctxT(t), protocol.MethodSessionAuth, protocol.AuthParams{Token: "alice-token", AgentID: "alice"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "token mismatch for agent 'alice'") {
+		t.Fatalf("a re-auth whose token was revoked between the looks: %v, want the token mismatch", err)
+	}
+	closed(t, c, "the connection whose token was revoked during its re-auth closing")
 }
