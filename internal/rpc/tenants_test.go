@@ -4,12 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/testwait"
@@ -298,4 +301,45 @@ func TestARevokeDuringAReauthClosesTheBoundConnection(t *testing.T) {
 		t.Fatalf("a re-auth whose token was revoked between the looks: %v, want the token mismatch", err)
 	}
 	closed(t, c, "the connection whose token was revoked during its re-auth closing")
+}
+
+// TestAnAgentListsOnlyItsTenantsCheckpoints: checkpoint.list shows an
+// agent the checkpoints of the tenants its token admits, never another
+// tenant's, nor one of every tenant; a plain client sees them all.
+func TestAnAgentListsOnlyItsTenantsCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	cps, err := checkpoint.Open(filepath.Join(dir, "checkpoints"), 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := file.TokenFile(filepath.Join(dir, "agent-tokens.json"))
+	ts := startServerWith(t, serverSetup{opts: Options{AgentTokens: tokens}, engine: engine.Options{Checkpoints: cps}})
+	if err := tokens.Issue(ctxT(t), "alice", "alice-token", "a"); err != nil {
+		t.Fatal(err)
+	}
+	plain := ts.dial(t, "")
+	for _, p := range []map[string]any{{"name": "of-a", "tenant_id": "a"}, {"name": "of-b", "tenant_id": "b"}, {"name": "of-all"}} {
+		call(t, plain, protocol.MethodCheckpointSave, p, nil)
+	}
+	names := func(c *client.Client) []string {
+		var res protocol.CheckpointListResult
+		call(t, c, protocol.MethodCheckpointList, nil, &res)
+		var out []string
+		for _, cp := range res.Checkpoints {
+			out = append(out, cp.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	alice, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "alice-token", AgentID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if got := names(alice); !slices.Equal(got, []string{"of-a"}) {
+		t.Errorf("agent alice of tenant a lists %v, want [of-a]", got)
+	}
+	if got := names(plain); !slices.Equal(got, []string{"of-a", "of-all", "of-b"}) {
+		t.Errorf("a plain client lists %v, want every checkpoint", got)
+	}
 }
