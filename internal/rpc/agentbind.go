@@ -21,7 +21,8 @@ import (
 // on every bind, so an issue or a revoke is in force at once, on every
 // daemon sharing the store). The token is asked again once the connection
 // is bound, so a revoke that lands between the first look and the binding
-// is not missed. One connection per agent on a daemon: per-agent state
+// is not missed; a connection bound already whose session.auth fails that
+// look is closed, as the revoke would close it. One connection per agent on a daemon: per-agent state
 // stays unambiguous. The token's tenants bound what the connection may
 // reach (tenants.go).
 //
@@ -112,7 +113,8 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 		return nil, err
 	}
 	c.runs.mu.Lock()
-	if c.runs.agent != "" && c.runs.agent != p.AgentID {
+	rebind := c.runs.agent == p.AgentID
+	if c.runs.agent != "" && !rebind {
 		bound := c.runs.agent
 		c.runs.mu.Unlock()
 		return nil, internalError("auth failed: this connection is bound to agent '%s' already; open another connection for '%s'", bound, p.AgentID)
@@ -127,6 +129,12 @@ func (c *conn) bindAgent(p protocol.AuthParams, enabled bool) (any, error) {
 	// Asked again, now that the binding is visible to recheckAgents: a
 	// revoke before this look is seen here, one after it by the watch.
 	if tenants, err = c.grant(p.AgentID, p.Token); err != nil {
+		if rebind {
+			// Bound already, and maybe authenticated by that binding
+			// alone: dropping it would leave a plain client that never
+			// presented the daemon's token. It closes once told why.
+			return nil, &closeAfterReply{err: err, agent: p.AgentID}
+		}
 		c.unbindAgent(p.AgentID)
 		return nil, err
 	}
@@ -158,6 +166,16 @@ func (c *conn) grant(agent, token string) ([]string, error) {
 	}
 	return tenants, nil
 }
+
+// closeAfterReply is a session.auth refusal after which the connection,
+// bound to agent, is closed as a revoked agent's is.
+type closeAfterReply struct {
+	err   error
+	agent string
+}
+
+func (e *closeAfterReply) Error() string { return e.err.Error() }
+func (e *closeAfterReply) Unwrap() error { return e.err }
 
 // unbindAgent undoes a binding to agent whose token failed the second look.
 func (c *conn) unbindAgent(agent string) {

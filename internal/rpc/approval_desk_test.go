@@ -239,3 +239,29 @@ func TestAnAgentResolvesOnlyItsOwnRequest(t *testing.T) {
 		t.Fatalf("after the person approved: %v", st)
 	}
 }
+
+// TestAClientNameCannotForgeWhoAsked: the name a client gives is shown to a
+// person on its approvals, a line in car-server approvals watch among them,
+// so a name with a control character (a newline starting a forged "asked
+// by host" line, a terminal escape) is refused, and such a client_version
+// names nobody.
+func TestAClientNameCannotForgeWhoAsked(t *testing.T) {
+	ts := startServer(t, Options{})
+	c, err := client.Dial(ctxT(t), ts.url, &client.Options{SkipHandshake: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for _, name := range []string{"my-ide\n  asked by host, connection c1", "my-ide\x1b[2K", "my-ide\u2028", "\u202eedi-ym"} {
+		code, msg := rpcCode(t, c.Call(ctxT(t), protocol.MethodServerHandshake, map[string]any{"protocol_version": protocol.ProtocolVersion, "client_name": name}, nil))
+		if code != protocol.CodeInvalidParams || !strings.Contains(msg, "client_name") {
+			t.Errorf("client_name %q: %d %q, want -32602 naming client_name", name, code, msg)
+		}
+	}
+	call(t, c, protocol.MethodServerHandshake, map[string]any{"protocol_version": protocol.ProtocolVersion, "client_version": "1.2\n  asked by host"}, nil)
+	var raised host.Approval
+	call(t, c, protocol.MethodHostRequestApproval, map[string]any{"title": "merge the branch"}, &raised)
+	if by := raised.RequestedBy; by == nil || by.ClientName != "" {
+		t.Fatalf("a client_version with a newline named the client: %+v", by)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"unicode"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -90,6 +91,19 @@ func (c *conn) mayApprove(what string) error {
 		"%s needs the host role (approver_role = host): authenticate with session.auth {host_token}, read from the daemon's host-token file", what)
 }
 
+// shownAsIs reports whether s is graphic characters and spaces only, so
+// that printed on a line it cannot start another line, move the cursor or
+// reorder the text around it. (Bytes that are not UTF-8 were decoded as
+// U+FFFD, which is graphic.)
+func shownAsIs(s string) bool {
+	for _, r := range s {
+		if !unicode.IsGraphic(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // handleHandshake answers server.handshake: the exact wire version or -32006.
 func (c *conn) handleHandshake(_ context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.HandshakeParams
@@ -116,8 +130,11 @@ func (c *conn) handleHandshake(_ context.Context, params *json.RawMessage) (any,
 	if len(p.ClientName) > protocol.MaxClientName {
 		return nil, invalidParams("client_name is %d bytes; at most %d name the client to a person", len(p.ClientName), protocol.MaxClientName)
 	}
+	if !shownAsIs(p.ClientName) {
+		return nil, invalidParams("client_name %q has a character that is not printable (a control or format character, or a line break); a person reads it on the approvals this client causes: send plain text", p.ClientName)
+	}
 	name := p.ClientName
-	if name == "" && len(p.ClientVersion) <= protocol.MaxClientName {
+	if name == "" && len(p.ClientVersion) <= protocol.MaxClientName && shownAsIs(p.ClientVersion) {
 		name = p.ClientVersion
 	}
 	c.clientName.Store(&name)

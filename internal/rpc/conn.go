@@ -251,6 +251,9 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 	if req.Method == protocol.MethodSessionAuth {
 		res, err := c.handleAuth(req)
 		c.reply(req, res, err)
+		if closing := (*closeAfterReply)(nil); errors.As(err, &closing) {
+			c.closeRevoked(closing.agent)
+		}
 		return
 	}
 	if !c.authed.Load() {

@@ -19,7 +19,8 @@ import (
 // the address the request arrived at (the listen address, or for a
 // wildcard bind the interface address the client dialled; any port), and
 // each entry of allowed: a name (any port) or a name:port (that port only),
-// case-insensitively. A Unix socket listener is not checked: its file mode
+// case-insensitively; an IPv6 address is written with or without brackets,
+// and in brackets with a port. A Unix socket listener is not checked: its file mode
 // is its check, and clients dial it with a placeholder host.
 func GuardHost(l net.Listener, allowed []string, log *zap.Logger, next http.Handler) http.Handler {
 	if l.Addr().Network() == "unix" {
@@ -30,7 +31,11 @@ func GuardHost(l net.Listener, allowed []string, log *zap.Logger, next http.Hand
 	}
 	g := &hostGuard{next: next, log: log, listen: l.Addr()}
 	for _, a := range allowed {
-		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") {
+			a = a[1 : len(a)-1] // an IPv6 address without a port: admits = name
+		}
+		if a != "" {
 			g.allowed = append(g.allowed, a)
 		}
 	}

@@ -90,7 +90,7 @@ func TestDNSRebindingRefusedOnEveryPath(t *testing.T) {
 }
 
 func TestAllowedHostsAdmitted(t *testing.T) {
-	ts := startServer(t, Options{Token: testToken, AllowedHosts: []string{"car.example", " Proxy.example:8443 "}})
+	ts := startServer(t, Options{Token: testToken, AllowedHosts: []string{"car.example", " Proxy.example:8443 ", "[2001:DB8::5]"}})
 	addr := strings.TrimSuffix(strings.TrimPrefix(ts.url, "ws://"), "/")
 	_, port, _ := net.SplitHostPort(addr)
 	base := "http://" + addr
@@ -103,6 +103,9 @@ func TestAllowedHostsAdmitted(t *testing.T) {
 		{"proxy.example:8443", http.StatusOK},
 		{"proxy.example:" + port, http.StatusForbidden}, // listed with another port
 		{"sub.car.example:" + port, http.StatusForbidden},
+		{"[2001:db8::5]:" + port, http.StatusOK}, // listed in brackets, without a port
+		{"[2001:db8::5]", http.StatusOK},
+		{"[2001:db8::6]:" + port, http.StatusForbidden},
 		{"attacker.example:" + port, http.StatusForbidden},
 	} {
 		if code, body := getWithHost(t, http.DefaultClient, base, "/healthz", tc.host, ""); code != tc.want {

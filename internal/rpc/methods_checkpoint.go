@@ -51,11 +51,25 @@ func (c *conn) checkpointList(ctx context.Context, _ *json.RawMessage) (any, err
 	if err != nil {
 		return nil, checkpointError("checkpoint.list", err)
 	}
-	out := make([]protocol.CheckpointInfo, len(list))
-	for i, m := range list {
-		out[i] = protocol.CheckpointInfo{CheckpointID: m.ID, Name: m.Name, TenantID: m.Tenant, CreatedAt: m.CreatedAt, Keys: m.Keys, Bytes: m.Bytes, Corrupt: m.Corrupt}
+	out := make([]protocol.CheckpointInfo, 0, len(list))
+	for _, m := range list {
+		if !c.listsCheckpoint(m) {
+			continue
+		}
+		out = append(out, protocol.CheckpointInfo{CheckpointID: m.ID, Name: m.Name, TenantID: m.Tenant, CreatedAt: m.CreatedAt, Keys: m.Keys, Bytes: m.Bytes, Corrupt: m.Corrupt})
 	}
 	return protocol.CheckpointListResult{Checkpoints: out}, nil
+}
+
+// listsCheckpoint reports whether checkpoint.list shows m to this
+// connection: an agent sees the checkpoints of the tenants its token
+// admits, never another tenant's nor one of every tenant (nor a corrupt
+// one whose tenant is not known); anyone else sees all.
+func (c *conn) listsCheckpoint(m checkpoint.Meta) bool {
+	if c.agentID() == "" {
+		return true
+	}
+	return m.Tenant != nil && c.mayUseTenant(protocol.MethodCheckpointList, *m.Tenant) == nil
 }
 
 func (c *conn) checkpointRestore(ctx context.Context, params *json.RawMessage) (any, error) {

@@ -188,7 +188,6 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 	return *res.Approval, nil
 }
 
-// reviewer is who this connection's decisions are recorded as.
 // paramsWithin refuses params past limit bytes before they are decoded:
 // what a host method keeps (in the ring, on the desk, in the agent list)
 // is bounded by what it may be sent.
@@ -199,6 +198,7 @@ func paramsWithin(params *json.RawMessage, method string, limit int, setting, wh
 	return nil
 }
 
+// reviewer is who this connection's decisions are recorded as.
 func (c *conn) reviewer() string { return "conn:" + c.id }
 
 // hostReply maps the registry's errors onto JSON-RPC errors.

@@ -9,7 +9,8 @@ import (
 // (car-server agents issue-token ID --tenant T, repeatable; none: the
 // default tenant alone), and every method that takes a tenant (state.*
 // tenant_id, checkpoint.save tenant_id, proposal.submit scope.tenantId)
-// refuses an agent-bound connection any other. A token's tenants never
+// refuses an agent-bound connection any other, and checkpoint.list shows
+// it only its tenants' checkpoints. A token's tenants never
 // change while it is in force: a re-issue replaces the token, and the
 // connection bound with the old one is closed (agentbind.go), so the
 // tenants read at bind time hold for the connection's life. Plain clients

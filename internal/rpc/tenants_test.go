@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/testwait"
@@ -254,4 +258,88 @@ func TestARevokeBetweenVerifyAndBindingIsSeen(t *testing.T) {
 		t.Fatalf("a bind after the refused one: %v", err)
 	}
 	c.Close()
+}
+
+// armedTokens revokes an agent's token right after the first Grant that
+// says yes once armed, and watches nothing: a revoke landing between the
+// two looks of a session.auth on a connection already bound.
+type armedTokens struct {
+	store.AgentTokens
+	armed atomic.Bool
+}
+
+func (r *armedTokens) Grant(ctx context.Context, agentID, token string) ([]string, bool, error) {
+	tenants, ok, err := r.AgentTokens.Grant(ctx, agentID, token)
+	if ok && r.armed.CompareAndSwap(true, false) {
+		if _, err := r.AgentTokens.Revoke(ctx, agentID); err != nil {
+			return nil, false, err
+		}
+	}
+	return tenants, ok, err
+}
+
+func (r *armedTokens) Watch(func(string)) func() { return func() {} }
+
+// A bound connection whose session.auth again loses its token between the
+// two looks is closed: dropping only the binding would leave it open as a
+// plain client, ungoverned, though it never presented the daemon's token.
+func TestARevokeDuringAReauthClosesTheBoundConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent-tokens.json")
+	tokens := &armedTokens{AgentTokens: file.TokenFile(path)}
+	ts := startServer(t, Options{Token: testToken, AgentTokens: tokens})
+	if err := tokens.Issue(ctxT(t), "alice", "alice-token"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "alice-token", AgentID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tokens.armed.Store(true)
+	err = c.Call(ctxT(t), protocol.MethodSessionAuth, protocol.AuthParams{Token: "alice-token", AgentID: "alice"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "token mismatch for agent 'alice'") {
+		t.Fatalf("a re-auth whose token was revoked between the looks: %v, want the token mismatch", err)
+	}
+	closed(t, c, "the connection whose token was revoked during its re-auth closing")
+}
+
+// TestAnAgentListsOnlyItsTenantsCheckpoints: checkpoint.list shows an
+// agent the checkpoints of the tenants its token admits, never another
+// tenant's, nor one of every tenant; a plain client sees them all.
+func TestAnAgentListsOnlyItsTenantsCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	cps, err := checkpoint.Open(filepath.Join(dir, "checkpoints"), 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := file.TokenFile(filepath.Join(dir, "agent-tokens.json"))
+	ts := startServerWith(t, serverSetup{opts: Options{AgentTokens: tokens}, engine: engine.Options{Checkpoints: cps}})
+	if err := tokens.Issue(ctxT(t), "alice", "alice-token", "a"); err != nil {
+		t.Fatal(err)
+	}
+	plain := ts.dial(t, "")
+	for _, p := range []map[string]any{{"name": "of-a", "tenant_id": "a"}, {"name": "of-b", "tenant_id": "b"}, {"name": "of-all"}} {
+		call(t, plain, protocol.MethodCheckpointSave, p, nil)
+	}
+	names := func(c *client.Client) []string {
+		var res protocol.CheckpointListResult
+		call(t, c, protocol.MethodCheckpointList, nil, &res)
+		var out []string
+		for _, cp := range res.Checkpoints {
+			out = append(out, cp.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	alice, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "alice-token", AgentID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if got := names(alice); !slices.Equal(got, []string{"of-a"}) {
+		t.Errorf("agent alice of tenant a lists %v, want [of-a]", got)
+	}
+	if got := names(plain); !slices.Equal(got, []string{"of-a", "of-all", "of-b"}) {
+		t.Errorf("a plain client lists %v, want every checkpoint", got)
+	}
 }
