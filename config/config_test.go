@@ -375,14 +375,14 @@ func TestNoAuthAndSocketOff(t *testing.T) {
 }
 
 // TestHelpTable: --help lists every setting with its flag, variable and
-// default, and so does the README's configuration table.
+// default, and so does docs/operations.md's configuration table.
 func TestHelpTable(t *testing.T) {
 	isolate(t, nil)
 	var out bytes.Buffer
 	if _, err := Load([]string{"--help"}, "/home/u", &out); !errors.Is(err, ErrHelp) {
 		t.Fatalf("want ErrHelp, got %v", err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestHelpTable(t *testing.T) {
 			t.Errorf("help line of %s: %q", s.key, line)
 		}
 		if !strings.Contains(string(readme), "| `--"+s.flag()+"` | `"+s.env+"` |") {
-			t.Errorf("README has no row for --%s / %s", s.flag(), s.env)
+			t.Errorf("docs/operations.md has no row for --%s / %s", s.flag(), s.env)
 		}
 	}
 	// Every description starts in the same column, and no default is blank.

@@ -1,7 +1,7 @@
 package protocol
 
 // EventKind names what happened in an event (proposal_received,
-// action_failed, …: the README lists them).
+// action_failed, …: docs/execution.md lists them).
 type EventKind string
 
 // EventsSubscribeParams are the params of events.subscribe: which events

@@ -26,7 +26,7 @@ type MethodSpec struct {
 // Null is the result of a method that answers null.
 type Null struct{}
 
-// Methods are the client → server methods, in the README's order.
+// Methods are the client → server methods, in the order of docs/protocol.md's table.
 var Methods = []MethodSpec{
 	{Name: MethodSessionAuth, Summary: "Authenticate the connection; must be the first request when auth is on.", Params: AuthParams{}, Result: AuthResult{}, Errors: []int{CodeAuthRequired}},
 	{Name: MethodServerHandshake, Summary: "Agree on the protocol version.", Params: HandshakeParams{}, Result: HandshakeResult{}, Errors: []int{CodeVersionMismatch}},

@@ -6,8 +6,8 @@ import (
 )
 
 // Object is a JSON object whose members this package does not fix: a state
-// snapshot, an analysis report or a runtime figure whose fields the README
-// documents. The OpenRPC document describes it as "any object".
+// snapshot, an analysis report or a runtime figure whose fields the
+// documents in docs/ describe. The OpenRPC document describes it as "any object".
 type Object = map[string]any
 
 // OKResult is the reply of a method that only confirms it acted.
@@ -48,7 +48,7 @@ type RuntimeStatus struct {
 	OperatorPolicies  int     `json:"operator_policies"`
 	Events            int     `json:"events"`
 	// What the rings and queues hold now, each bounded by bytes besides
-	// count (the README's limits table).
+	// count (docs/security.md's limits table).
 	EventBytes          int64  `json:"event_bytes"`           // the event log (event_log_bytes)
 	HostEvents          int    `json:"host_events"`           // the host event ring's events
 	HostEventBytes      int64  `json:"host_event_bytes"`      // its bytes (host_event_ring_bytes)

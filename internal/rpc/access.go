@@ -12,7 +12,7 @@ import (
 //   - a plain client: the ordinary token, as upstream has it.
 //
 // Agents are the governed party everywhere. With approver_role = host,
-// plain clients are governed too. The README's *Security model* carries the
+// plain clients are governed too. docs/security.md's *Security model* carries the
 // same table; a test keeps the two, and protocol.Methods, in step.
 type access uint8
 
@@ -31,7 +31,7 @@ const (
 	accessHost
 )
 
-// String names who the access admits, as the README's table and the
+// String names who the access admits, as docs/security.md's table and the
 // refusals say it.
 func (a access) String() string {
 	switch a {

@@ -46,14 +46,14 @@ func TestEveryMethodHasAnAccessRow(t *testing.T) {
 // TestTheReadmeCarriesTheCapabilityTable: the README's *Security model*
 // table is the code's, row for row.
 func TestTheReadmeCarriesTheCapabilityTable(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
 	start := strings.Index(doc, "\n### Who may call what\n")
 	if start < 0 {
-		t.Fatal("README.md has no '### Who may call what' section")
+		t.Fatal("docs/security.md has no '### Who may call what' section")
 	}
 	section := doc[start+1:]
 	if end := strings.Index(section[4:], "\n#"); end >= 0 {
@@ -64,7 +64,7 @@ func TestTheReadmeCarriesTheCapabilityTable(t *testing.T) {
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		for _, name := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[1], -1) {
 			if prev, dup := inReadme[name[1]]; dup {
-				t.Errorf("README lists %s twice (%s, %s)", name[1], prev, m[2])
+				t.Errorf("docs/security.md lists %s twice (%s, %s)", name[1], prev, m[2])
 			}
 			inReadme[name[1]] = m[2]
 		}
@@ -80,16 +80,16 @@ func TestTheReadmeCarriesTheCapabilityTable(t *testing.T) {
 			continue
 		}
 		if got != a.String() {
-			t.Errorf("README says %s is for %q, the code %q", name, got, a)
+			t.Errorf("docs/security.md says %s is for %q, the code %q", name, got, a)
 		}
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
-		t.Errorf("README's capability table lacks %v", missing)
+		t.Errorf("docs/security.md's capability table lacks %v", missing)
 	}
 	for name := range inReadme {
 		if _, ok := methodAccess[name]; !ok {
-			t.Errorf("README's capability table lists %s, which the code does not", name)
+			t.Errorf("docs/security.md's capability table lists %s, which the code does not", name)
 		}
 	}
 }

@@ -327,7 +327,7 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		// One label for every unknown name keeps the metric's cardinality bounded.
 		metrics.Requests.WithLabelValues("unknown", metrics.Code(protocol.CodeMethodNotFound)).Inc()
 		return nil, rpcError(protocol.CodeMethodNotFound,
-			"method not found: '%s'; the README lists the methods this daemon serves", echoName(req.Method))
+			"method not found: '%s'; docs/protocol.md lists the methods this daemon serves", echoName(req.Method))
 	}
 	if err := c.mayCall(req.Method); err != nil {
 		metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
