@@ -14,6 +14,11 @@ type ToolSchema struct {
 	Idempotent   bool            `json:"idempotent"`
 	CacheTTLSecs *uint64         `json:"cache_ttl_secs,omitempty"`
 	RateLimit    *ToolRateLimit  `json:"rate_limit,omitempty"`
+	// Source and Connector say where a daemon-wide tool comes from
+	// ("mcp" and the connector's slug); tools.list fills them, and a
+	// client's registration leaves them out.
+	Source    string `json:"source,omitempty"`
+	Connector string `json:"connector,omitempty"`
 }
 
 // ToolRateLimit bounds how often a tool may be dispatched: at most MaxCalls

@@ -393,7 +393,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 // dispatch calls the tool through the session's executor, with retries. An
 // output that does not fit the tool's returns schema is a failed attempt.
 func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
-	if r.sub.Session.Executor == nil && !t.builtin {
+	if r.sub.Session.Executor == nil && !t.builtin && t.exec == nil {
 		return nil, errors.New("this session has no way to run tools")
 	}
 	timeout := r.rt.actionTimeout(a)
@@ -507,9 +507,12 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	}
 	var out any
 	var err error
-	if t.builtin {
+	switch {
+	case t.builtin:
 		out, err = r.rt.sendMessage(cctx, r.sub, call)
-	} else {
+	case t.exec != nil:
+		out, err = t.exec.ExecuteTool(cctx, call)
+	default:
 		out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
 	}
 	if err != nil {

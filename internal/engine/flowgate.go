@@ -149,7 +149,7 @@ func (rt *Runtime) escalateOrderings(ctx context.Context, sub *Submission, hits 
 		why := fmt.Sprintf("'%s' after '%s' (%s) is a forbidden ordering", h.Rule.Then, h.Rule.First, h.FirstAt)
 		row := PermissionRow{
 			ActionID: a.ID, Tool: a.Tool, Fingerprint: orderingFingerprint(h.Rule, a), Decision: DecisionNeedsApproval,
-			Required: policy.FullAccess, Reversibility: policy.Classify(a).Reversibility, Granted: sub.Session.Tier(),
+			Required: policy.FullAccess, Reversibility: rt.Classify(a).Reversibility, Granted: sub.Session.Tier(),
 			Reason: why, Signals: []string{"ordering " + h.Rule.First + " → " + h.Rule.Then},
 		}
 		rec, ok, err := rt.ledgerDecision(ctx, row.Fingerprint, policy.FullAccess)

@@ -49,7 +49,7 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	rows := make([]PermissionRow, len(p.Actions))
 	for i := range p.Actions {
 		a := &p.Actions[i]
-		c := policy.Classify(a)
+		c := rt.Classify(a)
 		row := PermissionRow{ActionID: a.ID, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
 		var rec approvals.Record
 		var recorded bool

@@ -49,6 +49,8 @@ type Options struct {
 	Streams streams.Options // handles of detached tool invocations
 
 	Schemas SchemaLimits // what a tool's JSON Schema may cost (DefaultSchemaLimits)
+
+	DaemonTools *DaemonTools // tools the daemon runs itself for every session (MCP connectors'); nil: none
 }
 
 // Defaults of the Options the daemon's settings also offer; config prints
@@ -228,6 +230,7 @@ type Session struct {
 // OpenSession creates the session of a new connection.
 func (rt *Runtime) OpenSession(id string, exec ToolExecutor) *Session {
 	s := &Session{ID: id, Tools: NewToolRegistry(rt.opts.MaxTools, rt.opts.Schemas), Policies: policy.NewEngine(), Executor: exec}
+	s.Tools.daemon = rt.opts.DaemonTools
 	s.tier.Store(int32(policy.SandboxEdit))
 	rt.mu.Lock()
 	rt.sessions[id] = s

@@ -16,7 +16,6 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
-	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -291,7 +290,7 @@ func selects(f *SupervisionFilter, in *Intent, connID string) bool {
 }
 
 // buildIntent describes a proposal without its parameter values.
-func buildIntent(sub *Submission) Intent {
+func (rt *Runtime) buildIntent(sub *Submission) Intent {
 	p := sub.Proposal
 	in := Intent{ID: uuid.NewString(), ProposalID: p.ID, Source: p.Source, SessionID: sub.PolicySession, Reversibility: protocol.Reversible, CreatedAt: time.Now().UTC()}
 	if sub.Tenant != "" {
@@ -299,7 +298,7 @@ func buildIntent(sub *Submission) Intent {
 	}
 	for i := range p.Actions {
 		a := &p.Actions[i]
-		rev := policy.Classify(a).Reversibility
+		rev := rt.Classify(a).Reversibility
 		if rev.Rank() > in.Reversibility.Rank() {
 			in.Reversibility = rev
 		}
@@ -325,7 +324,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		return nil
 	}
 	cl := s.cl.Load()
-	in := buildIntent(sub)
+	in := g.rt.buildIntent(sub)
 	if cl != nil {
 		in.Node = cl.node
 	}
@@ -428,7 +427,7 @@ func (rt *Runtime) escalated(ctx context.Context, sub *Submission, reviewer, rea
 	for i := range sub.Proposal.Actions {
 		a := &sub.Proposal.Actions[i]
 		fp := approvals.Fingerprint(a)
-		tier := policy.Classify(a).Tier
+		tier := rt.Classify(a).Tier
 		rec, ok, err := rt.ledgerDecision(ctx, fp, tier)
 		if err != nil {
 			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", reviewer, reason, err)

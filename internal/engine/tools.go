@@ -16,6 +16,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/messaging"
+	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -35,6 +36,13 @@ type Tool struct {
 	// (idempotency.SchemaDigest); "" for the built-in, whose schema is the
 	// daemon's own.
 	digest string
+	// A daemon tool (DaemonTools) is run by exec, not by a callback; source
+	// and owner say where it comes from, class is its provider's
+	// classification (nil: the classifier's).
+	exec   ToolExecutor
+	source string
+	owner  string
+	class  *policy.Classification
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -168,6 +176,7 @@ type ToolRegistry struct {
 	tools  map[string]*Tool // the client's; nil until it registers one
 	max    int              // client-registered tools held at once; 0 is unbounded
 	limits SchemaLimits     // what a registered schema may cost
+	daemon *DaemonTools     // the daemon-wide tools every session sees; nil: none
 }
 
 // builtinMessaging is the built-in messaging.send every registry holds: one
@@ -190,6 +199,9 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 	for i, s := range schemas {
 		if s.Name == messaging.ToolName {
 			return 0, fmt.Errorf("tool %d: '%s' is built in (the daemon governs and dedups it, the client delivers it through %s); it cannot be registered", i, s.Name, messaging.DeliveryTool)
+		}
+		if strings.HasPrefix(s.Name, DaemonToolPrefix) {
+			return 0, fmt.Errorf("tool %d: '%s' begins with %q, which names the tools of the daemon's MCP connectors; register it under another name", i, s.Name, DaemonToolPrefix)
 		}
 		t, err := compileTool(s, r.limits)
 		if err != nil {
@@ -240,6 +252,9 @@ func (r *ToolRegistry) Lookup(name string) (*Tool, bool) {
 	if name == messaging.ToolName {
 		return builtinMessaging, true
 	}
+	if strings.HasPrefix(name, DaemonToolPrefix) {
+		return r.daemon.Lookup(name)
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	t, ok := r.tools[name]
@@ -255,6 +270,7 @@ func (r *ToolRegistry) List() []protocol.ToolSchema {
 		out = append(out, t.Schema)
 	}
 	r.mu.RUnlock()
+	out = append(out, r.daemon.List()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

@@ -135,7 +135,33 @@ func Classify(a *protocol.Action) Classification {
 		c.Tier = ReadOnly
 	}
 	c.Reversibility = reversibility(segs, read && !edit)
+	raiseFromParams(a, &c)
+	if len(c.Signals) == 0 {
+		if c.Tier == ReadOnly {
+			c.Signals = readOnlyName
+		} else {
+			c.Signals = unrecognisedTool
+		}
+	}
+	return c
+}
 
+// ClassifyFrom classifies a tool call whose tool came with a classification
+// of its own (an MCP tool's annotations): base stands for what the tool's
+// name would say, and what the parameters show still raises it.
+func ClassifyFrom(a *protocol.Action, base Classification) Classification {
+	c := Classification{Tier: base.Tier, Reversibility: base.Reversibility, Signals: append([]string(nil), base.Signals...)}
+	raiseFromParams(a, &c)
+	return c
+}
+
+// raiseFromParams raises c for what a's parameters show: a command keyword,
+// a credential path or key, a dangerous phrase.
+func raiseFromParams(a *protocol.Action, c *Classification) {
+	raise := func(t Tier, why string) {
+		c.Tier = max(c.Tier, t)
+		c.Signals = append(c.Signals, why)
+	}
 	// Command lines and target paths are read where their key says, at any
 	// depth, whatever the value's shape (a string, an array, an object). The
 	// outermost such key reads everything under it, so a key of the same
@@ -162,14 +188,6 @@ func Classify(a *protocol.Action) Classification {
 	if p := dangerPhrase(a.Parameters); p != "" {
 		raise(FullAccess, fmt.Sprintf("dangerous phrase '%s'", p))
 	}
-	if len(c.Signals) == 0 {
-		if c.Tier == ReadOnly {
-			c.Signals = readOnlyName
-		} else {
-			c.Signals = unrecognisedTool
-		}
-	}
-	return c
 }
 
 // reversibility is the second axis, from the tool name alone.

@@ -63,7 +63,7 @@ func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (a
 	}
 	for i := range prop.Actions {
 		a := &prop.Actions[i]
-		cl := policy.Classify(a)
+		cl := c.srv.rt.Classify(a)
 		res.Classifications[i] = protocol.Classification{ActionID: a.ID, Tool: a.Tool, RequiredTier: cl.Tier.String(), Reversibility: cl.Reversibility, Signals: cl.Signals,
 			MissingCompensation: a.Reversibility == protocol.Compensable && len(a.Compensation) == 0}
 		if a.Reversibility.Rank() > res.DeclaredRollbackContract.Rank() {
@@ -139,7 +139,7 @@ func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, err
 			return nil, invalidParams("param 'action': %v", err)
 		}
 		a := &prop.Actions[0]
-		d.Fingerprint, d.Tier = approvals.Fingerprint(a), policy.Classify(a).Tier
+		d.Fingerprint, d.Tier = approvals.Fingerprint(a), c.srv.rt.Classify(a).Tier
 	case p.Fingerprint != "":
 		t, err := policy.ParseTier(p.RequiredTier)
 		if err != nil {
