@@ -70,6 +70,7 @@ type Config struct {
 	MaxOpenRunJournals      int           // run journals open at once (store file)
 	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
 	MaxActionIDBytes        int           // longest proposal or action id
+	StrictFields            bool          // reject proposals with fields the IR does not know
 	MaxNotifyBytes          int           // host.notify and host.set_status params
 	MaxContextBytes         int           // host.request_approval and host.register_agent params
 	MaxStateValueBytes      int64         // one state value as JSON
@@ -296,6 +297,7 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxStreamChunk = r.integer("max_stream_chunk_bytes")
 	c.MaxStreamBuffered = int64(r.integer("max_stream_buffered_bytes"))
 	c.MaxActionIDBytes = r.integer("max_action_id_bytes")
+	c.StrictFields = r.boolean("strict_fields")
 	c.MaxNotifyBytes = r.integer("max_notify_bytes")
 	c.MaxContextBytes = r.integer("max_context_bytes")
 	c.MaxStateValueBytes = int64(r.integer("max_state_value_bytes"))

@@ -182,6 +182,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_checkpoints":             {"7", "7", func(c *Config) any { return c.MaxCheckpoints }, nil},
 		"max_stream_buffered_bytes":   {"7", "7", func(c *Config) any { return c.MaxStreamBuffered }, nil},
 		"max_action_id_bytes":         {"7", "7", func(c *Config) any { return c.MaxActionIDBytes }, nil},
+		"strict_fields":               {"true", "true", func(c *Config) any { return c.StrictFields }, nil},
 		"max_notify_bytes":            {"7", "7", func(c *Config) any { return c.MaxNotifyBytes }, nil},
 		"max_context_bytes":           {"7", "7", func(c *Config) any { return c.MaxContextBytes }, nil},
 		"max_state_value_bytes":       {"7", "7", func(c *Config) any { return c.MaxStateValueBytes }, nil},

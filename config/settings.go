@@ -90,6 +90,7 @@ var settings = []setting{
 	{"max_stream_chunk_bytes", "CAR_MAX_STREAM_CHUNK_BYTES", "largest tools.stream.chunk accepted; larger ones are ignored", streams.DefaultMaxChunkBytes},
 	{"max_stream_buffered_bytes", "CAR_MAX_STREAM_BUFFERED_BYTES", "undrained stream chunks of all handles together; past it a handle's oldest chunks are dropped (counted in dropped_chunks and server.status)", streams.DefaultMaxBuffered},
 	{"max_action_id_bytes", "CAR_MAX_ACTION_ID_BYTES", "longest proposal or action id; a longer one rejects the proposal at decode", protocol.DefaultMaxIDBytes},
+	{"strict_fields", "CAR_STRICT_FIELDS", "reject a proposal with a field the IR does not know (a typo like depends_on) instead of running it with a warning", false},
 	{"max_notify_bytes", "CAR_MAX_NOTIFY_BYTES", "params of host.notify and host.set_status (the payload the host event ring keeps)", rpc.DefaultMaxNotifyBytes},
 	{"max_context_bytes", "CAR_MAX_CONTEXT_BYTES", "params of host.request_approval (its context) and host.register_agent (its metadata)", rpc.DefaultMaxContextBytes},
 	{"max_state_value_bytes", "CAR_MAX_STATE_VALUE_BYTES", "one state value as JSON, written by state_write, expected_effects or state.set", engine.DefaultMaxStateValueBytes},

@@ -112,6 +112,7 @@ func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 		Timestamp *string           `json:"timestamp"`
 		Actions   []json.RawMessage `json:"actions"`
 		Context   map[string]any    `json:"context"`
+		Strict    *bool             `json:"strict"`
 	}
 	if err := strictDecode(raw, &head); err != nil {
 		return nil, &DecodeError{Msg: "proposal: " + fieldError(err, "an ActionProposal object {id?, source?, actions: Action[]}")}
@@ -126,6 +127,9 @@ func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 		p.Source = "unknown"
 	}
 	p.Timestamp = deref(head.Timestamp)
+	p.Strict = head.Strict != nil && *head.Strict
+	var warn fieldWarnings
+	unknownMembers(raw, "proposal", headMembers, &warn)
 	for i, ra := range head.Actions {
 		a, err := decodeAction(ra)
 		if err != nil {
@@ -135,9 +139,29 @@ func decodeProposalReflect(raw []byte) (*ActionProposal, error) {
 			}
 			return nil, &DecodeError{Msg: where + ": " + err.Error()}
 		}
+		unknownMembers(ra, actionWhere(i, a.ID), actionMembers, &warn)
 		p.Actions = append(p.Actions, a)
 	}
+	p.FieldWarnings = warn.result()
 	return p, nil
+}
+
+// unknownMembers adds to warn the member names of obj that no name of known
+// matches, as encoding/json matches them (regardless of case).
+func unknownMembers(obj []byte, where string, known []string, warn *fieldWarnings) {
+	jsonvalue.Members(obj, func(name, _ []byte) bool {
+		var s string
+		if json.Unmarshal(append(append([]byte{'"'}, name...), '"'), &s) != nil {
+			return true
+		}
+		for _, k := range known {
+			if strings.EqualFold(s, k) {
+				return true
+			}
+		}
+		warn.add(where, s, known)
+		return true
+	})
 }
 
 // decodeAction decodes one action; when it fails, the action carries the id

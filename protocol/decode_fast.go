@@ -29,9 +29,11 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 	}
 	p := &ActionProposal{}
 	var id, source, timestamp *string
+	var strict *bool
 	var actions []Action
+	var unknown []string
 	sawActions := false
-	ok := d.object(headMembers, func(key string) bool {
+	ok := d.object(headMembers, &unknown, func(key string) bool {
 		switch key {
 		case "id":
 			return d.optString(&id)
@@ -41,6 +43,8 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 			return d.optString(&timestamp)
 		case "context":
 			return d.optObject(&p.Context)
+		case "strict":
+			return d.optBool(&strict)
 		case "actions":
 			if d.null() {
 				return false // required: the thorough decoder says so
@@ -52,7 +56,7 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 				d.names = make(map[string]string, n+16) // the ids, and a few tools and parameter names
 			}
 			return d.array(func() bool {
-				a, ok := d.action()
+				a, ok := d.action(len(actions))
 				actions = append(actions, a)
 				return ok
 			})
@@ -72,10 +76,16 @@ func decodeProposalFast(raw []byte) (*ActionProposal, bool) {
 		p.Source = "unknown"
 	}
 	p.Timestamp = deref(timestamp)
+	p.Strict = strict != nil && *strict
+	var head fieldWarnings
+	for _, name := range unknown {
+		head.add("proposal", name, headMembers)
+	}
+	p.FieldWarnings = head.then(&d.warnings).result()
 	return p, true
 }
 
-var headMembers = []string{"id", "source", "timestamp", "actions", "context"}
+var headMembers = []string{"id", "source", "timestamp", "actions", "context", "strict"}
 
 var actionMembers = []string{"id", "type", "tool", "parameters", "preconditions", "expected_effects", "state_dependencies",
 	"dependencies", "read_set", "write_set", "assumptions", "invocation_mode", "await", "reversibility", "compensation",
@@ -94,6 +104,8 @@ type fastDecoder struct {
 	// deep says something in the proposal nests deeper than an action may,
 	// so that each action's depth is measured.
 	deep bool
+	// warnings name the members the IR does not know.
+	warnings fieldWarnings
 }
 
 // name reads a string into a string field, shared with an earlier equal
@@ -137,15 +149,16 @@ func (d *fastDecoder) enum(s **string) bool {
 	return d.optString(s)
 }
 
-// action decodes one action object and applies fromWire.
-func (d *fastDecoder) action() (Action, bool) {
+// action decodes the i-th action object and applies fromWire.
+func (d *fastDecoder) action(i int) (Action, bool) {
 	d.i = jsonvalue.SkipSpace(d.b, d.i)
 	start := d.i
 	if d.b[start] != '{' {
 		return Action{}, false
 	}
 	var w actionWire
-	ok := d.object(actionMembers, func(key string) bool {
+	var unknown []string
+	ok := d.object(actionMembers, &unknown, func(key string) bool {
 		switch key {
 		case "id":
 			return d.name(&w.ID)
@@ -202,14 +215,18 @@ func (d *fastDecoder) action() (Action, bool) {
 		return Action{}, false
 	}
 	a, err := fromWire(&w)
+	for _, name := range unknown {
+		d.warnings.add(actionWhere(i, a.ID), name, actionMembers)
+	}
 	return a, err == nil
 }
 
 // object walks an object's members, calling member with each known name
 // once, positioned at its value, which member consumes; other members are
-// skipped. It fails on a repeated known member and on a name that only a
-// case-insensitive or escaped match would make known.
-func (d *fastDecoder) object(known []string, member func(key string) bool) bool {
+// skipped, their names added to unknown. It fails on a repeated known
+// member and on a name that only a case-insensitive or escaped match would
+// make known.
+func (d *fastDecoder) object(known []string, unknown *[]string, member func(key string) bool) bool {
 	d.i = jsonvalue.SkipSpace(d.b, d.i+1)
 	if d.b[d.i] == '}' {
 		d.i++
@@ -238,6 +255,9 @@ func (d *fastDecoder) object(known []string, member func(key string) bool) bool 
 		case strings.IndexByte(string(key), '\\') >= 0 || foldsToKnown(key, known):
 			return false
 		default:
+			if unknown != nil {
+				*unknown = append(*unknown, string(key))
+			}
 			d.i = jsonvalue.SkipValue(d.b, d.i)
 		}
 		d.i = jsonvalue.SkipSpace(d.b, d.i)

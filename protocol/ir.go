@@ -69,6 +69,13 @@ type ActionProposal struct {
 	Timestamp string         `json:"timestamp"`
 	Actions   []Action       `json:"actions"`
 	Context   map[string]any `json:"context,omitempty"`
+	// Strict refuses the proposal when it has a field the IR does not
+	// know, instead of running it with the field ignored.
+	Strict bool `json:"strict,omitempty"`
+	// FieldWarnings name the fields of the proposal and its actions that
+	// the IR does not know (a typo like depends_on): the decoder fills
+	// them, the result carries them as warnings.
+	FieldWarnings []string `json:"-"`
 }
 
 // Action is one unit of intent. Defaults (applied by DecodeProposal):
@@ -153,6 +160,9 @@ type ProposalResult struct {
 	// ReplanError says why the replan loop ended without a success: the
 	// client gave up, did not answer, answered garbage, or max_replans ran out.
 	ReplanError string `json:"replan_error,omitempty"`
+	// Warnings say what the daemon ignored: fields of the proposal or its
+	// actions that the IR does not know.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Result returns the result of the action with id.

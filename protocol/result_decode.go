@@ -26,11 +26,11 @@ func DecodeProposalResult(data []byte, r *ProposalResult) error {
 }
 
 func (r *ProposalResult) isZero() bool {
-	return r.ProposalID == "" && r.Results == nil && r.Cost == (CostSummary{}) && r.Replans == nil && r.ReplanError == ""
+	return r.ProposalID == "" && r.Results == nil && r.Cost == (CostSummary{}) && r.Replans == nil && r.ReplanError == "" && r.Warnings == nil
 }
 
 var (
-	resultMembers       = []string{"proposal_id", "results", "cost", "replans", "replan_error"}
+	resultMembers       = []string{"proposal_id", "results", "cost", "replans", "replan_error", "warnings"}
 	actionResultMembers = []string{"action_id", "status", "output", "error", "state_changes", "duration_ms", "timestamp", "cache_hit"}
 	costMembers         = []string{"tool_calls", "actions_executed", "actions_rejected", "actions_skipped", "total_duration_ms", "retries", "budget"}
 )
@@ -48,7 +48,7 @@ func decodeResultFast(data []byte) (*ProposalResult, bool) {
 		return nil, false
 	}
 	r := &ProposalResult{}
-	ok := d.object(resultMembers, func(key string) bool {
+	ok := d.object(resultMembers, nil, func(key string) bool {
 		switch key {
 		case "proposal_id":
 			return d.plainString(&r.ProposalID)
@@ -56,6 +56,8 @@ func decodeResultFast(data []byte) (*ProposalResult, bool) {
 			return d.plainString(&r.ReplanError)
 		case "replans":
 			return d.viaDecoder(&r.Replans)
+		case "warnings":
+			return d.viaDecoder(&r.Warnings)
 		case "cost":
 			return d.cost(&r.Cost)
 		case "results":
@@ -87,7 +89,7 @@ func (d *fastDecoder) actionResult(ar *ActionResult) bool {
 	if d.b[d.i] != '{' {
 		return false
 	}
-	return d.object(actionResultMembers, func(key string) bool {
+	return d.object(actionResultMembers, nil, func(key string) bool {
 		switch key {
 		case "action_id":
 			return d.plainString(&ar.ActionID)
@@ -122,7 +124,7 @@ func (d *fastDecoder) cost(c *CostSummary) bool {
 	if d.b[d.i] != '{' {
 		return false
 	}
-	return d.object(costMembers, func(key string) bool {
+	return d.object(costMembers, nil, func(key string) bool {
 		switch key {
 		case "tool_calls":
 			return d.int(&c.ToolCalls)

@@ -161,6 +161,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		MaxUnauthenticated: cfg.MaxUnauthenticated,
 		MaxInFlight:        cfg.MaxInFlight,
 		MaxActionIDBytes:   cfg.MaxActionIDBytes,
+		StrictFields:       cfg.StrictFields,
 		MaxNotifyBytes:     cfg.MaxNotifyBytes,
 		MaxContextBytes:    cfg.MaxContextBytes,
 		FeedQueueBytes:     cfg.FeedQueueBytes,

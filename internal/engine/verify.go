@@ -206,6 +206,11 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 			add(structure, p.Actions[i].ID, "error", r)
 		}
 	}
+	fields := check("fields", "every field of the proposal and its actions is one the IR knows (an unknown one is ignored when the proposal runs, or refuses it under strict field checking)",
+		"what an ignored field was meant to say", TierDecision, true)
+	for _, w := range p.FieldWarnings {
+		add(fields, "", "warning", w)
+	}
 	bounds := check("resource_bounds", fmt.Sprintf("the proposal has at most max_actions (%d) actions", maxActions), "runtime cost, duration or tool quotas", TierDecision, maxActions > 0)
 	if maxActions > 0 && len(p.Actions) > maxActions {
 		add(bounds, "", "error", fmt.Sprintf("proposal has %d actions; at most %d are accepted (max_actions)", len(p.Actions), maxActions))
@@ -327,7 +332,7 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	if res.ExecutionLevels == nil {
 		res.ExecutionLevels = [][]string{}
 	}
-	order := []string{"structure", "resource_bounds", "tools", "param_schema", "preconditions", "state_dependencies", "write_conflicts", "loop_detection"}
+	order := []string{"structure", "resource_bounds", "tools", "param_schema", "preconditions", "state_dependencies", "write_conflicts", "loop_detection", "fields"}
 	ran := 0
 	for i, name := range order {
 		res.Evidence.Checks[i] = *checks[name]

@@ -101,7 +101,7 @@ func TestVerifyCleanProposal(t *testing.T) {
 	if res.SimulatedState["deployed"] != true || len(res.Conflicts) != 0 {
 		t.Fatalf("%+v", res)
 	}
-	if len(res.Evidence.Checks) != 8 || !res.Evidence.Checks[3].Ran || res.Evidence.Confidence <= 0 || res.Evidence.Confidence >= 1 {
+	if len(res.Evidence.Checks) != 9 || !res.Evidence.Checks[3].Ran || res.Evidence.Confidence <= 0 || res.Evidence.Confidence >= 1 {
 		t.Fatalf("evidence %+v", res.Evidence)
 	}
 	if len(res.Evidence.UntestedRegions) != 1 || !strings.Contains(res.Evidence.UntestedRegions[0], "'r'") {

@@ -27,6 +27,9 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}
+	if len(prop.FieldWarnings) > 0 && (prop.Strict || c.srv.opts.StrictFields) {
+		return nil, invalidParams("%v", protocol.StrictFieldsError(prop.FieldWarnings))
+	}
 	var tenant string
 	if p.Scope != nil {
 		tenant = p.Scope.TenantID
@@ -48,6 +51,9 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	var limit *engine.LimitError
 	if errors.As(err, &limit) {
 		return nil, invalidParams("%v", err)
+	}
+	if res != nil {
+		res.Warnings = prop.FieldWarnings
 	}
 	return res, err
 }

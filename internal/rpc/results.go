@@ -90,6 +90,16 @@ func appendProposalResult(b []byte, r *protocol.ProposalResult) ([]byte, error) 
 		b = append(b, `,"replan_error":`...)
 		b = jsonvalue.AppendString(b, r.ReplanError)
 	}
+	if len(r.Warnings) > 0 {
+		b = append(b, `,"warnings":[`...)
+		for i, w := range r.Warnings {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonvalue.AppendString(b, w)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 

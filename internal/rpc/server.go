@@ -49,6 +49,7 @@ type Options struct {
 	FeedQueue      int           // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
 	// What one request may leave behind in memory; zero takes the default.
 	MaxActionIDBytes int               // proposal and action ids (protocol.DefaultMaxIDBytes)
+	StrictFields     bool              // refuse proposals with fields the IR does not know
 	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
 	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
 	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)

@@ -365,6 +365,7 @@ export interface ActionProposal {
   timestamp: StringDoaGddGA;
   actions: UnorderedSetOfActionFRKso7V5;
   context?: ObjectHAgrRKSz;
+  strict?: BooleanVyG3AETh;
 }
 export interface PrunedDependency {
   action_id: StringDoaGddGA;
@@ -785,6 +786,7 @@ export interface ProposalResult {
   cost: CostSummary;
   replans?: UnorderedSetOfReplanWLd3RHkW;
   replan_error?: StringDoaGddGA;
+  warnings?: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
 export interface ProposalCancelResult {
   cancelled: BooleanVyG3AETh;
