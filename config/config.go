@@ -101,7 +101,10 @@ type Config struct {
 	ToolLabelsPath  string // the information-flow gate's tool labels
 	NodeIDPath      string // this state root's member id, generated once
 	EventsSpoolPath string // events waiting for the database (store postgres)
-	ShowVersion     bool   // --version was given
+	// InterruptedApprovalsPath holds the approval requests pending at the
+	// last shutdown, shown as expired at the next start.
+	InterruptedApprovalsPath string
+	ShowVersion              bool // --version was given
 }
 
 // Stores (Config.Store).
@@ -179,6 +182,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.PoliciesDir = filepath.Join(home, "policies")
 	cfg.IdempotencyPath = filepath.Join(home, "idempotency.jsonl")
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
+	cfg.InterruptedApprovalsPath = filepath.Join(home, "approvals-interrupted.json")
 	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")

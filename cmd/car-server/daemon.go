@@ -103,6 +103,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// there and decides its rows (engine.ResolveApproval); the rpc layer
 	// serves the host.* methods from the same one (Runtime.Desk).
 	desk := host.New(host.Options{EventRingBytes: cfg.HostEventRingBytes})
+	restoreInterrupted(cfg.InterruptedApprovalsPath, desk, log)
 	rt := engine.NewRuntime(engine.Options{
 		Desk:                   desk,
 		MaxActions:             cfg.MaxActions,
@@ -275,6 +276,11 @@ loop:
 
 	log.Info("shutting down", zap.String("grace", cfg.ShutdownGrace.String()), zap.Int("connections", srv.ConnectionCount()))
 	notify(log, sddaemon.SdNotifyStopping)
+	// Proposals waiting for a person are answered now, not at the end of
+	// the grace; what they waited for is kept for the next start.
+	interrupted := desk.PendingHere()
+	rt.BeginShutdown()
+	defer saveInterrupted(cfg.InterruptedApprovalsPath, interrupted, log)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

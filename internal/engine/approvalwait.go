@@ -31,6 +31,10 @@ const (
 	EventApprovalSettled EventKind = "approval_settled" // it was approved, denied or expired
 )
 
+// StoppingReason is why a wait for a person ended when the daemon began to
+// stop: the proposal's answer and the expired request both say it.
+const StoppingReason = "the daemon is stopping (an approval recorded now or after it restarts is kept on the ledger)"
+
 // Desk is the host registry where actions needing approval wait for a
 // person (Options.Desk): the rpc layer serves the host.* methods from it.
 func (rt *Runtime) Desk() *host.Registry { return rt.opts.Desk }
@@ -135,6 +139,8 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			}})
 		case <-timer.C:
 			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("nobody decided within %s (approval_timeout)", rt.opts.ApprovalTimeout))
+		case <-rt.stopping:
+			return nil, rt.undecided(sub, ops, order, StoppingReason)
 		case <-ctx.Done():
 			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("the proposal stopped while waiting: %v", context.Cause(ctx)))
 		}

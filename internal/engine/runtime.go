@@ -146,6 +146,8 @@ type Runtime struct {
 	labels      atomic.Pointer[flow.Labels]
 	restoring   sync.RWMutex // held shared by every running proposal, exclusively by a checkpoint restore
 	workers     *workers     // goroutines for the actions of a run that run alongside others
+	stopping    chan struct{} // closed by BeginShutdown
+	stopOnce    sync.Once
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -162,6 +164,7 @@ func NewRuntime(opts Options) *Runtime {
 		sessions:  make(map[string]*Session),
 		admission: newAdmission(opts.MaxStarting),
 		workers:   newWorkers(maxIdleWorkers, idleSweep),
+		stopping:  make(chan struct{}),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
@@ -171,6 +174,12 @@ func NewRuntime(opts Options) *Runtime {
 	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
 }
+
+// BeginShutdown tells the Runtime the daemon is stopping: every proposal
+// that waits for a person is answered at once, saying so and what to
+// approve, instead of holding the shutdown for the rest of its wait. Later
+// calls do nothing.
+func (rt *Runtime) BeginShutdown() { rt.stopOnce.Do(func() { close(rt.stopping) }) }
 
 // Close stops the Runtime's idle goroutines and waits for the busy ones to
 // finish; call it once no proposal runs. A worker parked between runs would

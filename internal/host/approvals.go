@@ -278,6 +278,43 @@ func (r *Registry) Resolve(conn, id string, approved bool, notes, reviewer strin
 	return *ap, nil
 }
 
+// PendingHere returns the pending approvals this daemon raised (not the
+// views of another daemon's), oldest first.
+func (r *Registry) PendingHere() []Approval {
+	r.mu.Lock()
+	defer r.unlock()
+	var out []Approval
+	for _, ap := range r.approvals {
+		if ap.Status == ApprovalPending && !r.mirrorLocked(ap) {
+			out = append(out, *ap)
+		}
+	}
+	return out
+}
+
+// Restore keeps approvals a previous run of the daemon left undecided, as
+// expired with reason as their notes, so that a person still sees what was
+// asked (and, for a gate's, the fingerprint to approve for a resubmission).
+// They count against nobody and make room as any kept approval does; past
+// the bound the oldest are not kept. Emits nothing: they are history.
+func (r *Registry) Restore(aps []Approval, reason string) {
+	r.mu.Lock()
+	defer r.unlock()
+	for _, a := range aps {
+		if a.ID == "" || r.byID[a.ID] != nil || r.makeRoomLocked(nil) != nil {
+			continue
+		}
+		ap := a
+		t := now()
+		ap.Status, ap.ResolvedAt, ap.Notes = ApprovalExpired, &t, reason
+		r.approvals = append(r.approvals, &ap)
+		r.byID[ap.ID] = &ap
+		if op, ok := mirrorOperation(ap); ok {
+			r.gates[ap.ID] = op
+		}
+	}
+}
+
 // Expire marks a pending approval expired (the gate's timeout, with reason
 // kept as its notes) and emits approval.resolved with status expired.
 func (r *Registry) Expire(id, reason string) (Approval, error) {
