@@ -36,6 +36,9 @@ type ServerStatusResult struct {
 	// file (the journals under $CAR_HOME) or postgres.
 	Store   string `json:"store,omitempty"`
 	Version string `json:"version"`
+	// Listen are the TCP addresses the daemon serves WebSocket and the
+	// dashboard on, as it listens (a port 0 resolved).
+	Listen []string `json:"listen"`
 }
 
 // RuntimeStatus is what the runtime is doing now, in server.status.

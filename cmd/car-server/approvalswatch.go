@@ -15,8 +15,9 @@ import (
 )
 
 // watchApprovals subscribes as a host and prints every approval request:
-// those waiting now, then each one as it arrives, until Ctrl-C or the
-// daemon goes away. With it, a person at a terminal can run the approval
+// those waiting now, then each one as it arrives, and how each of them
+// ended (approved or denied, by whom and why, or expired), until Ctrl-C or
+// the daemon goes away. With it, a person at a terminal can run the approval
 // loop without any UI: approve or reject each by its id.
 func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	cfg, code := loadConfig(command{}, nil, stdout, stderr)
@@ -47,7 +48,7 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	var missed atomic.Bool
 	c.HandleNotification(protocol.MethodHostEvent, func(raw json.RawMessage) {
 		var n notice
-		if json.Unmarshal(raw, &n) != nil || (n.Kind != host.KindApprovalRequested && n.Dropped == 0) {
+		if json.Unmarshal(raw, &n) != nil || (n.Kind != host.KindApprovalRequested && n.Kind != host.KindApprovalResolved && n.Dropped == 0) {
 			return
 		}
 		select {
@@ -60,17 +61,22 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 		Approvals []host.Approval `json:"approvals"`
 	}
 	if err := c.Call(dctx, protocol.MethodHostSubscribe, nil, &snap); err != nil {
-		fmt.Fprintf(stderr, "car-server approvals watch: %v\n", err)
+		fmt.Fprintf(stderr, "car-server approvals watch: %s\n", daemonError(err))
 		return exitFailed
 	}
 	if !asJSON {
 		fmt.Fprintln(stdout, "watching for approval requests (Ctrl-C to stop)")
 	}
-	printed := map[string]bool{}
+	printed := map[string]bool{} // requests shown, true once their end is shown too
 	show := func(a host.Approval) {
-		if a.Status == host.ApprovalPending && !printed[a.ID] {
-			printed[a.ID] = true
+		ended, seen := printed[a.ID]
+		switch {
+		case a.Status == host.ApprovalPending && !seen:
+			printed[a.ID] = false
 			printApproval(stdout, a, asJSON)
+		case a.Status != host.ApprovalPending && seen && !ended:
+			printed[a.ID] = true
+			printResolution(stdout, a, asJSON)
 		}
 	}
 	for _, a := range snap.Approvals {
@@ -82,14 +88,14 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 			if n.Dropped > 0 || missed.Swap(false) {
 				var list protocol.HostApprovalsResult
 				if err := c.Call(ctx, protocol.MethodHostApprovals, nil, &list); err != nil {
-					fmt.Fprintf(stderr, "car-server approvals watch: re-reading after a gap: %v\n", err)
+					fmt.Fprintf(stderr, "car-server approvals watch: re-reading after a gap: %s\n", daemonError(err))
 					return exitFailed
 				}
 				for _, a := range list.Approvals {
 					show(a)
 				}
 			}
-			if n.Kind == host.KindApprovalRequested && n.Payload.Approval != nil {
+			if n.Payload.Approval != nil {
 				show(*n.Payload.Approval)
 			}
 		case <-c.Done():
@@ -99,6 +105,23 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 	}
+}
+
+// printResolution shows how a request it printed ended.
+func printResolution(w io.Writer, a host.Approval, asJSON bool) {
+	if asJSON {
+		b, _ := json.Marshal(a)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	line := fmt.Sprintf("approval %s %s", a.ID, a.Status)
+	if a.ResolvedBy != "" {
+		line += " by " + a.ResolvedBy
+	}
+	if a.Notes != "" {
+		line += ": " + a.Notes
+	}
+	fmt.Fprintln(w, line)
 }
 
 // printApproval shows one request: what would run, the tier it needs, the

@@ -110,6 +110,10 @@ func TestApprovalsWatchAnswersAnApprovalOverTheSocket(t *testing.T) {
 	if len(res.Results) != 1 || res.Results[0].Status != protocol.StatusSucceeded || len(called) != 1 {
 		t.Fatalf("after the approval: %+v", res.Results)
 	}
+	// watch says how the request ended, and by whom.
+	if l := nextLine(func(l string) bool { return strings.HasPrefix(l, "approval "+id+" approved") }); !strings.Contains(l, " by conn:") {
+		t.Fatalf("the resolution line names no reviewer: %s", l)
+	}
 
 	// Rejecting needs a reason; an unknown id is the daemon's error.
 	reject := execBinary("approvals", "reject", id)

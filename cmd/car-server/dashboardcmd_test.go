@@ -47,3 +47,21 @@ func TestDashboardWithoutARunningDaemonSaysSo(t *testing.T) {
 		t.Fatalf("a bad flag: exit %d", code)
 	}
 }
+
+// The link names the port the running daemon listens on, whatever the port
+// setting of the shell that asks: the daemon is asked over its socket.
+func TestDashboardAsksTheRunningDaemonForItsPort(t *testing.T) {
+	home := t.TempDir()
+	d := startDaemon(t, home) // on --port 0: a port the settings do not know
+	cmd := execBinary("dashboard")
+	cmd.Env = append(os.Environ(), "CAR_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitCode(t, cmd.Run()); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	_, port, _ := strings.Cut(d.addr, ":")
+	if got := strings.TrimSpace(stdout.String()); !strings.HasPrefix(got, "http://127.0.0.1:"+port+"/ui/#host_token=") {
+		t.Fatalf("printed %q, want the daemon's port %s", got, port)
+	}
+}

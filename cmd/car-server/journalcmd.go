@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -16,11 +17,15 @@ const journalUsage = `usage: car-server journal verify FILE    check every line;
 
 // runJournalCommand serves "car-server journal verify|compact FILE".
 func runJournalCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || (args[0] != "verify" && args[0] != "compact") {
+	if len(args) != 2 || (args[0] != "verify" && args[0] != "compact") || strings.HasPrefix(args[1], "-") {
 		fmt.Fprintln(stderr, journalUsage)
-		return 2
+		return exitUsage
 	}
 	path := args[1]
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stderr, "car-server journal %s: %s does not exist\n", args[0], path)
+		return exitFailed
+	}
 	switch args[0] {
 	case "verify":
 		rep, err := journal.Verify(path)

@@ -24,23 +24,8 @@ func main() {
 // run is main with an exit code: 0 on a clean stop, 1 on a runtime failure,
 // 2 on a usage or configuration error.
 func run(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "policy":
-			return runPolicyCommand(args[1:], os.Stdout, os.Stderr)
-		case "journal":
-			return runJournalCommand(args[1:], os.Stdout, os.Stderr)
-		case "migrate":
-			return runMigrateCommand(args[1:], os.Stdout, os.Stderr)
-		case "agents":
-			return runAgentsCommand(args[1:], os.Stdout, os.Stderr)
-		case "dashboard":
-			return runDashboardCommand(args[1:], os.Stdout, os.Stderr)
-		case "status", "policies", "approvals":
-			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
-		case "call":
-			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
-		}
+	if code, ok := runSubcommand(args); ok {
+		return code
 	}
 	cfg, code := loadConfig(command{}, args, os.Stdout, os.Stderr)
 	if cfg == nil {

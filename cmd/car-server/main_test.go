@@ -429,9 +429,17 @@ func TestPolicyCheckCommand(t *testing.T) {
 	if out, code := runBinary(t, "policy", "check", dir); code != 1 || !strings.Contains(out, "b.toml") {
 		t.Fatalf("bad dir: exit %d\n%s", code, out)
 	}
-	// A home without policies/ starts the daemon fine, so the check passes.
-	missing := filepath.Join(t.TempDir(), "policies")
-	if out, code := runBinary(t, "policy", "check", missing); code != 0 || !strings.Contains(out, "no policy files") {
+	// A home without policies/ starts the daemon fine, so the check of the
+	// default directory passes; a directory named that does not exist is a
+	// typo, and fails naming it.
+	cmd := execBinary("policy", "check")
+	cmd.Env = append(os.Environ(), "CAR_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if code := exitCode(t, err); code != 0 || !strings.Contains(string(out), "no policy files") {
+		t.Fatalf("missing default dir: exit %d\n%s", code, out)
+	}
+	missing := filepath.Join(t.TempDir(), "polcies")
+	if out, code := runBinary(t, "policy", "check", missing); code != 1 || !strings.Contains(out, missing+" does not exist") {
 		t.Fatalf("missing dir: exit %d\n%s", code, out)
 	}
 	if out, code := runBinary(t, "policy", "check", filepath.Join(dir, "a.toml")); code != 1 || !strings.Contains(out, "is not a directory") {

@@ -25,21 +25,40 @@ const (
 	exitAuth        = 4 // the daemon refused the token
 )
 
-const opsUsage = `usage:
-  car-server status [--json]                            version, uptime, connections, proposals in flight, store members
-  car-server policies [--json]                          the operator policies in force
+// operatorNote ends the usage of every command that talks to the running
+// daemon.
+const operatorNote = `
+It talks to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
+as a person: with the first credential found of $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN,
+the daemon's host-token file (the host role) and its auth-token file.
+Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
+
+const statusUsage = `usage: car-server status [--json]    version, uptime, connections, proposals in flight, rings, store members
+` + operatorNote
+
+const policiesUsage = `usage: car-server policies [--json]    the operator policies in force
+` + operatorNote
+
+const approvalsUsage = `usage:
   car-server approvals list [--json]                    every decision on the approval ledger
-  car-server approvals watch [--json]                   print each approval request as it arrives, until Ctrl-C
+  car-server approvals watch [--json]                   print each approval request as it arrives, and how
+                                                        it was resolved or expired, until Ctrl-C
   car-server approvals approve ID [--reason TEXT] [--json]          decide a waiting request (its id from watch)
   car-server approvals reject  ID --reason TEXT [--json]
   car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--json]
   car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
-  car-server call METHOD [PARAMS_JSON | -]              send one request, print its result as JSON
+` + operatorNote
 
-They talk to the running daemon over its Unix socket ($CAR_HOME/run/car-server.sock),
-as a person: with the first credential found of $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN,
-the daemon's host-token file (the host role) and its auth-token file.
-Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
+// opsUsage is the usage of one of the commands runOpsCommand serves.
+func opsUsage(cmd string) string {
+	switch cmd {
+	case "status":
+		return statusUsage
+	case "policies":
+		return policiesUsage
+	}
+	return approvalsUsage
+}
 
 // runOpsCommand serves status, policies and approvals.
 func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
@@ -49,7 +68,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 	tier := fs.String("tier", "", "required tier of the operation")
 	reason := fs.String("reason", "", "why")
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "car-server %s: %v\n%s\n", cmd, err, opsUsage)
+		fmt.Fprintf(stderr, "car-server %s: %v\n%s\n", cmd, err, opsUsage(cmd))
 		return exitUsage
 	}
 	rest := fs.Args()
@@ -83,7 +102,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		}
 		params = protocol.DecisionParams{Fingerprint: rest[1], RequiredTier: *tier, Reason: *reason}
 	default:
-		fmt.Fprintln(stderr, opsUsage)
+		fmt.Fprintln(stderr, opsUsage(cmd))
 		return exitUsage
 	}
 
@@ -100,7 +119,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	var out json.RawMessage
 	if err := c.Call(ctx, method, params, &out); err != nil {
-		fmt.Fprintf(stderr, "car-server %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "car-server %s: %s\n", strings.Join(append([]string{cmd}, rest...), " "), daemonError(err))
 		return exitFailed
 	}
 	if *asJSON {
@@ -131,12 +150,12 @@ func dialDaemon(ctx context.Context, cfg *config.Config, stderr io.Writer) (*cli
 	}
 	if err := auth(ctx, token); err != nil {
 		c.Close()
-		fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %v\n", source, err)
+		fmt.Fprintf(stderr, "car-server: the daemon refused the token (from %s): %s\n", source, daemonError(err))
 		return nil, exitAuth
 	}
 	if _, err := c.Handshake(ctx); err != nil {
 		c.Close()
-		fmt.Fprintf(stderr, "car-server: %v\n", err)
+		fmt.Fprintf(stderr, "car-server: %s\n", daemonError(err))
 		return nil, exitFailed
 	}
 	return c, exitOK

@@ -7,22 +7,32 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/parslee-ai/car-server/internal/policy"
 )
 
-// runPolicyCommand serves "car-server policy check [DIR]": it validates an
-// operator policy directory offline (default $CAR_HOME/policies) and exits 0
-// when the daemon would accept it (a missing directory included), 1 naming the file and the fault when not,
-// 2 on a usage error.
+const policyUsage = `usage: car-server policy check [DIR]
+
+Checks an operator policy directory offline, as the daemon would load it:
+DIR, or $CAR_HOME/policies. Exit 0 when the daemon would accept it (the
+default directory may be missing: the daemon starts without it), 1 naming
+the file and the fault when not (a DIR given that does not exist included),
+2 on a usage error.`
+
+// runPolicyCommand serves "car-server policy check [DIR]".
 func runPolicyCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "check" || len(args) > 2 {
-		fmt.Fprintln(stderr, "usage: car-server policy check [DIR]   (DIR defaults to $CAR_HOME/policies)")
-		return 2
+	if len(args) == 0 || args[0] != "check" || len(args) > 2 || len(args) == 2 && strings.HasPrefix(args[1], "-") {
+		fmt.Fprintln(stderr, policyUsage)
+		return exitUsage
 	}
 	dir := ""
 	if len(args) == 2 {
 		dir = args[1]
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "car-server policy check: %s does not exist\n", dir)
+			return exitFailed
+		}
 	} else {
 		cfg, code := loadConfig(command{}, nil, stdout, stderr)
 		if cfg == nil {

@@ -144,8 +144,8 @@ type Runtime struct {
 	checks      []ActionCheck // built-in checks, then Options.Checks
 	running     running       // proposals being executed, for Cancel
 	labels      atomic.Pointer[flow.Labels]
-	restoring   sync.RWMutex // held shared by every running proposal, exclusively by a checkpoint restore
-	workers     *workers     // goroutines for the actions of a run that run alongside others
+	restoring   sync.RWMutex  // held shared by every running proposal, exclusively by a checkpoint restore
+	workers     *workers      // goroutines for the actions of a run that run alongside others
 	stopping    chan struct{} // closed by BeginShutdown
 	stopOnce    sync.Once
 

@@ -23,6 +23,9 @@ func (c *conn) serverStatus(ctx context.Context, _ *json.RawMessage) (any, error
 		Members:     []protocol.Member{},
 	}
 	out.Runtime.FeedQueueBytes = c.srv.feedBytes.Load()
+	c.srv.mu.Lock()
+	out.Listen = append([]string{}, c.srv.tcpAddrs...)
+	c.srv.mu.Unlock()
 	st := c.srv.opts.Store
 	if st == nil {
 		return out, nil

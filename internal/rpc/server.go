@@ -158,9 +158,10 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	https    []*http.Server
-	reserved int     // upgrades in progress, counted against MaxConnections
-	pending  []*conn // unauthenticated connections, oldest first
-	evicted  int     // connections told to close for their auth, still in conns but no longer counted
+	tcpAddrs []string // the TCP addresses served, for server.status
+	reserved int      // upgrades in progress, counted against MaxConnections
+	pending  []*conn  // unauthenticated connections, oldest first
+	evicted  int      // connections told to close for their auth, still in conns but no longer counted
 	draining bool
 	connWG   sync.WaitGroup
 
@@ -211,6 +212,9 @@ func (s *Server) Serve(l net.Listener) error {
 		return http.ErrServerClosed
 	}
 	s.https = append(s.https, hs)
+	if l.Addr().Network() == "tcp" {
+		s.tcpAddrs = append(s.tcpAddrs, l.Addr().String())
+	}
 	s.mu.Unlock()
 	err := hs.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {

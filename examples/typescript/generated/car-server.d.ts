@@ -707,6 +707,7 @@ export interface ServerStatusResult {
   runtime: RuntimeStatus;
   store?: StringDoaGddGA;
   version: StringDoaGddGA;
+  listen: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
 export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
