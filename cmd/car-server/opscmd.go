@@ -26,7 +26,7 @@ const (
 )
 
 const opsUsage = `usage:
-  car-server status [--json]                            version, uptime, connections, proposals in flight, store members
+  car-server status [--json]                            version, uptime, connections, proposals in flight, ring and queue bytes, store members
   car-server policies [--json]                          the operator policies in force
   car-server approvals list [--json]                    every decision on the approval ledger
   car-server approvals watch [--json]                   print each approval request as it arrives, until Ctrl-C
@@ -211,7 +211,10 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		fmt.Fprintf(tw, "proposals in flight\t%d\n", s.Runtime.ProposalsInFlight)
 		fmt.Fprintf(tw, "supervisors\t%d (%d intents parked)\n", s.Runtime.Supervisors, s.Runtime.ParkedIntents)
 		fmt.Fprintf(tw, "operator policies\t%d\n", s.Runtime.OperatorPolicies)
-		fmt.Fprintf(tw, "events retained\t%d\n", s.Runtime.Events)
+		fmt.Fprintf(tw, "events retained\t%d (%d bytes)\n", s.Runtime.Events, s.Runtime.EventBytes)
+		fmt.Fprintf(tw, "host event ring\t%d events (%d bytes)\n", s.Runtime.HostEvents, s.Runtime.HostEventBytes)
+		fmt.Fprintf(tw, "feed queues\t%d bytes\n", s.Runtime.FeedQueueBytes)
+		fmt.Fprintf(tw, "stream buffers\t%d bytes (%d chunks dropped)\n", s.Runtime.StreamBufferedBytes, s.Runtime.StreamChunksDropped)
 		if s.Store != "" {
 			fmt.Fprintf(tw, "store\t%s\n", s.Store)
 		}
