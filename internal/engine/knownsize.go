@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
@@ -31,11 +32,12 @@ func (g resolvedSizeGate) Admit(_ context.Context, sub *Submission) error {
 // knownSizes walks the actions the validation kept, each after the actions
 // it depends on, and sums what each one's references would resolve to from
 // the sizes known before running: literals, and the outputs of state_writes
-// (their values) and assertions (true), built from literals and from
-// earlier such outputs. Each part of the proposal is visited once and each
-// reference is a lookup, so the walk costs the proposal's size, whatever
-// the sizes it sums; they saturate at the largest int64. It returns the
-// refusal of the first action past a bound, or nil.
+// (their values, and the fields of them) and assertions (true), built from
+// literals and from earlier such outputs. Each part of the proposal is
+// visited once (a field's part at most once per level it nests in) and
+// each reference is a lookup, so the walk costs the proposal's size,
+// whatever the sizes it sums; they saturate at the largest int64. It
+// returns the refusal of the first action past a bound, or nil.
 func knownSizes(g *graph, actionLimit, proposalLimit int64) error {
 	if !slices.Contains(g.hasRefs, true) {
 		return nil // the run charges nothing
@@ -103,14 +105,22 @@ func (k *knownSizer) action(i int, actionLimit int64) (charge int64) {
 type knownSizer struct {
 	g      *graph
 	byID   map[string]int
-	output []int64 // a lower bound of each action's output size; 0 when only running it tells
+	output []int64            // a lower bound of each action's output size; 0 when only running it tells
+	fields map[fieldKey]int64 // the same of the fields referred to, once each
+}
+
+// fieldKey names a field of an action's output: its index and path.
+type fieldKey struct {
+	action int
+	path   string
 }
 
 // value returns lower bounds of what resolveValue returns for v and of
 // what it charges: the size of what it builds, and what it charges, which
 // for a string embedding references may be more. A whole $id.output
-// counts the output's known size; a field of an output, a stream's result
-// and an output only running tells count nothing.
+// counts the output's known size, $id.output.field the known size of that
+// part of a state_write's value; a stream's result and an output only
+// running tells count nothing.
 func (k *knownSizer) value(v any) (size, charge int64) {
 	switch x := v.(type) {
 	case string:
@@ -175,11 +185,55 @@ func (k *knownSizer) object(x map[string]any, member string) (size, charge, memb
 // ref is the known size of the reference at loc in x.
 func (k *knownSizer) ref(x string, loc []int) int64 {
 	id, kind, path := x[loc[2]:loc[3]], x[loc[4]:loc[5]], x[loc[6]:loc[7]]
-	if kind != "output" || path != "" {
+	j, ok := k.byID[id]
+	switch {
+	case kind != "output" || !ok:
 		return 0
-	}
-	if j, ok := k.byID[id]; ok {
+	case path == "":
 		return k.output[j]
 	}
-	return 0
+	key := fieldKey{j, path}
+	n, ok := k.fields[key]
+	if !ok {
+		n = k.field(j, path)
+		if k.fields == nil {
+			k.fields = map[fieldKey]int64{}
+		}
+		k.fields[key] = n
+	}
+	return n
+}
+
+// field is the known size of a field of state_write j's output, path
+// (".items.0") walked in the value as the proposal gives it: what the run
+// builds there is that part of the value resolved. A path that leaves the
+// value's own text (through a reference in it) or that the run would not
+// follow is counted as nothing; so is an index not written as the run
+// writes one ("00"), so that one field of one action is counted once
+// however often it is referred to (ref keeps the count).
+func (k *knownSizer) field(j int, path string) int64 {
+	if k.g.actions[j].Type != protocol.ActionStateWrite {
+		return 0
+	}
+	cur := k.g.actions[j].Parameters["value"]
+	for _, step := range strings.Split(path[1:], ".") {
+		switch x := cur.(type) {
+		case map[string]any:
+			next, ok := x[step]
+			if !ok {
+				return 0
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(step)
+			if err != nil || i < 0 || i >= len(x) || strconv.Itoa(i) != step {
+				return 0
+			}
+			cur = x[i]
+		default:
+			return 0
+		}
+	}
+	size, _ := k.value(cur)
+	return size
 }

@@ -47,17 +47,23 @@ func TestResolvedSizeIsTheSizeOfWhatWasBuilt(t *testing.T) {
 }
 
 // What the proposal alone tells of a state_write's output is its size
-// exactly when everything it is built from is known, and a lower bound
-// when it embeds references in text.
+// exactly when everything it is built from is known, whole outputs and
+// their fields, and a lower bound when it embeds references in text.
 func TestKnownSizesAreTheSizesTheRunBuilds(t *testing.T) {
 	p := refDoubling(12)
 	acts := append(p.Actions,
 		protocol.Action{ID: "m", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "m", "value": map[string]any{
 			"<list>": []any{"$a3.output", json.Number("-1.5e3"), nil, false, "q\"uote\u2028", map[string]any{}, []any{}},
 			"n":      "$a11.output",
+			"list":   []any{"$a2.output", "é", json.Number("3")},
 		}}},
 		protocol.Action{ID: "s", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "s", "value": "<$m.output> and $a2.output, $a0.output"}},
 		protocol.Action{ID: "w", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "w", "value": "$s.output"}},
+		protocol.Action{ID: "f", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "f", "value": map[string]any{
+			"x": []any{"$a3.output", "$m.output.list.0", "$a6.output.r", map[string]any{"z": "$a5.output.l"}}, "y": "$m.output.list",
+		}}},
+		protocol.Action{ID: "g", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "g", "value": []any{"$f.output.x", "$f.output.x.3.z", "$f.output.x.1"}}},
+		protocol.Action{ID: "h", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "h", "value": []any{"$m.output.n.r", "$g.output.0"}}},
 		protocol.Action{ID: "t", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "t", "value": "x$a0.output<y"}},
 		protocol.Action{ID: "e", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "e", "value": "<\u2028$t.output> & \"$t.output\"$a0.output"}},
 	)
@@ -75,7 +81,7 @@ func TestKnownSizesAreTheSizesTheRunBuilds(t *testing.T) {
 		}
 		built := jsonvalue.Size(r.Output, math.MaxInt64)
 		switch id := acts[i].ID; id {
-		case "s", "w": // an object's JSON inside text: at most what was built
+		case "s", "w", "h": // an object's JSON inside text, a field through a reference: at most what was built
 			if k.output[i] > built || k.output[i] < 40 {
 				t.Errorf("%s: known %d, built %d", id, k.output[i], built)
 			}
@@ -225,5 +231,43 @@ func TestKnownSizesSaturate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at least %d,", int64(math.MaxInt64))) ||
 		!strings.Contains(err.Error(), "(max_resolved_action_bytes)") {
 		t.Fatalf("200 doublings against the largest bound: %v", err)
+	}
+}
+
+// A chain that doubles through a field of the last output, each value
+// {"x": [$prev.output.x, $prev.output.x]}, is known from the proposal as
+// the whole-output chain is: refused before any action runs.
+func TestAChainDoublingThroughFieldsIsRefusedBeforeItRuns(t *testing.T) {
+	acts := []protocol.Action{{ID: "a0", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "k0", "value": map[string]any{"x": "0123456789"}}}}
+	for i := 1; i < 40; i++ {
+		prev := fmt.Sprintf("$a%d.output.x", i-1)
+		acts = append(acts, protocol.Action{ID: fmt.Sprintf("a%d", i), Type: protocol.ActionStateWrite,
+			Parameters: map[string]any{"key": fmt.Sprintf("k%d", i), "value": map[string]any{"x": []any{prev, prev}}}})
+	}
+	res, _, rt := submitMeasuredOn(t, Options{MaxResolvedActionBytes: 1 << 20}, &protocol.ActionProposal{Actions: acts})
+	refusedWhole(t, res, "would pass more than 1048576 bytes", "max_resolved_action_bytes")
+	if keys := stateKeys(t, rt, ""); len(keys) != 0 {
+		t.Fatalf("the refused proposal wrote %v", keys)
+	}
+}
+
+// 10,000 references to one 1 MB field count it once: the field's size is
+// known after one walk, and each further reference is a lookup.
+func TestAFieldReferredToOftenIsCountedOnce(t *testing.T) {
+	refs := make([]any, 10_000)
+	for i := range refs {
+		refs[i] = "$a.output.s"
+	}
+	g := buildGraph([]protocol.Action{
+		{ID: "a", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "a", "value": map[string]any{"s": strings.Repeat("x", 1<<20)}}},
+		{ID: "b", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "b", "value": refs}},
+	})
+	k := newKnownSizer(g)
+	k.action(0, math.MaxInt64)
+	if charge := k.action(1, math.MaxInt64); charge < 10_000*(1<<20) {
+		t.Fatalf("10,000 references to a 1 MiB field charged %d", charge)
+	}
+	if len(k.fields) != 1 {
+		t.Fatalf("%d fields counted, want the one", len(k.fields))
 	}
 }
