@@ -33,7 +33,7 @@ as a person: with the first credential found of $CAR_HOST_TOKEN, $CAR_AUTH_TOKEN
 the daemon's host-token file (the host role) and its auth-token file.
 Exit codes: 0 ok, 1 the daemon refused, 2 usage, 3 daemon not reachable, 4 wrong token.`
 
-const statusUsage = `usage: car-server status [--json]    version, uptime, connections, proposals in flight, rings, store members
+const statusUsage = `usage: car-server status [--json]    version, uptime, connections, proposals in flight, ring and queue bytes, store members
 ` + operatorNote
 
 const policiesUsage = `usage: car-server policies [--json]    the operator policies in force
@@ -230,7 +230,10 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		fmt.Fprintf(tw, "proposals in flight\t%d\n", s.Runtime.ProposalsInFlight)
 		fmt.Fprintf(tw, "supervisors\t%d (%d intents parked)\n", s.Runtime.Supervisors, s.Runtime.ParkedIntents)
 		fmt.Fprintf(tw, "operator policies\t%d\n", s.Runtime.OperatorPolicies)
-		fmt.Fprintf(tw, "events retained\t%d\n", s.Runtime.Events)
+		fmt.Fprintf(tw, "events retained\t%d (%d bytes)\n", s.Runtime.Events, s.Runtime.EventBytes)
+		fmt.Fprintf(tw, "host event ring\t%d events (%d bytes)\n", s.Runtime.HostEvents, s.Runtime.HostEventBytes)
+		fmt.Fprintf(tw, "feed queues\t%d bytes\n", s.Runtime.FeedQueueBytes)
+		fmt.Fprintf(tw, "stream buffers\t%d bytes (%d chunks dropped)\n", s.Runtime.StreamBufferedBytes, s.Runtime.StreamChunksDropped)
 		if s.Store != "" {
 			fmt.Fprintf(tw, "store\t%s\n", s.Store)
 		}

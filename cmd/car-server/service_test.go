@@ -93,7 +93,8 @@ func TestOperatorSubcommands(t *testing.T) {
 	startDaemon(t, home)
 
 	out, code := run(nil, "status")
-	if code != 0 || !strings.Contains(out, "version") || !strings.Contains(out, "proposals in flight") || !strings.Contains(out, "operator policies    1") {
+	if code != 0 || !strings.Contains(out, "version") || !strings.Contains(out, "proposals in flight") || !strings.Contains(out, "operator policies    1") ||
+		!regexpLine(out, "host event ring", "events (", "bytes)") || !regexpLine(out, "stream buffers", "chunks dropped") {
 		t.Fatalf("status: %d %s", code, out)
 	}
 	out, code = run(nil, "status", "--json")

@@ -141,6 +141,30 @@ func TestStatusPrintsADeadMember(t *testing.T) {
 	}
 }
 
+// TestStatusPrintsTheRingBytes: what server.status --json says the rings
+// and queues hold, the human form says too, each figure on its line.
+func TestStatusPrintsTheRingBytes(t *testing.T) {
+	raw, err := json.Marshal(protocol.ServerStatusResult{Version: "1.0.0", Runtime: protocol.RuntimeStatus{
+		Events: 1201, EventBytes: 734003, HostEvents: 32, HostEventBytes: 8387648,
+		FeedQueueBytes: 65536, StreamBufferedBytes: 57344, StreamChunksDropped: 57,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printHuman(&out, protocol.MethodServerStatus, raw)
+	for _, line := range [][]string{
+		{"events retained", "1201", "734003 bytes"},
+		{"host event ring", "32 events", "8387648 bytes"},
+		{"feed queues", "65536 bytes"},
+		{"stream buffers", "57344 bytes", "57 chunks dropped"},
+	} {
+		if !regexpLine(out.String(), line...) {
+			t.Fatalf("status has no line with %q:\n%s", line, out.String())
+		}
+	}
+}
+
 // TestNodeIDIsKeptAndChecked: an id is generated once and read back after;
 // a file that does not hold an id refuses the start, saying what to do.
 func TestNodeIDIsKeptAndChecked(t *testing.T) {

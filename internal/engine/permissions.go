@@ -182,8 +182,10 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows, stale := g.rt.freshPermissions(ctx, sub)
+	// The message lists the first few problems: it is the error of every
+	// action of the proposal.
 	var problems []string
-	allowed, waiting := 0, 0
+	allowed, waiting, blocked := 0, 0, 0
 	for _, r := range rows {
 		if r.Decision == DecisionAllow {
 			allowed++
@@ -192,12 +194,17 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 		g.rt.Events.Append(Event{Kind: EventPermissionDecision, ProposalID: sub.Proposal.ID, ActionID: r.ActionID, Connection: sub.Session.ID, Data: map[string]any{
 			"decision": r.Decision, "required": r.Required.String(), "granted": r.Granted.String(), "reversibility": string(r.Reversibility), "fingerprint": r.Fingerprint, "tool": r.Tool,
 		}})
-		switch r.Decision {
-		case DecisionNeedsApproval:
+		blocked++
+		listed := len(problems) < maxNamesInMessage
+		switch {
+		case r.Decision == DecisionNeedsApproval:
 			waiting++
+			if !listed {
+				break
+			}
 			problems = append(problems, fmt.Sprintf("action '%s' needs %s (granted %s): approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"%s\"}",
 				r.ActionID, r.Required, r.Granted, r.Fingerprint, r.Fingerprint, r.Required))
-		case DecisionDeny:
+		case r.Decision == DecisionDeny && listed:
 			problems = append(problems, fmt.Sprintf("action '%s' (fingerprint %s, needs %s, granted %s) is denied: %s", r.ActionID, r.Fingerprint, r.Required, r.Granted, r.Reason))
 		}
 	}
@@ -207,16 +214,20 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 			"decision": DecisionAllow, "actions": allowed, "granted": sub.Session.Tier().String(),
 		}})
 	}
-	if len(problems) == 0 {
+	if blocked == 0 {
 		return nil
+	}
+	listed := strings.Join(problems, "; ")
+	if more := blocked - len(problems); more > 0 {
+		listed += fmt.Sprintf("; and %d more actions (permission.evaluate lists the decision on every action)", more)
 	}
 	if stale != nil {
 		// Whether an approval was recorded elsewhere cannot be told: say so
 		// rather than ask a person for a decision that cannot be recorded.
-		return fmt.Errorf("permission gate blocked the proposal: %s; %w", strings.Join(problems, "; "), stale)
+		return fmt.Errorf("permission gate blocked the proposal: %s; %w", listed, stale)
 	}
 	// Only approvals missing, and a person watching: wait for them.
-	if waiting == len(problems) && g.rt.canPark() {
+	if waiting == blocked && g.rt.canPark() {
 		denied, err := g.rt.awaitApprovals(ctx, sub, rows, proposalParams(sub.Proposal))
 		if err != nil {
 			return fmt.Errorf("permission gate blocked the proposal: %w", err)
@@ -224,5 +235,5 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 		sub.denied = denied
 		return nil
 	}
-	return fmt.Errorf("permission gate blocked the proposal: %s", strings.Join(problems, "; "))
+	return fmt.Errorf("permission gate blocked the proposal: %s", listed)
 }

@@ -151,3 +151,35 @@ func TestLedgerDecisionReadsThroughForEveryDoor(t *testing.T) {
 		t.Fatalf("supervisor's escalation with the store down: %v", err)
 	}
 }
+
+// TestTheGateMessageListsAtMostTwentyActions: with nobody watching, a
+// proposal of 1,000 actions needing approval and 1,000 denied is refused
+// with a message that lists the first 20 and says how many more there
+// are, not all 2,000: the message is the error of every action of the
+// proposal, so listing all of them would grow the reply with the square of
+// the proposal.
+func TestTheGateMessageListsAtMostTwentyActions(t *testing.T) {
+	l, rt, s := laggingRuntime(t)
+	rejected := protocol.Action{Type: protocol.ActionToolCall, Tool: "deploy_service", Parameters: map[string]any{"env": "staging"}}
+	if _, err := l.Record(approvals.Record{Fingerprint: approvals.Fingerprint(&rejected), Decision: approvals.Rejected, RequiredTier: "full_access", Reviewer: "conn:person"}); err != nil {
+		t.Fatal(err)
+	}
+	var acts []protocol.Action
+	for i := range 1000 {
+		x := rejected
+		x.ID = fmt.Sprintf("x%d", i)
+		acts = append(acts,
+			protocol.Action{ID: fmt.Sprintf("d%d", i), Type: protocol.ActionToolCall, Tool: "deploy_service", Parameters: map[string]any{"env": "prod"}}, x)
+	}
+	err := permissionGate{rt}.Admit(context.Background(), &Submission{Proposal: &protocol.ActionProposal{ID: "p", Actions: acts}, Session: s})
+	if err == nil {
+		t.Fatal("2,000 actions needing approval or denied were admitted")
+	}
+	msg := err.Error()
+	t.Logf("the refusal of 2,000 actions: %d bytes, the error of each", len(msg))
+	listed := strings.Count(msg, "action '")
+	if listed != maxNamesInMessage || !strings.Contains(msg, "action 'd0' needs full_access") || !strings.Contains(msg, "action 'x9'") ||
+		!strings.Contains(msg, fmt.Sprintf("and %d more actions", 2000-maxNamesInMessage)) || !strings.Contains(msg, "permission.evaluate") {
+		t.Fatalf("the message lists %d actions (%d bytes): %.600s…", listed, len(msg), msg)
+	}
+}

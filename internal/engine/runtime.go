@@ -170,7 +170,7 @@ func NewRuntime(opts Options) *Runtime {
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
-	rt.gates = append([]AdmissionGate{policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
+	rt.gates = append([]AdmissionGate{resolvedSizeGate{rt}, policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
 }

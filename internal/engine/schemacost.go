@@ -222,12 +222,16 @@ func checkShape(root *jsonschema.Schema, l SchemaLimits) error {
 	return nil
 }
 
-// satAdd adds without passing math.MaxUint64.
-func satAdd(a, b uint64) uint64 {
-	if a > math.MaxUint64-b {
-		return math.MaxUint64
+// satAdd adds two counts (never negative) without passing the largest
+// value of their type.
+func satAdd[T int64 | uint64](a, b T) T {
+	if s := a + b; s >= a {
+		return s
 	}
-	return a + b
+	if m := ^T(0); m > 0 {
+		return m
+	}
+	return math.MaxInt64
 }
 
 // errOverBudget ends a cost walk that passed its budget.

@@ -275,7 +275,8 @@ func (r *ToolRegistry) List() []protocol.ToolSchema {
 	return out
 }
 
-// maxNamesInMessage bounds the tool names an "unknown tool" message lists.
+// maxNamesInMessage bounds the names an error message lists: the tools of
+// an "unknown tool", the actions the permission gate blocks.
 const maxNamesInMessage = 20
 
 // UnknownTool is the message for a call to a tool the registry lacks: the

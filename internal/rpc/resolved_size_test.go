@@ -13,63 +13,80 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// doublingProposal is n chained state_writes, each value
+// doublingActions are n chained state_writes, each value
 // [$prev.output, $prev.output]: n actions would resolve to 2^n copies.
-func doublingProposal(n int) map[string]any {
+func doublingActions(n int) []map[string]any {
 	acts := []map[string]any{stateWrite("d0", "d0", "x")}
 	for i := 1; i < n; i++ {
 		prev := fmt.Sprintf("$d%d.output", i-1)
 		acts = append(acts, stateWrite(fmt.Sprintf("d%d", i), fmt.Sprintf("d%d", i), []any{prev, prev}))
 	}
-	return proposal(acts...)
+	return acts
 }
 
-func TestADoublingChainIsRejectedAtTheFirstActionPastTheBound(t *testing.T) {
+// doublingProposal is the doubling chain of n actions.
+func doublingProposal(n int) map[string]any { return proposal(doublingActions(n)...) }
+
+// The doubling chain's sizes are known from the proposal alone: the
+// daemon refuses it whole before any action runs, with one error that
+// names the first action past max_resolved_action_bytes, its size and the
+// setting. No tool is called, no state is written, and the refusal costs
+// less than running the actions within the bound would; those actions, on
+// their own, run and leave an output that the named action holds twice,
+// past the bound, so the run would have refused it too.
+func TestADoublingChainIsRefusedBeforeAnyActionRuns(t *testing.T) {
 	const limit = 256 << 10
 	ts := startRuntime(t, engine.Options{MaxResolvedActionBytes: limit}, nil)
-	tb := newToolbox(t, ts, map[string]toolFunc{})
+	tb := newToolbox(t, ts, map[string]toolFunc{"note": echo})
+	acts := append([]map[string]any{toolCall("n", "note", map[string]any{"text": "first"})}, doublingActions(40)...)
 	var res protocol.ProposalResult
-	used := allocs.Bytes(func() { res = tb.submit(t, doublingProposal(40)) })
+	used := allocs.Bytes(func() { res = tb.submit(t, proposal(acts...)) })
 
-	first := -1
-	var last []byte // the output of the last action that succeeded, encoded
-	for i, r := range res.Results {
-		if r.Status == protocol.StatusSucceeded {
-			if first >= 0 {
-				t.Fatalf("action %s succeeded after %s was rejected", r.ActionID, res.Results[first].ActionID)
-			}
-			last = mustJSON(r.Output)
-			continue
-		}
-		if first < 0 {
-			first = i
-			if r.Status != protocol.StatusRejected || !strings.Contains(r.ErrorText(), "max_resolved_action_bytes") ||
-				!strings.Contains(r.ErrorText(), fmt.Sprintf("action 'd%d' would pass more than %d bytes", i, limit)) {
-				t.Fatalf("the first action not run: %s %s %q", r.ActionID, r.Status, r.ErrorText())
-			}
+	msg := res.Results[0].ErrorText()
+	var named int
+	if i := strings.Index(msg, "action 'd"); i < 0 {
+		t.Fatalf("the refusal names no action of the chain: %q", msg)
+	} else if _, err := fmt.Sscanf(msg[i+len("action 'd"):], "%d'", &named); err != nil || named < 1 {
+		t.Fatalf("the refusal names no action of the chain: %q", msg)
+	}
+	for _, want := range []string{
+		"proposal refused before any action ran",
+		fmt.Sprintf("action 'd%d' would pass more than %d bytes", named, limit),
+		"(max_resolved_action_bytes): at least ",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("the refusal %q does not say %q", msg, want)
 		}
 	}
-	if first < 1 {
-		t.Fatalf("no action was rejected for its size: %v", statuses(res))
+	for _, r := range res.Results {
+		if r.Status != protocol.StatusRejected || r.ErrorText() != msg {
+			t.Fatalf("action %s: %s %q; every action must be refused with %q", r.ActionID, r.Status, r.ErrorText(), msg)
+		}
 	}
-	// It holds two copies of the last output: past the bound, where the
-	// last output was within it.
-	if 2*len(last) <= limit-64 || len(last) > limit {
-		t.Fatalf("d%d was rejected with the last output at %d bytes encoded; the bound is %d", first, len(last), limit)
+	if res.Cost.ActionsExecuted != 0 || res.Cost.ToolCalls != 0 || len(tb.callLog()) != 0 {
+		t.Fatalf("the refused proposal ran: %+v, tool calls %v", res.Cost, tb.callLog())
+	}
+	var keys []string
+	mustCall(t, tb, protocol.MethodStateKeys, map[string]any{}, &keys)
+	if len(keys) != 0 {
+		t.Fatalf("the refused proposal wrote state: %v", keys)
 	}
 
-	// The baseline: the actions that ran, on their own. The rejected rest
-	// must cost about nothing on top.
+	// The actions before the named one, on their own: they run, and the
+	// named action would hold their last output twice.
 	var base protocol.ProposalResult
-	baseline := allocs.Bytes(func() { base = tb.submit(t, doublingProposal(first)) })
+	baseline := allocs.Bytes(func() { base = tb.submit(t, doublingProposal(named)) })
 	for _, r := range base.Results {
 		if r.Status != protocol.StatusSucceeded {
-			t.Fatalf("the baseline's %s: %s %q", r.ActionID, r.Status, r.ErrorText())
+			t.Fatalf("the chain before d%d, alone: %s %s %q", named, r.ActionID, r.Status, r.ErrorText())
 		}
 	}
-	t.Logf("40 doublings: %d bytes allocated (client and daemon); the %d actions that run, alone: %d", used, first, baseline)
-	if used > 2*baseline {
-		t.Fatalf("the proposal allocated %d bytes, %.1f times its %d actions that run (%d)", used, float64(used)/float64(baseline), first, baseline)
+	if last := mustJSON(base.Results[named-1].Output); 2*len(last) <= limit-64 || len(last) > limit {
+		t.Fatalf("d%d was named with the last output at %d bytes encoded; the bound is %d", named, len(last), limit)
+	}
+	t.Logf("40 doublings refused: %d bytes allocated (client and daemon); the %d actions within the bound, run: %d", used, named, baseline)
+	if used >= baseline {
+		t.Fatalf("the refusal allocated %d bytes, running the %d actions within the bound %d: they were run", used, named, baseline)
 	}
 }
 
