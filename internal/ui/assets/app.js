@@ -86,7 +86,7 @@ function start() {
       showHelp(`The daemon refused this page's host token (${msg}). It has probably restarted and minted a new one: run car-server dashboard again for a fresh link.`);
     },
   });
-  state.tools = new RunningTools({ list: $('tools'), count: $('tools-count'), empty: $('tools-empty'), call, refresh: refreshTools });
+  state.tools = new RunningTools({ list: $('tools'), count: $('tools-count'), empty: $('tools-empty'), call, refresh: refreshTools, who: (id) => state.who.conn(id) });
   wireControls();
   $('main').hidden = false; // each panel says it is loading until its first data
   state.daemon.start();
@@ -509,7 +509,7 @@ function intentCard(i) {
   const li = el('li', { class: 'card intent', 'data-id': i.id });
   li.append(
     el('h3', {}, `proposal ${i.proposal_id}`),
-    dl([['asked by', state.who.conn(state.proposals.get(i.proposal_id)?.connection)], ['from', i.source || i.session_id], ['reversibility', i.reversibility], ['parked at', clock(i.created_at)]]),
+    dl([['from', i.source || i.session_id], ['reversibility', i.reversibility], ['parked at', clock(i.created_at)]]),
     el('ul', { class: 'chips', 'aria-label': 'actions' }, (i.actions || []).map((a) =>
       el('li', {}, `${a.id}: ${a.tool || a.action_type} (${a.reversibility}) keys ${(a.parameter_keys || []).join(', ') || '—'}`))),
   );
