@@ -178,8 +178,11 @@ export interface ConnectionInfo {
   role: StringDoaGddGA;
   tier: StringDoaGddGA;
   remote?: StringDoaGddGA;
+  principal?: StringDoaGddGA;
+  agent_id?: StringDoaGddGA;
+  client_name?: StringDoaGddGA;
 }
-export type UnorderedSetOfConnectionInfoIG4XDn47 = ConnectionInfo[];
+export type UnorderedSetOfConnectionInfof46XEJGv = ConnectionInfo[];
 export type OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa = StringDoaGddGA | ObjectHAgrRKSz;
 export interface PolicyInfo {
   name: StringDoaGddGA;
@@ -713,7 +716,7 @@ export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
 }
 export interface ServerConnectionsResult {
-  connections: UnorderedSetOfConnectionInfoIG4XDn47;
+  connections: UnorderedSetOfConnectionInfof46XEJGv;
   self: StringDoaGddGA;
 }
 export interface SessionPolicyOpenResult {
