@@ -187,6 +187,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AgentTokens:        shared.AgentTokens,
 		Postures:           postures,
 		Store:              shared,
+		Connectors:         conns,
 		Node:               shared.Node,
 		Bus:                clusterBus(shared),
 	})
