@@ -27,3 +27,16 @@ func classify(a *mcp.ToolAnnotations) (policy.Classification, bool) {
 	}
 	return policy.Classification{Tier: policy.FullAccess, Reversibility: protocol.Irreversible, Signals: []string{"mcp annotations: neither readOnlyHint true nor destructiveHint false"}}, a.IdempotentHint
 }
+
+// operatorClass is the classification connectors.toml's classify gives a
+// tool, whatever its annotations say.
+func operatorClass(t policy.Tier) policy.Classification {
+	rev := protocol.Irreversible
+	switch t {
+	case policy.ReadOnly:
+		rev = protocol.Reversible
+	case policy.SandboxEdit:
+		rev = protocol.Compensable
+	}
+	return policy.Classification{Tier: t, Reversibility: rev, Signals: []string{"operator classify in connectors.toml: " + t.String()}}
+}

@@ -30,6 +30,9 @@ type Spec struct {
 	Env      map[string]string
 	FromFile bool     // declared in connectors.toml
 	Enable   []string // connectors.toml's enable: enabled at every load
+	// Classify is connectors.toml's classify: the operator's tier for a
+	// tool, over what its annotations say.
+	Classify map[string]policy.Tier
 }
 
 // discovered is one tool a server lists, as the daemon judged it.
@@ -314,6 +317,9 @@ func (c *connector) discover(ctx context.Context, cs *mcp.ClientSession) ([]disc
 func (c *connector) judge(t *mcp.Tool) discovered {
 	d := discovered{name: t.Name, description: t.Description}
 	d.class, d.schema.Idempotent = classify(t.Annotations)
+	if tier, ok := c.spec.Classify[t.Name]; ok {
+		d.class = operatorClass(tier)
+	}
 	d.schema.Name = Canonical(c.slug, t.Name)
 	d.schema.Description = t.Description
 	if err := checkToolName(t.Name); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/parslee-ai/car-server/internal/atomicfile"
+	"github.com/parslee-ai/car-server/internal/policy"
 )
 
 // fileConnectors is connectors.toml: [[connector]] tables.
@@ -27,6 +28,7 @@ type fileConnector struct {
 	Args        []string          `toml:"args"`
 	Env         map[string]string `toml:"env"`
 	Enable      []string          `toml:"enable"`
+	Classify    map[string]string `toml:"classify"` // tool → tier, over its annotations
 }
 
 // LoadFile reads the operator's connectors file; a missing file declares
@@ -64,7 +66,7 @@ func LoadFile(path string) ([]Spec, error) {
 		if n := keyLine(text, undecoded[0][len(undecoded[0])-1]); n > 0 {
 			where = fmt.Sprintf("line %d: ", n)
 		}
-		return nil, fmt.Errorf("connectors file %s: %sunknown key %s (known: [[connector]] with name, url, headers_file, command, args, env, enable)", path, where, strings.Join(keys, ", "))
+		return nil, fmt.Errorf("connectors file %s: %sunknown key %s (known: [[connector]] with name, url, headers_file, command, args, env, enable, classify)", path, where, strings.Join(keys, ", "))
 	}
 	out := make([]Spec, 0, len(f.Connector))
 	slugs := map[string]int{}
@@ -79,8 +81,23 @@ func LoadFile(path string) ([]Spec, error) {
 		if j, ok := slugs[slug]; ok {
 			return nil, fmt.Errorf("%s: slug '%s' is also that of [[connector]] %d; names must differ in more than case and punctuation", at(i), slug, j+1)
 		}
+		for other, j := range slugs {
+			if ambiguous(slug, other) {
+				return nil, fmt.Errorf("%s: slug '%s' and that of [[connector]] %d ('%s') would make tool names ambiguous; rename one", at(i), slug, j+1, other)
+			}
+		}
 		slugs[slug] = i
 		spec := Spec{Name: fc.Name, URL: fc.URL, Command: fc.Command, Args: fc.Args, Env: fc.Env, Enable: fc.Enable, FromFile: true}
+		for tool, tier := range fc.Classify {
+			t, err := policy.ParseTier(tier)
+			if err != nil {
+				return nil, fmt.Errorf("%s: classify.%s: %w", at(i), tool, err)
+			}
+			if spec.Classify == nil {
+				spec.Classify = map[string]policy.Tier{}
+			}
+			spec.Classify[tool] = t
+		}
 		switch {
 		case fc.URL != "" && fc.Command != "":
 			return nil, fmt.Errorf("%s: give url or command, not both", at(i))

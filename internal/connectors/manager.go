@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -129,8 +130,14 @@ func (m *Manager) Start() error {
 		if s.spec.FromFile {
 			continue // the file says whether it still exists
 		}
-		if _, ok := m.conns[s.slug]; ok {
-			m.log.Warn("a connector added over the wire has the slug of one in connectors.toml; the file's is kept", zap.String("connector", s.slug))
+		clash := ""
+		for other := range m.conns {
+			if other == s.slug || ambiguous(other, s.slug) {
+				clash = other
+			}
+		}
+		if clash != "" {
+			m.log.Warn("a connector added over the wire clashes with one in connectors.toml (same slug, or names that would be ambiguous); the file's is kept", zap.String("connector", s.slug), zap.String("file_connector", clash))
 			continue
 		}
 		m.startLocked(s.slug, s.spec, s.enabled)
@@ -200,20 +207,11 @@ func sameSpec(a, b Spec) bool {
 	return a.Name == b.Name && a.URL == b.URL && a.Command == b.Command &&
 		strings.Join(a.Args, "\x00") == strings.Join(b.Args, "\x00") &&
 		sameMap(a.Headers, b.Headers) && sameMap(a.Env, b.Env) &&
-		strings.Join(a.Enable, "\x00") == strings.Join(b.Enable, "\x00")
+		strings.Join(a.Enable, "\x00") == strings.Join(b.Enable, "\x00") &&
+		maps.Equal(a.Classify, b.Classify)
 }
 
-func sameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
+func sameMap(a, b map[string]string) bool { return maps.Equal(a, b) }
 
 // Close stops every connector and its child process.
 func (m *Manager) Close() {
@@ -308,6 +306,12 @@ func (m *Manager) add(ctx context.Context, spec Spec) (protocol.ConnectorStatus,
 	if _, ok := m.conns[slug]; ok {
 		m.mu.Unlock()
 		return protocol.ConnectorStatus{}, fmt.Errorf("a connector with slug '%s' exists; remove it (connectors.remove {slug}) or pick another name", slug)
+	}
+	for other := range m.conns {
+		if ambiguous(slug, other) {
+			m.mu.Unlock()
+			return protocol.ConnectorStatus{}, fmt.Errorf("slug '%s' and connector '%s' would make tool names ambiguous (mcp_%s_…); pick a name whose slug neither begins with the other's followed by '_'", slug, other, slug)
+		}
 	}
 	if len(m.conns) >= m.opts.MaxConnectors {
 		m.mu.Unlock()

@@ -51,3 +51,9 @@ func checkToolName(name string) error {
 	}
 	return nil
 }
+
+// ambiguous reports whether two slugs would make tool names ambiguous:
+// mcp_git_hub_x could be connector git's tool hub_x or git_hub's tool x.
+func ambiguous(a, b string) bool {
+	return strings.HasPrefix(a, b+"_") || strings.HasPrefix(b, a+"_")
+}
