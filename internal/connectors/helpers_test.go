@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,14 @@ func ctxT(t *testing.T) context.Context {
 // submit runs one proposal of actions in the harness's session.
 func (h *harness) submit(t *testing.T, actions ...protocol.Action) *protocol.ProposalResult {
 	t.Helper()
+	res, err := h.rt.Submit(ctxT(t), submission(h, actions...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func submission(h *harness, actions ...protocol.Action) *engine.Submission {
 	for i := range actions {
 		if actions[i].Type == "" {
 			actions[i].Type = protocol.ActionToolCall
@@ -98,11 +107,7 @@ func (h *harness) submit(t *testing.T, actions ...protocol.Action) *protocol.Pro
 			actions[i].Parameters = map[string]any{}
 		}
 	}
-	res, err := h.rt.Submit(ctxT(t), &engine.Submission{Proposal: &protocol.ActionProposal{Actions: actions}, Session: h.s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return &engine.Submission{Proposal: &protocol.ActionProposal{Actions: actions}, Session: h.s}
 }
 
 // selfServer is a stdio connector running this test binary as the server
@@ -197,11 +202,13 @@ func testTools(mode string) []any {
 	return []any{tool("call", obj)}
 }
 
-// serveSlow is an SDK server whose tool "wait" blocks until the client
-// cancels it, and then writes "cancelled" to $CANCEL_FILE.
+// serveSlow is an SDK server whose tool "wait" writes its pid to
+// $STARTED_FILE, blocks until the client cancels it, and then writes
+// "cancelled" to $CANCEL_FILE.
 func serveSlow() int {
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "wait", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		_ = os.WriteFile(os.Getenv("STARTED_FILE"), []byte(strconv.Itoa(os.Getpid())), 0o600)
 		<-ctx.Done()
 		_ = os.WriteFile(os.Getenv("CANCEL_FILE"), []byte("cancelled"), 0o600)
 		return nil, nil, ctx.Err()
