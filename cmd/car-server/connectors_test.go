@@ -32,6 +32,18 @@ func npmServer(t *testing.T, pkg string) string {
 	return path
 }
 
+// descendantsOf are the live processes under pid, at any depth.
+func descendantsOf(t *testing.T, pid int) []int {
+	t.Helper()
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		kids := childrenOf(t, queue[0])
+		out = append(out, kids...)
+		queue = append(queue, kids...)
+	}
+	return out
+}
+
 // childrenOf are the live processes whose parent is pid (zombies are not
 // alive).
 func childrenOf(t *testing.T, pid int) []int {
@@ -106,9 +118,9 @@ func TestConnectorsOverTheWire(t *testing.T) {
 	if st.Slug != "files" || !st.Connected || st.ToolCount == 0 || st.EnabledCount != 0 {
 		t.Fatalf("connectors.add_stdio: %+v", st)
 	}
-	children := childrenOf(t, d.cmd.Process.Pid)
-	if len(children) != 1 {
-		t.Fatalf("the daemon has %d children, want the server's one", len(children))
+	children := descendantsOf(t, d.cmd.Process.Pid)
+	if len(children) != 2 {
+		t.Fatalf("the daemon has %d descendants, want the server and its reaper", len(children))
 	}
 	var enabled protocol.ConnectorEnableResult
 	if err := person.Call(ctxT(t), protocol.MethodConnectorsEnableTools, protocol.ConnectorToolsParams{Slug: "files", Tools: []string{"write_file", "read_text_file"}}, &enabled); err != nil {
@@ -234,23 +246,24 @@ func TestConnectorsFileLoadAndReload(t *testing.T) {
 	}
 }
 
-// No connector process outlives the daemon: not after a shutdown, and not
-// after SIGKILL.
+// No connector process outlives the daemon, nor any process a server
+// started: not after a shutdown, and not after SIGKILL.
 func TestConnectorProcessesNeverOutliveTheDaemon(t *testing.T) {
 	script := npmServer(t, "@modelcontextprotocol/server-everything")
 	for _, how := range []string{"shutdown", "SIGKILL"} {
 		t.Run(how, func(t *testing.T) {
 			home := t.TempDir()
-			body := fmt.Sprintf("[[connector]]\nname = \"a\"\ncommand = \"node\"\nargs = [%q]\n\n[[connector]]\nname = \"b\"\ncommand = \"node\"\nargs = [%q]\n", script, script)
+			// b's server leaves a grandchild of its own behind it.
+			body := fmt.Sprintf("[[connector]]\nname = \"a\"\ncommand = \"node\"\nargs = [%q]\n\n[[connector]]\nname = \"b\"\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 3600 & exec node %s\"]\n", script, script)
 			if err := os.WriteFile(filepath.Join(home, "connectors.toml"), []byte(body), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			d := startDaemon(t, home)
 			d.waitLog(t, "connector connected")
 			d.waitLog(t, "connector connected")
-			children := childrenOf(t, d.cmd.Process.Pid)
-			if len(children) != 2 {
-				t.Fatalf("the daemon has %d children, want its two servers", len(children))
+			children := descendantsOf(t, d.cmd.Process.Pid)
+			if len(children) != 5 {
+				t.Fatalf("the daemon has %d descendants, want two reapers, two servers and a sleep", len(children))
 			}
 			if how == "SIGKILL" {
 				d.kill(t)

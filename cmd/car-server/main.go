@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/connectors"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -40,6 +41,8 @@ func run(args []string) int {
 			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
 		case "call":
 			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case connectors.ReaperCommand:
+			return connectors.RunReaper(args[1:])
 		}
 	}
 	cfg, code := loadConfig(command{}, args, os.Stdout, os.Stderr)

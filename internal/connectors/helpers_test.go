@@ -25,6 +25,9 @@ import (
 const serverModeEnv = "CONNECTORS_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ReaperCommand {
+		os.Exit(RunReaper(os.Args[2:]))
+	}
 	if mode := os.Getenv(serverModeEnv); mode != "" {
 		os.Exit(serveTestServer(mode))
 	}
@@ -66,6 +69,9 @@ func newHarness(t *testing.T, opts Options) *harness {
 	}
 	h.tools = engine.NewDaemonTools(engine.SchemaLimits{})
 	opts.Home, opts.Tools = h.home, h.tools
+	if exe, err := os.Executable(); err == nil {
+		opts.Reaper = []string{exe, ReaperCommand} // as the daemon runs them
+	}
 	if opts.BackoffMin == 0 {
 		opts.BackoffMin, opts.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}

@@ -49,7 +49,11 @@ type Options struct {
 	BackoffMin     time.Duration       // first reconnect wait (1s)
 	BackoffMax     time.Duration       // longest reconnect wait (1m)
 	Version        string              // the daemon's, sent as clientInfo
-	Logger         *zap.Logger
+	// Reaper is the argv that runs a stdio server under a process that
+	// kills the server's whole process group when the daemon dies (the
+	// daemon's own binary with ReaperCommand); nil runs servers directly.
+	Reaper []string
+	Logger *zap.Logger
 }
 
 func (o Options) withDefaults() Options {

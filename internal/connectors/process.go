@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +31,19 @@ type process struct {
 const killGrace = 2 * time.Second
 
 // startProcess runs command in a process group of its own that the daemon's
-// death also ends (procAttr), with env added to the daemon's environment
-// minus its CAR_ variables (which hold the daemon's tokens).
-func startProcess(command string, args []string, env map[string]string) (*process, error) {
+// death also ends, with env added to the daemon's environment minus its
+// CAR_ variables (which hold the daemon's tokens). With a reaper (the
+// daemon's connector-run, Linux) the reaper leads the group and kills all
+// of it when the daemon dies; without one the command leads it and the
+// kernel kills the command alone (procAttr).
+func startProcess(reaper []string, command string, args []string, env map[string]string) (*process, error) {
 	cmd := exec.Command(command, args...)
-	cmd.Env = childEnv(env)
 	cmd.SysProcAttr = procAttr()
+	if len(reaper) > 0 && runtime.GOOS == "linux" {
+		cmd = exec.Command(reaper[0], append(append(reaper[1:len(reaper):len(reaper)], command), args...)...)
+		cmd.SysProcAttr = reaperAttr()
+	}
+	cmd.Env = childEnv(env)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
