@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,6 +142,18 @@ func TestConnectorsOverTheWire(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("tools.list of another connection lacks mcp_files_write_file: %+v", tools.Tools)
+	}
+
+	// permission.classify says which annotation decided.
+	var cls protocol.ClassifyResult
+	if err := agent.Call(ctxT(t), protocol.MethodPermissionClassify, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "r", "type": "tool_call", "tool": "mcp_files_read_text_file", "parameters": map[string]any{"path": filepath.Join(root, "x")}},
+		map[string]any{"id": "w", "type": "tool_call", "tool": "mcp_files_write_file", "parameters": map[string]any{"path": filepath.Join(root, "x"), "content": ""}},
+	}}}, &cls); err != nil {
+		t.Fatal(err)
+	}
+	if c := cls.Classifications; len(c) != 2 || c[0].RequiredTier != "read_only" || !slices.Contains(c[0].Signals, "mcp annotation readOnlyHint: true") || c[1].RequiredTier != "full_access" || len(c[1].Signals) == 0 || !strings.HasPrefix(c[1].Signals[0], "mcp annotations") {
+		t.Fatalf("permission.classify: %+v", c)
 	}
 
 	target := filepath.Join(root, "note.txt")
