@@ -157,16 +157,20 @@ var errTooLarge = errors.New("message too large")
 
 func (l *lineLimit) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
-	for i := 0; i < n; i++ {
-		if p[i] == '\n' {
-			l.n = 0
-			continue
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			l.n += len(rest)
+			break
 		}
-		l.n++
-		if l.n > l.max {
-			l.over()
-			return i, errTooLarge
+		if l.n += i; l.n > l.max {
+			break
 		}
+		l.n, rest = 0, rest[i+1:]
+	}
+	if l.n > l.max {
+		l.over()
+		return 0, errTooLarge
 	}
 	return n, err
 }
