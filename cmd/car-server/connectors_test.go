@@ -187,6 +187,15 @@ func TestConnectorsOverTheWire(t *testing.T) {
 		t.Fatalf("the file holds %q (%v)", data, err)
 	}
 
+	// write_file is idempotent by its idempotentHint: the same write again
+	// is answered from the idempotency cache, and the server is not called.
+	var again protocol.ProposalResult
+	if err := agent.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "w", "type": "tool_call", "tool": "mcp_files_write_file", "parameters": map[string]any{"path": target, "content": "approved"}},
+	}}}, &again); err != nil || again.Results[0].Status != protocol.StatusSucceeded || again.Results[0].CacheHit != "idempotency" {
+		t.Fatalf("the same idempotent write again: %v %+v", err, again.Results)
+	}
+
 	var evs protocol.EventsQueryResult
 	if err := person.Call(ctxT(t), protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []protocol.EventKind{"tool_dispatched"}}, &evs); err != nil {
 		t.Fatal(err)
