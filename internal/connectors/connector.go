@@ -52,7 +52,8 @@ type connector struct {
 	spec   Spec
 	cancel context.CancelFunc
 	done   chan struct{}
-	poke   chan struct{} // tools/list_changed: discover again
+	poke   chan struct{}   // tools/list_changed: discover again
+	web    *http.Transport // a Streamable HTTP connector's connections; nil for stdio
 
 	mu        sync.Mutex
 	sess      *mcp.ClientSession
@@ -72,6 +73,9 @@ func newConnector(m *Manager, slug string, spec Spec, enabled []string) *connect
 	for _, t := range spec.Enable {
 		c.enabled[t] = true
 	}
+	if spec.URL != "" {
+		c.web = http.DefaultTransport.(*http.Transport).Clone()
+	}
 	return c
 }
 
@@ -87,6 +91,9 @@ func (c *connector) start(first chan<- error) {
 func (c *connector) stop() {
 	c.cancel()
 	<-c.done
+	if c.web != nil {
+		c.web.CloseIdleConnections()
+	}
 	c.m.opts.Tools.Remove(c.slug)
 }
 
@@ -234,7 +241,7 @@ func (c *connector) connect(ctx context.Context) (*mcp.ClientSession, *process, 
 	if c.spec.URL != "" {
 		t := &mcp.StreamableClientTransport{
 			Endpoint:     c.spec.URL,
-			HTTPClient:   &http.Client{Transport: &boundedTransport{base: http.DefaultTransport, headers: c.spec.Headers, max: c.m.opts.MaxResultBytes + envelopeBytes, over: over}},
+			HTTPClient:   &http.Client{Transport: &boundedTransport{base: c.web, headers: c.spec.Headers, max: c.m.opts.MaxResultBytes + envelopeBytes, over: over}},
 			MaxEventSize: int(c.m.opts.MaxResultBytes + envelopeBytes),
 			MaxRetries:   -1,
 		}
