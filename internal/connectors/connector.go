@@ -154,9 +154,10 @@ func (c *connector) connectAndServe(ctx context.Context, first *chan<- error) er
 	if r := cs.InitializeResult(); r != nil {
 		c.revision = r.ProtocolVersion
 	}
+	revision, count := c.revision, len(c.tools)
 	c.mu.Unlock()
 	report(nil)
-	c.m.log.Info("connector connected", zap.String("connector", c.slug), zap.String("protocol", c.revision), zap.Int("tools", len(c.tools)))
+	c.m.log.Info("connector connected", zap.String("connector", c.slug), zap.String("protocol", revision), zap.Int("tools", count))
 
 	ended := make(chan error, 1)
 	go func() { ended <- cs.Wait() }()
