@@ -83,7 +83,7 @@ func TestMalformedJSONRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := h.submit(t, protocol.Action{ID: "g", Tool: Canonical("garbled", "call")})
-	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "connector 'garbled'") {
+	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "connector 'garbled'") || !strings.Contains(r.ErrorText(), "malformed JSON-RPC") {
 		t.Fatalf("a malformed answer: %s %q", r.Status, r.ErrorText())
 	}
 	stillWorks(t, h)
