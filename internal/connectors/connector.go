@@ -377,7 +377,7 @@ func (c *connector) status() protocol.ConnectorStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := protocol.ConnectorStatus{
-		Slug: c.slug, Name: c.spec.Name, URL: c.spec.URL, Command: c.spec.Command, Args: c.spec.Args,
+		Slug: c.slug, Name: c.spec.Name, URL: c.spec.URL, Command: c.spec.Command,
 		Connected: c.connected, ToolCount: len(c.tools), LastError: c.lastErr, FromFile: c.spec.FromFile,
 	}
 	if c.connected {
