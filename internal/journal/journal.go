@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -102,10 +101,9 @@ func (g *flushGroup) end(err error) {
 // (atomicfile.ErrSymlink), as by Verify and Read. A last line without its newline is cut off and
 // reported; any other unreadable line is an error naming the file and line.
 func Open(path string, opts ...Option) (*Journal, Report, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
-	}
-	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Durable: the file's name (and its directory's, when created) survive
+	// a power loss before any record is appended.
+	f, err := atomicfile.OpenDurable(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}

@@ -130,7 +130,7 @@ func OpenRuns(root string, opts ...RunsOption) (*Runs, RunsReport, error) {
 		o(l)
 	}
 	var rep RunsReport
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(root); err != nil {
 		return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
 	}
 	agents, err := os.ReadDir(root)
