@@ -16,17 +16,18 @@ import (
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/powerfs"
+	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
 // The power-loss crash test (make crashtest; not part of make test): the
 // daemon runs with CAR_HOME on a file system that keeps only what was made
 // durable (internal/powerfs), four streams of idempotent proposals and a
-// stream of approvals and rejections in flight, and the power is cut at a
-// random point, again and again. After each cut the daemon must start on
-// what the disk kept, and nothing it acknowledged may be lost: no
-// acknowledged idempotent call runs again, no acknowledged approval or
-// rejection is forgotten.
+// stream of approvals and rejections and a run recording turns in flight,
+// and the power is cut at a random point, again and again. After each cut
+// the daemon must start on what the disk kept, and nothing it acknowledged
+// may be lost: no acknowledged idempotent call runs again, no acknowledged
+// approval or rejection is forgotten, no acknowledged run turn is missing.
 
 // crashCutsEnv lowers (or raises) the number of cuts from its default.
 const crashCutsEnv = "CAR_CRASH_CUTS"
@@ -118,6 +119,65 @@ func (ds *decisions) check(t *testing.T, c *client.Client, cut int) {
 	}
 }
 
+// turns is the test's record of the run turns the daemon acknowledged:
+// run id -> turns acknowledged.
+type turns struct {
+	mu    sync.Mutex
+	acked map[string]int
+}
+
+// record starts a run and records turns in it, one call each, until the
+// daemon dies. c is bound to the agent whose run it is.
+func (tr *turns) record(ctx context.Context, c *client.Client) {
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	if c.Call(ctx, protocol.MethodRunsStart, map[string]any{"intent": "power-loss test"}, &started) != nil {
+		return
+	}
+	tr.mu.Lock()
+	tr.acked[started.RunID] = 0
+	tr.mu.Unlock()
+	for i := 0; ; i++ {
+		var rec struct {
+			OK bool `json:"ok"`
+		}
+		err := c.Call(ctx, protocol.MethodRunsRecordTurns, map[string]any{"run_id": started.RunID, "turns": []map[string]any{{"prompt": fmt.Sprint("turn ", i)}}}, &rec)
+		if err != nil || !rec.OK {
+			return
+		}
+		tr.mu.Lock()
+		tr.acked[started.RunID]++
+		tr.mu.Unlock()
+	}
+}
+
+// check reads the trace of every run started, which must hold its
+// acknowledged turns.
+func (tr *turns) check(t *testing.T, c *client.Client, cut int) {
+	t.Helper()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for run, n := range tr.acked {
+		var trace struct {
+			NotFound bool          `json:"not_found"`
+			Records  []runs.Record `json:"records"`
+		}
+		if err := c.Call(ctxT(t), protocol.MethodRunsGetTrace, map[string]any{"run_id": run}, &trace); err != nil {
+			t.Fatalf("cut %d: runs.get_trace: %v", cut, err)
+		}
+		got := 0
+		for _, r := range trace.Records {
+			if r.Record == runs.KindTurn {
+				got++
+			}
+		}
+		if trace.NotFound || got < n {
+			t.Errorf("cut %d: run %s had %d turns acknowledged; after the power loss it holds %d (not found: %v)", cut, run, n, got, trace.NotFound)
+		}
+	}
+}
+
 func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 	seed := crashSeed(t)
 	cuts := crashCuts(t)
@@ -128,6 +188,14 @@ func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 	env := []string{"CAR_SERVER_SOCKET=off"}
 	l := &ledger{dispatched: map[string]int{}, acked: map[string]bool{}}
 	ds := &decisions{acked: map[int]bool{}}
+	tr := &turns{acked: map[string]int{}}
+	// The agent whose runs record turns: its token, issued before the first
+	// start, is on the mount too (and made durable by the cut that follows).
+	out, errOut, code := agentsCommand(t, []string{"CAR_HOME=" + home}, "issue-token", "recorder")
+	agentToken := strings.TrimSpace(out)
+	if code != exitOK || agentToken == "" {
+		t.Fatalf("agents issue-token: exit %d %s", code, errOut)
+	}
 	var (
 		restarts, repeats, torn int
 		lost                    powerfs.Lost
@@ -144,6 +212,9 @@ func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 		c := l.connect(t, d)
 		// After a cut: what was acknowledged is all there.
 		ds.check(t, c, cut)
+		host := hostOf(t, d) // a run's trace is the host's to read
+		tr.check(t, host, cut)
+		host.Close()
 		if len(ackedBefore) > 0 {
 			// Re-submit the last cut's acknowledged calls and a sample of
 			// the older ones: each must come from the idempotency cache.
@@ -192,10 +263,18 @@ func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 			}()
 		}
 		approver := d.dial(t)
-		wg.Add(1)
+		recorder, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{Token: agentToken, AgentID: "recorder"})
+		if err != nil {
+			t.Fatalf("cut %d: the agent binds: %v", cut, err)
+		}
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			ds.decide(ctx, approver)
+		}()
+		go func() {
+			defer wg.Done()
+			tr.record(ctx, recorder)
 		}()
 		select {
 		case <-crash:
@@ -214,6 +293,7 @@ func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 		wg.Wait()
 		c.Close()
 		approver.Close()
+		recorder.Close()
 		l.mu.Lock()
 		ackedBefore = ackedBefore[:0]
 		for k := range l.acked {
@@ -227,17 +307,25 @@ func TestPowerLossLosesNothingAcknowledged(t *testing.T) {
 	c := l.connect(t, d)
 	defer c.Close()
 	ds.check(t, c, cuts)
+	tr.check(t, hostOf(t, d), cuts)
 	l.mu.Lock()
 	acks := len(l.acked)
 	l.mu.Unlock()
 	ds.mu.Lock()
 	decided := len(ds.acked)
 	ds.mu.Unlock()
-	if acks == 0 || decided == 0 {
-		t.Fatalf("nothing was acknowledged (%d calls, %d decisions): the test exercised nothing", acks, decided)
+	tr.mu.Lock()
+	turnsAcked := 0
+	for _, n := range tr.acked {
+		turnsAcked += n
 	}
-	t.Logf("%d cuts, %d restarts; acknowledged: %d idempotent calls, %d approvals and rejections; %d repeats of an acknowledged call; torn tails recovered: %d; lost to the cuts: %d unsynced bytes, %d unsynced directory entries",
-		cuts, restarts, acks, decided, repeats, torn, lost.Bytes, lost.Entries)
+	started := len(tr.acked)
+	tr.mu.Unlock()
+	if acks == 0 || decided == 0 || turnsAcked == 0 {
+		t.Fatalf("nothing was acknowledged (%d calls, %d decisions, %d turns): the test exercised nothing", acks, decided, turnsAcked)
+	}
+	t.Logf("%d cuts, %d restarts; acknowledged: %d idempotent calls, %d approvals and rejections, %d runs started and %d turns recorded; %d repeats of an acknowledged call; torn tails recovered: %d; lost to the cuts: %d unsynced bytes, %d unsynced directory entries",
+		cuts, restarts, acks, decided, started, turnsAcked, repeats, torn, lost.Bytes, lost.Entries)
 }
 
 // tornTails counts the torn tails the daemon cut off as it started.
