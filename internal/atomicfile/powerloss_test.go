@@ -31,7 +31,8 @@ func TestWritesSurviveAPowerCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString("record\n"); err == nil {
+	_, err = f.WriteString("record\n")
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
