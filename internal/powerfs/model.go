@@ -59,8 +59,6 @@ type node struct {
 	// fsync made durable.
 	entries map[string]*node
 	durable map[string]*node
-
-	fuse any // the FUSE node serving this one (nodes.go), if any
 }
 
 // change is one write to a file, or a truncation when data is nil.

@@ -42,7 +42,6 @@ func (f *FS) Dir() string { return f.mountpoint }
 func (f *FS) mount(root *node) error {
 	f.t = &tree{root: root}
 	top := &fsNode{t: f.t, n: root}
-	root.fuse = top
 	srv, err := gofs.Mount(f.mountpoint, top, &gofs.Options{
 		MountOptions: fuse.MountOptions{FsName: "powerfs", Name: "powerfs", DisableXAttrs: true},
 	})

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -188,7 +189,7 @@ func TestMountTornWritesLeaveZeroBytesOrAPrefix(t *testing.T) {
 	syncPath(t, f.Dir())
 	rng := rand.New(rand.NewSource(7))
 	for range 20 {
-		appendTo(t, path, string(make([]byte, 0))+repeat('x', 3*pageSize)+"\n", false)
+		appendTo(t, path, strings.Repeat("x", 3*pageSize)+"\n", false)
 		if _, err := f.Cut(KeepSomePages, rng); err != nil {
 			t.Fatal(err)
 		}
@@ -203,12 +204,4 @@ func TestMountTornWritesLeaveZeroBytesOrAPrefix(t *testing.T) {
 		}
 		writeSynced(t, path, "a\n")
 	}
-}
-
-func repeat(c byte, n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = c
-	}
-	return string(b)
 }

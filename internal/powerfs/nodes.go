@@ -71,7 +71,6 @@ func (f *fsNode) unlock() { f.t.mu.Unlock() }
 // child makes the FUSE node of model node n, a child of f.
 func (f *fsNode) child(ctx context.Context, n *node) *fs.Inode {
 	c := &fsNode{t: f.t, n: n}
-	n.fuse = c
 	mode := uint32(syscall.S_IFREG)
 	if n.dir {
 		mode = syscall.S_IFDIR
