@@ -81,7 +81,7 @@ func openSpool(path string, maxBytes int64) (*spool, spoolScan, error) {
 	}
 	f, err := atomicfile.OpenDurable(path, os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, scan, fmt.Errorf("open the event spool: %w; check that its directory exists and is writable", err)
+		return nil, scan, fmt.Errorf("open the event spool: %w; check that its directory can be created and written", err)
 	}
 	s.f = f
 	br := bufio.NewReaderSize(f, 64<<10)
