@@ -40,6 +40,8 @@ func run(args []string) int {
 			return runOpsCommand(args[0], args[1:], os.Stdout, os.Stderr)
 		case "call":
 			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case "mcp":
+			return runMCPCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		}
 	}
 	cfg, code := loadConfig(command{}, args, os.Stdout, os.Stderr)

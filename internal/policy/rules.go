@@ -18,6 +18,9 @@ type DenyTool struct{ Tool string }
 // ScopeTool implements ToolScoped.
 func (r DenyTool) ScopeTool() string { return r.Tool }
 
+// DeniesTool implements Wholesale: every call of its tool is denied.
+func (r DenyTool) DeniesTool(tool, _ string) bool { return tool == r.Tool }
+
 // Evaluate implements Rule.
 func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type == protocol.ActionToolCall && a.Tool == r.Tool {
