@@ -60,7 +60,9 @@ func Forward(ctx context.Context, in io.ReadCloser, out io.WriteCloser, endpoint
 				// (this side's revision) is not the daemon's.
 				p := &mcp.CallToolParams{Name: r.Params.Name, Arguments: r.Params.Arguments}
 				if token := r.Params.GetProgressToken(); token != nil {
-					p.SetProgressToken(token)
+					// As it came: a JSON number decodes as float64, which
+					// SetProgressToken refuses.
+					p.Meta = mcp.Meta{"progressToken": token}
 				}
 				if len(r.Params.Arguments) == 0 {
 					p.Arguments = map[string]any{}

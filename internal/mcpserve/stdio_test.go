@@ -3,6 +3,7 @@ package mcpserve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestForwardPassesProgressOfAWaitForAPerson(t *testing.T) {
 	f := start(t, Options{})
 	ids := make(chan string, 1)
 	cs, _ := stdioClient(t, f, plainToken, func(r *mcp.ProgressNotificationClientRequest) {
-		if id, ok := r.Params.Meta["car-server/approval_id"].(string); ok && r.Params.ProgressToken == "stdio-1" {
+		if id, ok := r.Params.Meta["car-server/approval_id"].(string); ok && fmt.Sprint(r.Params.ProgressToken) == "7" {
 			ids <- id
 		}
 	})
@@ -84,7 +85,7 @@ func TestForwardPassesProgressOfAWaitForAPerson(t *testing.T) {
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		p := &mcp.CallToolParams{Name: "mcp_fake_write", Arguments: map[string]any{"path": "d.txt"}}
-		p.SetProgressToken("stdio-1")
+		p.SetProgressToken(7) // a number, as the TypeScript SDK sends it
 		res, err := cs.CallTool(context.Background(), p)
 		if err != nil {
 			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
