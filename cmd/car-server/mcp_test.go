@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -194,6 +195,33 @@ func TestMCPEndpointWithTheTypeScriptClient(t *testing.T) {
 		}
 		if events.Count == 0 || !strings.HasPrefix(events.Events[0].Connection, "mcp-") {
 			t.Fatalf("events.query has no MCP proposal of scout's: %+v", events)
+		}
+	})
+
+	t.Run("an agent's call is a turn of its current run", func(t *testing.T) {
+		ws, err := client.Dial(ctxT(t), "ws://"+g.d.addr+"/", &client.Options{Token: g.scoutToken, AgentID: "scout"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		var run protocol.RunsStartResult
+		if err := ws.Call(ctxT(t), protocol.MethodRunsStart, protocol.RunsStartParams{Intent: "read through MCP"}, &run); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(g.root, "hello.txt")
+		if isErr, text := result(t, next(t, g.client(t, g.scoutToken, false, "", "call", "mcp_files_read_text_file", fmt.Sprintf(`{"path":%q}`, path)))); isErr {
+			t.Fatalf("read_text_file = %q", text)
+		}
+		var trace protocol.RunsGetTraceResult
+		if err := ws.Call(ctxT(t), protocol.MethodRunsGetTrace, protocol.RunsGetTraceParams{RunID: run.RunID}, &trace); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range trace.Records {
+			found = found || r.Tool == "mcp_files_read_text_file"
+		}
+		if !found {
+			t.Fatalf("run %s has no turn of the MCP call: %+v", run.RunID, trace.Records)
 		}
 	})
 
