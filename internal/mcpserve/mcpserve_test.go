@@ -573,3 +573,74 @@ func TestASessionStaysWithItsPrincipal(t *testing.T) {
 func engineDecision(id string) engine.Decision {
 	return engine.Decision{ApprovalID: id, Approved: true, Reviewer: "conn:person"}
 }
+
+// Drain (shutdown) refuses new calls and waits for the calls in flight.
+func TestDrainWaitsForCallsInFlightAndRefusesNewOnes(t *testing.T) {
+	f := start(t, Options{})
+	f.read.started, f.read.release = make(chan struct{}, 1), make(chan struct{})
+	a := f.mustConnect(t, plainToken)
+	b := f.mustConnect(t, scoutToken)
+	first := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{}})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		first <- res
+	}()
+	select {
+	case <-f.read.started:
+	case <-time.After(testTimeout):
+		t.Fatal("the first call did not start")
+	}
+	drained := make(chan struct{})
+	go func() {
+		f.mcp.Drain(ctxT(t))
+		close(drained)
+	}()
+	testwait.Eventually(t, testTimeout, "the drain began", func() bool {
+		f.mcp.mu.Lock()
+		defer f.mcp.mu.Unlock()
+		return f.mcp.draining
+	})
+	_, err := b.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{}})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || !strings.Contains(je.Message, "shutting down") {
+		t.Fatalf("a call while draining: %v, want a refusal saying the daemon is shutting down", err)
+	}
+	select {
+	case <-drained:
+		t.Fatal("the drain ended with a call in flight")
+	default:
+	}
+	close(f.read.release)
+	if res := <-first; res.IsError {
+		t.Fatalf("the call in flight: %q", text(res))
+	}
+	select {
+	case <-drained:
+	case <-time.After(testTimeout):
+		t.Fatal("the drain did not end once the call returned")
+	}
+}
+
+// An agent's call runs in a tenant its token admits: the default one when
+// it admits it, else its first.
+func TestAnAgentsCallRunsInATenantItsTokenAdmits(t *testing.T) {
+	f := start(t, Options{})
+	if err := f.tokens.Issue(context.Background(), "ranger", "ranger-token", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]string{"ranger-token": "b", scoutToken: "", plainToken: ""} {
+		cs := f.mustConnect(t, token)
+		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %q", err, text(res))
+		}
+		pid, _ := res.Meta["car-server/proposal_id"].(string)
+		events := f.rt.Events.Query(engine.EventQuery{ProposalID: pid, Kinds: []engine.EventKind{engine.EventProposalReceived}})
+		if len(events) != 1 || events[0].Data["tenant"] != want {
+			t.Fatalf("the call of %s's token ran in %+v, want tenant %q", token, events, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/protocol"
@@ -54,6 +55,17 @@ func (p MCPPrincipal) String() string {
 		return "agent " + p.Agent
 	}
 	return "plain client"
+}
+
+// tenant is the tenant the principal's calls run in: a plain client's is
+// the default tenant; an agent's the first its token admits (the default
+// tenant when it admits it), so an agent never reaches a tenant its token
+// does not admit, as conn.mayUseTenant holds a WebSocket agent to.
+func (p MCPPrincipal) tenant() string {
+	if p.Agent == "" {
+		return agents.DefaultTenant
+	}
+	return agents.Tenants(p.Tenants)[0]
 }
 
 // AuthenticateMCP reads a bearer token: the daemon's token is a plain
@@ -241,7 +253,7 @@ func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage
 	stopAfter := context.AfterFunc(m.ctx, func() { cancel(context.Cause(m.ctx)) })
 	defer stopAfter()
 
-	sub := &engine.Submission{Proposal: prop, Session: m.sess, Agent: m.principal.Agent, Recorder: m.recorder()}
+	sub := &engine.Submission{Proposal: prop, Session: m.sess, Agent: m.principal.Agent, Recorder: m.recorder(), Tenant: m.principal.tenant()}
 	res, err := m.srv.rt.Execute(cctx, sub, engine.Recovery{Timeout: m.srv.attemptTimeout})
 	out := MCPOutcome{ProposalID: prop.ID}
 	var deadline *engine.DeadlineError
