@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,18 @@ func npmServer(t *testing.T, pkg string) string {
 		t.Skipf("needs the npm package %s (npm ci in internal/connectors/testdata/npm)", pkg)
 	}
 	return path
+}
+
+// descendantsOf are the live processes under pid, at any depth.
+func descendantsOf(t *testing.T, pid int) []int {
+	t.Helper()
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		kids := childrenOf(t, queue[0])
+		out = append(out, kids...)
+		queue = append(queue, kids...)
+	}
+	return out
 }
 
 // childrenOf are the live processes whose parent is pid (zombies are not
@@ -106,9 +119,9 @@ func TestConnectorsOverTheWire(t *testing.T) {
 	if st.Slug != "files" || !st.Connected || st.ToolCount == 0 || st.EnabledCount != 0 {
 		t.Fatalf("connectors.add_stdio: %+v", st)
 	}
-	children := childrenOf(t, d.cmd.Process.Pid)
-	if len(children) != 1 {
-		t.Fatalf("the daemon has %d children, want the server's one", len(children))
+	children := descendantsOf(t, d.cmd.Process.Pid)
+	if len(children) != 2 {
+		t.Fatalf("the daemon has %d descendants, want the server and its reaper", len(children))
 	}
 	var enabled protocol.ConnectorEnableResult
 	if err := person.Call(ctxT(t), protocol.MethodConnectorsEnableTools, protocol.ConnectorToolsParams{Slug: "files", Tools: []string{"write_file", "read_text_file"}}, &enabled); err != nil {
@@ -129,6 +142,18 @@ func TestConnectorsOverTheWire(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("tools.list of another connection lacks mcp_files_write_file: %+v", tools.Tools)
+	}
+
+	// permission.classify says which annotation decided.
+	var cls protocol.ClassifyResult
+	if err := agent.Call(ctxT(t), protocol.MethodPermissionClassify, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "r", "type": "tool_call", "tool": "mcp_files_read_text_file", "parameters": map[string]any{"path": filepath.Join(root, "x")}},
+		map[string]any{"id": "w", "type": "tool_call", "tool": "mcp_files_write_file", "parameters": map[string]any{"path": filepath.Join(root, "x"), "content": ""}},
+	}}}, &cls); err != nil {
+		t.Fatal(err)
+	}
+	if c := cls.Classifications; len(c) != 2 || c[0].RequiredTier != "read_only" || !slices.Contains(c[0].Signals, "mcp annotation readOnlyHint: true") || c[1].RequiredTier != "full_access" || len(c[1].Signals) == 0 || !strings.HasPrefix(c[1].Signals[0], "mcp annotations") {
+		t.Fatalf("permission.classify: %+v", c)
 	}
 
 	target := filepath.Join(root, "note.txt")
@@ -160,6 +185,15 @@ func TestConnectorsOverTheWire(t *testing.T) {
 	}
 	if data, err := os.ReadFile(target); err != nil || string(data) != "approved" {
 		t.Fatalf("the file holds %q (%v)", data, err)
+	}
+
+	// write_file is idempotent by its idempotentHint: the same write again
+	// is answered from the idempotency cache, and the server is not called.
+	var again protocol.ProposalResult
+	if err := agent.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "w", "type": "tool_call", "tool": "mcp_files_write_file", "parameters": map[string]any{"path": target, "content": "approved"}},
+	}}}, &again); err != nil || again.Results[0].Status != protocol.StatusSucceeded || again.Results[0].CacheHit != "idempotency" {
+		t.Fatalf("the same idempotent write again: %v %+v", err, again.Results)
 	}
 
 	var evs protocol.EventsQueryResult
@@ -234,23 +268,24 @@ func TestConnectorsFileLoadAndReload(t *testing.T) {
 	}
 }
 
-// No connector process outlives the daemon: not after a shutdown, and not
-// after SIGKILL.
+// No connector process outlives the daemon, nor any process a server
+// started: not after a shutdown, and not after SIGKILL.
 func TestConnectorProcessesNeverOutliveTheDaemon(t *testing.T) {
 	script := npmServer(t, "@modelcontextprotocol/server-everything")
 	for _, how := range []string{"shutdown", "SIGKILL"} {
 		t.Run(how, func(t *testing.T) {
 			home := t.TempDir()
-			body := fmt.Sprintf("[[connector]]\nname = \"a\"\ncommand = \"node\"\nargs = [%q]\n\n[[connector]]\nname = \"b\"\ncommand = \"node\"\nargs = [%q]\n", script, script)
+			// b's server leaves a grandchild of its own behind it.
+			body := fmt.Sprintf("[[connector]]\nname = \"a\"\ncommand = \"node\"\nargs = [%q]\n\n[[connector]]\nname = \"b\"\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 3600 & exec node %s\"]\n", script, script)
 			if err := os.WriteFile(filepath.Join(home, "connectors.toml"), []byte(body), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			d := startDaemon(t, home)
 			d.waitLog(t, "connector connected")
 			d.waitLog(t, "connector connected")
-			children := childrenOf(t, d.cmd.Process.Pid)
-			if len(children) != 2 {
-				t.Fatalf("the daemon has %d children, want its two servers", len(children))
+			children := descendantsOf(t, d.cmd.Process.Pid)
+			if len(children) != 5 {
+				t.Fatalf("the daemon has %d descendants, want two reapers, two servers and a sleep", len(children))
 			}
 			if how == "SIGKILL" {
 				d.kill(t)

@@ -112,8 +112,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// session; a malformed connectors.toml stops the start like a bad
 	// policy file.
 	daemonTools := engine.NewDaemonTools(schemaLimits)
+	var reaper []string
+	if exe, err := os.Executable(); err == nil {
+		reaper = []string{exe, connectors.ReaperCommand}
+	} else {
+		log.Warn("the daemon cannot find its own binary; stdio connectors run without the reaper that ends their children when the daemon is killed", zap.Error(err))
+	}
 	conns := connectors.New(connectors.Options{
-		Home: cfg.Home, Tools: daemonTools, MaxConnectors: cfg.MCPMaxConnectors, MaxTools: cfg.MCPMaxTools,
+		Reaper: reaper,
+		Home:   cfg.Home, Tools: daemonTools, MaxConnectors: cfg.MCPMaxConnectors, MaxTools: cfg.MCPMaxTools,
 		MaxResultBytes: cfg.MCPMaxResultBytes, ConnectTimeout: cfg.MCPConnectTimeout, Version: version, Logger: log,
 	})
 	if err := conns.Start(); err != nil {

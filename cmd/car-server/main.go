@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/connectors"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,6 +43,8 @@ func run(args []string) int {
 			return runCallCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		case "mcp":
 			return runMCPCommand(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case connectors.ReaperCommand:
+			return connectors.RunReaper(args[1:])
 		}
 	}
 	cfg, code := loadConfig(command{}, args, os.Stdout, os.Stderr)

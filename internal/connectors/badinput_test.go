@@ -283,3 +283,30 @@ func TestRestartKeepsEnabledTools(t *testing.T) {
 		t.Fatalf("a removed connector is still in the manifest: %s", man)
 	}
 }
+
+// notifications/tools/list_changed lists the tools again; the enabled ones
+// stay enabled and the new one comes in disabled.
+func TestToolsListChangedKeepsEnabledTools(t *testing.T) {
+	h := newHarness(t, Options{})
+	if _, err := h.m.AddStdio(ctxT(t), selfServer(t, "grower", "grow", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.m.Enable("grower", []string{"grow"}); err != nil {
+		t.Fatal(err)
+	}
+	res := h.submit(t, protocol.Action{ID: "g", Tool: Canonical("grower", "grow")})
+	if r := res.Results[0]; r.Status != protocol.StatusSucceeded {
+		t.Fatalf("grow: %s %s", r.Status, r.ErrorText())
+	}
+	var views []protocol.ConnectorTool
+	testwait.Eventually(t, 30*time.Second, "the new tool listed after tools/list_changed", func() bool {
+		views, _ = h.m.Tools("grower")
+		return len(views) == 2
+	})
+	if views[0].Name != "grow" || !views[0].Enabled || views[1].Name != "grown" || views[1].Enabled {
+		t.Fatalf("after tools/list_changed: %+v", views)
+	}
+	if _, ok := h.s.Tools.Lookup(Canonical("grower", "grow")); !ok {
+		t.Fatal("the enabled tool is gone after tools/list_changed")
+	}
+}

@@ -246,7 +246,7 @@ func (c *connector) connect(ctx context.Context) (*mcp.ClientSession, *process, 
 		}
 		return cs, nil, nil
 	}
-	proc, err := startProcess(c.spec.Command, c.spec.Args, c.spec.Env)
+	proc, err := startProcess(c.m.opts.Reaper, c.spec.Command, c.spec.Args, c.spec.Env)
 	if err != nil {
 		return nil, nil, err
 	}

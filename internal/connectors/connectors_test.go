@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -199,5 +201,21 @@ func TestEverythingOverStreamableHTTP(t *testing.T) {
 	sec, _ := os.ReadFile(filepath.Join(h.home, secretsFile))
 	if !strings.Contains(string(sec), "s3cr3t-value") {
 		t.Fatal("the secrets file does not hold the header")
+	}
+	if strings.Contains(fmt.Sprint(h.m.List()), "s3cr3t-value") {
+		t.Fatal("connectors.list shows a header value")
+	}
+
+	// The server goes away: the connector says so, and a call fails at once
+	// naming it.
+	cmd.Process.Kill()
+	cmd.Wait()
+	testwait.Eventually(t, 30*time.Second, "the connector seeing its server gone", func() bool {
+		st := h.m.List().Connectors[0]
+		return !st.Connected && st.LastError != ""
+	})
+	res := h.submit(t, protocol.Action{ID: "e", Tool: Canonical("web", "get-structured-content"), Parameters: map[string]any{"location": "Chicago"}})
+	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "connector 'web' is disconnected") {
+		t.Fatalf("a call to a server gone: %s %q", r.Status, r.ErrorText())
 	}
 }

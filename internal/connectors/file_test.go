@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/testwait"
 )
 
 func writeTOML(t *testing.T, body string) string {
@@ -94,5 +96,73 @@ func TestSlug(t *testing.T) {
 	}
 	if !ambiguous("git", "git_hub") || ambiguous("git", "github") || ambiguous("a", "a") {
 		t.Fatal("ambiguous")
+	}
+}
+
+// Reload starts what the file adds, stops what it drops, restarts what it
+// changes with its enabled tools kept, and a malformed file changes
+// nothing.
+func TestReload(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Options{})
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(FilePath(h.home), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decl := func(name, mode string) string {
+		return "[[connector]]\nname = \"" + name + "\"\ncommand = \"" + exe + "\"\nenv = { " + serverModeEnv + " = \"" + mode + "\" }\n\n"
+	}
+	slugs := func() string {
+		var out []string
+		for _, c := range h.m.List().Connectors {
+			out = append(out, c.Slug)
+		}
+		return strings.Join(out, ",")
+	}
+	write(decl("one", "ok") + decl("two", "ok"))
+	if err := h.m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 30*time.Second, "both connected", func() bool {
+		for _, c := range h.m.List().Connectors {
+			if !c.Connected {
+				return false
+			}
+		}
+		return len(h.m.List().Connectors) == 2
+	})
+	if _, err := h.m.Enable("one", []string{"call"}); err != nil {
+		t.Fatal(err)
+	}
+	// one changes (another env), two goes, three comes.
+	write(decl("one", "badnames") + decl("three", "ok"))
+	if err := h.m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := slugs(); got != "one,three" {
+		t.Fatalf("after the reload: %s", got)
+	}
+	testwait.Eventually(t, 30*time.Second, "one reconnected with its enabled tool", func() bool {
+		_, ok := h.s.Tools.Lookup(Canonical("one", "good"))
+		views, _ := h.m.Tools("one")
+		return !ok && len(views) == 3
+	})
+	if got := h.m.opts.Tools.List(); len(got) != 0 {
+		t.Fatalf("tools published after the change: %+v", got)
+	}
+	if names := h.m.conns["one"].enabledNames(); len(names) != 1 || names[0] != "call" {
+		t.Fatalf("the enabled choice was lost: %v", names)
+	}
+	write("[[connector]]\nname = \"broken\"\n")
+	if err := h.m.Reload(); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("a malformed file: %v", err)
+	}
+	if got := slugs(); got != "one,three" {
+		t.Fatalf("a malformed file changed the connectors: %s", got)
 	}
 }

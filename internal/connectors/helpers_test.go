@@ -25,6 +25,9 @@ import (
 const serverModeEnv = "CONNECTORS_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ReaperCommand {
+		os.Exit(RunReaper(os.Args[2:]))
+	}
 	if mode := os.Getenv(serverModeEnv); mode != "" {
 		os.Exit(serveTestServer(mode))
 	}
@@ -66,6 +69,9 @@ func newHarness(t *testing.T, opts Options) *harness {
 	}
 	h.tools = engine.NewDaemonTools(engine.SchemaLimits{})
 	opts.Home, opts.Tools = h.home, h.tools
+	if exe, err := os.Executable(); err == nil {
+		opts.Reaper = []string{exe, ReaperCommand} // as the daemon runs them
+	}
 	if opts.BackoffMin == 0 {
 		opts.BackoffMin, opts.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}
@@ -133,6 +139,8 @@ func serveTestServer(mode string) int {
 		return 3
 	case "slow":
 		return serveSlow()
+	case "grow":
+		return serveGrow()
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -212,6 +220,22 @@ func serveSlow() int {
 		<-ctx.Done()
 		_ = os.WriteFile(os.Getenv("CANCEL_FILE"), []byte("cancelled"), 0o600)
 		return nil, nil, ctx.Err()
+	})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// serveGrow is an SDK server whose tool "grow" adds a tool "grown", which
+// makes the server send notifications/tools/list_changed.
+func serveGrow() int {
+	s := mcp.NewServer(&mcp.Implementation{Name: "grow", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: "grown", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grown"}}}, nil, nil
+		})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grew"}}}, nil, nil
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1

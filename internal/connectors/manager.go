@@ -49,7 +49,11 @@ type Options struct {
 	BackoffMin     time.Duration       // first reconnect wait (1s)
 	BackoffMax     time.Duration       // longest reconnect wait (1m)
 	Version        string              // the daemon's, sent as clientInfo
-	Logger         *zap.Logger
+	// Reaper is the argv that runs a stdio server under a process that
+	// kills the server's whole process group when the daemon dies (the
+	// daemon's own binary with ReaperCommand); nil runs servers directly.
+	Reaper []string
+	Logger *zap.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -195,9 +199,20 @@ func (m *Manager) Reload() error {
 	}
 	m.mu.Lock()
 	for slug, spec := range want {
-		if _, ok := m.conns[slug]; !ok && !m.closed {
-			m.startLocked(slug, spec, enabled[slug])
+		if _, ok := m.conns[slug]; ok || m.closed {
+			continue
 		}
+		clash := ""
+		for other, c := range m.conns {
+			if !c.spec.FromFile && ambiguous(slug, other) {
+				clash = other
+			}
+		}
+		if clash != "" {
+			m.log.Warn("connectors.toml declares a connector whose tool names would be ambiguous with one added over the wire; it is not started until that one is removed", zap.String("connector", slug), zap.String("wire_connector", clash))
+			continue
+		}
+		m.startLocked(slug, spec, enabled[slug])
 	}
 	m.mu.Unlock()
 	return m.save()

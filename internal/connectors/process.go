@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +31,19 @@ type process struct {
 const killGrace = 2 * time.Second
 
 // startProcess runs command in a process group of its own that the daemon's
-// death also ends (procAttr), with env added to the daemon's environment
-// minus its CAR_ variables (which hold the daemon's tokens).
-func startProcess(command string, args []string, env map[string]string) (*process, error) {
+// death also ends, with env added to the daemon's environment minus its
+// CAR_ variables (which hold the daemon's tokens). With a reaper (the
+// daemon's connector-run, Linux) the reaper leads the group and kills all
+// of it when the daemon dies; without one the command leads it and the
+// kernel kills the command alone (procAttr).
+func startProcess(reaper []string, command string, args []string, env map[string]string) (*process, error) {
 	cmd := exec.Command(command, args...)
-	cmd.Env = childEnv(env)
 	cmd.SysProcAttr = procAttr()
+	if len(reaper) > 0 && runtime.GOOS == "linux" {
+		cmd = exec.Command(reaper[0], append(append(reaper[1:len(reaper):len(reaper)], command), args...)...)
+		cmd.SysProcAttr = reaperAttr()
+	}
+	cmd.Env = childEnv(env)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -149,16 +157,20 @@ var errTooLarge = errors.New("message too large")
 
 func (l *lineLimit) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
-	for i := 0; i < n; i++ {
-		if p[i] == '\n' {
-			l.n = 0
-			continue
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			l.n += len(rest)
+			break
 		}
-		l.n++
-		if l.n > l.max {
-			l.over()
-			return i, errTooLarge
+		if l.n += i; l.n > l.max {
+			break
 		}
+		l.n, rest = 0, rest[i+1:]
+	}
+	if l.n > l.max {
+		l.over()
+		return 0, errTooLarge
 	}
 	return n, err
 }
