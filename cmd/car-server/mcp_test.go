@@ -173,9 +173,18 @@ func TestMCPEndpointWithTheTypeScriptClient(t *testing.T) {
 	}
 
 	t.Run("tools/list by principal", func(t *testing.T) {
-		plain := toolNames(t, next(t, g.client(t, g.d.token, false, "", "list")))
+		listed := next(t, g.client(t, g.d.token, false, "", "list"))
+		plain := toolNames(t, listed)
 		if !slices.Equal(plain, []string{"mcp_files_list_directory", "mcp_files_read_text_file", "mcp_files_write_file"}) {
 			t.Fatalf("plain client's tools = %v", plain)
+		}
+		// The server's annotations pass through; the daemon's tier beside.
+		read := listed["tools"].([]any)[1].(map[string]any)
+		if ann, _ := read["annotations"].(map[string]any); read["tier"] != "read_only" || ann["readOnlyHint"] != true {
+			t.Fatalf("read_text_file listed as %v, want tier read_only and the server's readOnlyHint", read)
+		}
+		if write := listed["tools"].([]any)[2].(map[string]any); write["tier"] != "full_access" {
+			t.Fatalf("write_file listed as %v, want tier full_access", write)
 		}
 		scout := toolNames(t, next(t, g.client(t, g.scoutToken, false, "", "list")))
 		if !slices.Equal(scout, []string{"mcp_files_list_directory", "mcp_files_read_text_file"}) {
