@@ -383,3 +383,15 @@ func TestIssueTokenPrintsAnMCPClientConfiguration(t *testing.T) {
 		t.Fatalf("--mcp-config with the endpoint disabled: %d %s", code, errOut)
 	}
 }
+
+// mcp_bind disabled opens no MCP listener; beyond loopback it needs auth.
+func TestMCPBindDisabledAndBeyondLoopbackWithoutAuth(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "CAR_MCP_BIND=disabled")
+	if d.mcpAddr != "" {
+		t.Fatalf("mcp_bind disabled, yet the daemon serves MCP on %s", d.mcpAddr)
+	}
+	out, code := runBinary(t, "--home", t.TempDir(), "--port", "0", "--socket", "off", "--no-auth", "--mcp-bind", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(out, "refusing to serve MCP on 0.0.0.0:0 without auth") {
+		t.Fatalf("MCP beyond loopback without auth: %d %s", code, out)
+	}
+}
