@@ -106,6 +106,10 @@ func start(t *testing.T, opts Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	idem, _, err := file.OpenIdempotency(filepath.Join(home, "idempotency.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	desk := host.New(host.Options{})
 	f := &fixture{read: &fakeTool{}, write: &fakeTool{}, tokens: file.TokenFile(filepath.Join(home, "agent-tokens.json"))}
 	if err := f.tokens.Issue(context.Background(), "scout", scoutToken); err != nil {
@@ -122,7 +126,7 @@ func start(t *testing.T, opts Options) *fixture {
 		t.Fatal(err)
 	}
 	f.rt = engine.NewRuntime(engine.Options{
-		State: file.NewState(), DaemonTools: dt, Approvals: ledger, Desk: desk,
+		State: file.NewState(), DaemonTools: dt, Approvals: ledger, Desk: desk, Idempotency: idem,
 		ApprovalTimeout: testTimeout, Postures: postures{}, RetryBase: time.Millisecond,
 	})
 	f.rt.SetOperatorPolicies(policy.NewEngine(policy.Policy{Name: "deny_tool:mcp_fake_banned", Rule: policy.DenyTool{Tool: "mcp_fake_banned"}}))
@@ -148,6 +152,7 @@ func start(t *testing.T, opts Options) *fixture {
 		}
 		f.rt.Close()
 		_ = ledger.Close()
+		_ = idem.Close()
 	})
 	return f
 }
@@ -642,5 +647,29 @@ func TestAnAgentsCallRunsInATenantItsTokenAdmits(t *testing.T) {
 		if len(events) != 1 || events[0].Data["tenant"] != want {
 			t.Fatalf("the call of %s's token ran in %+v, want tenant %q", token, events, want)
 		}
+	}
+}
+
+// A call naming an idempotency key in _meta runs once for its principal:
+// the repeat is answered with the first result; another principal's call
+// with the same key runs.
+func TestAnIdempotencyKeyAnswersTheRepeat(t *testing.T) {
+	f := start(t, Options{})
+	call := func(cs *mcp.ClientSession, path string) string {
+		t.Helper()
+		p := &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{"path": path}, Meta: mcp.Meta{IdempotencyKeyMetaKey: "order-7"}}
+		res, err := cs.CallTool(ctxT(t), p)
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %q", err, text(res))
+		}
+		return text(res)
+	}
+	plain := f.mustConnect(t, plainToken)
+	first := call(plain, "a.txt")
+	if again := call(plain, "b.txt"); again != first || f.read.calls.Load() != 1 {
+		t.Fatalf("the repeat answered %q (first %q), the tool ran %d times; want the first result, one run", again, first, f.read.calls.Load())
+	}
+	if other := call(f.mustConnect(t, scoutToken), "c.txt"); other != `echo {"path":"c.txt"}` || f.read.calls.Load() != 2 {
+		t.Fatalf("another principal's call with the key answered %q after %d runs; want its own run", other, f.read.calls.Load())
 	}
 }

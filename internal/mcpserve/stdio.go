@@ -56,13 +56,17 @@ func Forward(ctx context.Context, in io.ReadCloser, out io.WriteCloser, endpoint
 				return cs.ListTools(uctx, &p)
 			case *mcp.CallToolRequest:
 				up.setSession(r.Session)
-				// Of the _meta, the progress token alone goes up: the rest
-				// (this side's revision) is not the daemon's.
+				// Of the _meta, the progress token and the idempotency key go
+				// up: the rest (this side's revision) is not the daemon's.
 				p := &mcp.CallToolParams{Name: r.Params.Name, Arguments: r.Params.Arguments}
+				p.Meta = mcp.Meta{}
 				if token := r.Params.GetProgressToken(); token != nil {
 					// As it came: a JSON number decodes as float64, which
 					// SetProgressToken refuses.
-					p.Meta = mcp.Meta{"progressToken": token}
+					p.Meta["progressToken"] = token
+				}
+				if key, ok := r.Params.Meta[IdempotencyKeyMetaKey].(string); ok {
+					p.Meta[IdempotencyKeyMetaKey] = key
 				}
 				if len(r.Params.Arguments) == 0 {
 					p.Arguments = map[string]any{}

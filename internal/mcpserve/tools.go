@@ -20,6 +20,11 @@ import (
 // puts what an implementation adds.
 const TierMetaKey = "car-server/tier"
 
+// IdempotencyKeyMetaKey is the _meta key of a tools/call that names its
+// idempotency key: a repeat with the same key (by the same principal, of
+// the same tool) is answered with the first result instead of running.
+const IdempotencyKeyMetaKey = "car-server/idempotency_key"
+
 // CodeLimit is the JSON-RPC error of a call over a bound.
 const CodeLimit = -32000
 
@@ -129,7 +134,8 @@ func (s *Server) callTool(ctx context.Context, se *session, req *mcp.CallToolReq
 			}(step)
 		}
 	}
-	out, err := se.rpc.Call(ctx, name, req.Params.Arguments, waiting)
+	idemKey, _ := req.Params.Meta[IdempotencyKeyMetaKey].(string)
+	out, err := se.rpc.Call(ctx, name, req.Params.Arguments, idemKey, waiting)
 	if errors.Is(err, rpc.ErrMCPUnknownTool) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}

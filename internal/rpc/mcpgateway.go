@@ -217,7 +217,11 @@ type MCPOutcome struct {
 // proposal.submit passes. waiting, when set, hears each approval the call
 // waits for. A tool that is not a daemon tool is ErrMCPUnknownTool; every
 // other refusal is an outcome with IsError and the daemon's message.
-func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage, waiting func(MCPWaiting)) (MCPOutcome, error) {
+//
+// idemKey, when not empty, makes the call idempotent under that key, as
+// metadata.idempotency_key does an action (scoped by principal, tenant and
+// tool): a repeat with the same key is answered with the first result.
+func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage, idemKey string, waiting func(MCPWaiting)) (MCPOutcome, error) {
 	if _, ok := m.srv.rt.DaemonTool(tool); !ok {
 		return MCPOutcome{}, fmt.Errorf("%w '%s': tools/list names the tools this endpoint serves (a connector's tool is served once enabled: connectors.enable_tools)", ErrMCPUnknownTool, tool)
 	}
@@ -229,7 +233,7 @@ func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage
 			return MCPOutcome{IsError: true, Message: fmt.Sprintf("agent '%s': its token was revoked or replaced, so this session is closed; issue a new one with car-server agents issue-token %s", m.principal.Agent, m.principal.Agent)}, nil
 		}
 	}
-	raw, err := mcpProposal(tool, args)
+	raw, err := mcpProposal(tool, args, idemKey)
 	if err != nil {
 		return MCPOutcome{IsError: true, Message: err.Error()}, nil
 	}
@@ -280,7 +284,7 @@ func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage
 }
 
 // mcpProposal is the proposal of one call, as a client would send it.
-func mcpProposal(tool string, args json.RawMessage) ([]byte, error) {
+func mcpProposal(tool string, args json.RawMessage, idemKey string) ([]byte, error) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
@@ -293,6 +297,15 @@ func mcpProposal(tool string, args json.RawMessage) ([]byte, error) {
 	b = append(b, name...)
 	b = append(b, `,"parameters":`...)
 	b = append(b, args...)
+	if idemKey != "" {
+		key, err := json.Marshal(idemKey)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"idempotent":true,"metadata":{"idempotency_key":`...)
+		b = append(b, key...)
+		b = append(b, '}')
+	}
 	b = append(b, `}]}`...)
 	return b, nil
 }
