@@ -529,9 +529,12 @@ func TestCallsInFlightPerPrincipalAreBounded(t *testing.T) {
 func TestARevokedAgentIsRefused(t *testing.T) {
 	f := start(t, Options{})
 	cs := f.mustConnect(t, scoutToken)
+	f.mustConnect(t, plainToken)
 	if _, err := f.tokens.Revoke(context.Background(), "scout"); err != nil {
 		t.Fatal(err)
 	}
+	// The token store's watch ends the agent's session, without a request.
+	testwait.Eventually(t, testTimeout, "the revoked agent's session ended", func() bool { return f.mcp.SessionCount() == 1 })
 	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{}})
 	if err == nil {
 		t.Fatal("a call with a revoked token was served")
