@@ -16,15 +16,14 @@ const (
 // ConnectorStatus is one connector as the daemon sees it. It never holds a
 // header value or an environment value: those are secrets.
 type ConnectorStatus struct {
-	Slug         string   `json:"slug"`
-	Name         string   `json:"name"`
-	URL          string   `json:"url,omitempty"`     // a Streamable HTTP server
-	Command      string   `json:"command,omitempty"` // a stdio server: the program
-	Args         []string `json:"args,omitempty"`
-	Connected    bool     `json:"connected"`
-	ToolCount    int      `json:"tool_count"`
-	EnabledCount int      `json:"enabled_count"`
-	LastError    string   `json:"last_error,omitempty"`
+	Slug         string `json:"slug"`
+	Name         string `json:"name"`
+	URL          string `json:"url,omitempty"`     // a Streamable HTTP server
+	Command      string `json:"command,omitempty"` // a stdio server: the program (its args are not shown: they may hold a secret)
+	Connected    bool   `json:"connected"`
+	ToolCount    int    `json:"tool_count"`
+	EnabledCount int    `json:"enabled_count"`
+	LastError    string `json:"last_error,omitempty"`
 	// FromFile: declared in the operator's connectors.toml, so it cannot be
 	// removed over the wire.
 	FromFile bool `json:"from_file,omitempty"`

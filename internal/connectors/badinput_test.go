@@ -83,7 +83,7 @@ func TestMalformedJSONRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := h.submit(t, protocol.Action{ID: "g", Tool: Canonical("garbled", "call")})
-	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "connector 'garbled'") {
+	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "connector 'garbled'") || !strings.Contains(r.ErrorText(), "malformed JSON-RPC") {
 		t.Fatalf("a malformed answer: %s %q", r.Status, r.ErrorText())
 	}
 	stillWorks(t, h)
@@ -309,4 +309,40 @@ func TestToolsListChangedKeepsEnabledTools(t *testing.T) {
 	if _, ok := h.s.Tools.Lookup(Canonical("grower", "grow")); !ok {
 		t.Fatal("the enabled tool is gone after tools/list_changed")
 	}
+}
+
+// proposal.cancel ends the call the same way: the server hears
+// notifications/cancelled.
+func TestProposalCancelCancelsTheCall(t *testing.T) {
+	h := newHarness(t, Options{})
+	dir := t.TempDir()
+	cancelled, started := filepath.Join(dir, "cancelled"), filepath.Join(dir, "started")
+	if _, err := h.m.AddStdio(ctxT(t), selfServer(t, "slow", "slow", map[string]string{"CANCEL_FILE": cancelled, "STARTED_FILE": started})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.m.Enable("slow", []string{"wait"}); err != nil {
+		t.Fatal(err)
+	}
+	sub := submission(h, protocol.Action{ID: "w", Tool: Canonical("slow", "wait")})
+	sub.Proposal.ID = "p-cancel"
+	done := make(chan *protocol.ProposalResult, 1)
+	go func() {
+		res, _ := h.rt.Submit(ctxT(t), sub)
+		done <- res
+	}()
+	testwait.Eventually(t, 30*time.Second, "the call reaching the server", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	if !h.rt.Cancel("p-cancel", "changed my mind", "s1", true) {
+		t.Fatal("proposal.cancel found nothing to cancel")
+	}
+	res := <-done
+	if r := res.Results[0]; r.Status != protocol.StatusFailed || !strings.Contains(r.ErrorText(), "notifications/cancelled") {
+		t.Fatalf("a cancelled call: %s %q", r.Status, r.ErrorText())
+	}
+	testwait.Eventually(t, 30*time.Second, "the server seeing notifications/cancelled", func() bool {
+		data, _ := os.ReadFile(cancelled)
+		return string(data) == "cancelled"
+	})
 }

@@ -54,7 +54,8 @@ type connector struct {
 	spec   Spec
 	cancel context.CancelFunc
 	done   chan struct{}
-	poke   chan struct{} // tools/list_changed: discover again
+	poke   chan struct{}   // tools/list_changed: discover again
+	web    *http.Transport // a Streamable HTTP connector's connections; nil for stdio
 
 	mu        sync.Mutex
 	sess      *mcp.ClientSession
@@ -74,6 +75,9 @@ func newConnector(m *Manager, slug string, spec Spec, enabled []string) *connect
 	for _, t := range spec.Enable {
 		c.enabled[t] = true
 	}
+	if spec.URL != "" {
+		c.web = http.DefaultTransport.(*http.Transport).Clone()
+	}
 	return c
 }
 
@@ -89,6 +93,9 @@ func (c *connector) start(first chan<- error) {
 func (c *connector) stop() {
 	c.cancel()
 	<-c.done
+	if c.web != nil {
+		c.web.CloseIdleConnections()
+	}
 	c.m.opts.Tools.Remove(c.slug)
 }
 
@@ -149,9 +156,10 @@ func (c *connector) connectAndServe(ctx context.Context, first *chan<- error) er
 	if r := cs.InitializeResult(); r != nil {
 		c.revision = r.ProtocolVersion
 	}
+	revision, count := c.revision, len(c.tools)
 	c.mu.Unlock()
 	report(nil)
-	c.m.log.Info("connector connected", zap.String("connector", c.slug), zap.String("protocol", c.revision), zap.Int("tools", len(c.tools)))
+	c.m.log.Info("connector connected", zap.String("connector", c.slug), zap.String("protocol", revision), zap.Int("tools", count))
 
 	ended := make(chan error, 1)
 	go func() { ended <- cs.Wait() }()
@@ -236,7 +244,7 @@ func (c *connector) connect(ctx context.Context) (*mcp.ClientSession, *process, 
 	if c.spec.URL != "" {
 		t := &mcp.StreamableClientTransport{
 			Endpoint:     c.spec.URL,
-			HTTPClient:   &http.Client{Transport: &boundedTransport{base: http.DefaultTransport, headers: c.spec.Headers, max: c.m.opts.MaxResultBytes + envelopeBytes, over: over}},
+			HTTPClient:   &http.Client{Transport: &boundedTransport{base: c.web, headers: c.spec.Headers, max: c.m.opts.MaxResultBytes + envelopeBytes, over: over}},
 			MaxEventSize: int(c.m.opts.MaxResultBytes + envelopeBytes),
 			MaxRetries:   -1,
 		}
@@ -376,7 +384,7 @@ func (c *connector) status() protocol.ConnectorStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := protocol.ConnectorStatus{
-		Slug: c.slug, Name: c.spec.Name, URL: c.spec.URL, Command: c.spec.Command, Args: c.spec.Args,
+		Slug: c.slug, Name: c.spec.Name, URL: c.spec.URL, Command: c.spec.Command,
 		Connected: c.connected, ToolCount: len(c.tools), LastError: c.lastErr, FromFile: c.spec.FromFile,
 	}
 	if c.connected {

@@ -45,6 +45,10 @@ func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, 
 		if large || errors.Is(err, errTooLarge) {
 			return nil, fmt.Errorf("connector '%s' tool '%s' sent a result of more than %d bytes (mcp_max_result_bytes); the connection was closed and is reconnecting", e.c.slug, e.tool, e.c.m.opts.MaxResultBytes)
 		}
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, fmt.Errorf("connector '%s' tool '%s': the server sent malformed JSON-RPC (%v); the connection was closed and is reconnecting", e.c.slug, e.tool, syntax)
+		}
 		return nil, fmt.Errorf("connector '%s' tool '%s': tools/call failed: %w", e.c.slug, e.tool, err)
 	}
 	if res.IsError {

@@ -61,7 +61,7 @@ type harness struct {
 	s     *engine.Session
 }
 
-func newHarness(t *testing.T, opts Options) *harness {
+func newHarness(t testing.TB, opts Options) *harness {
 	t.Helper()
 	h := &harness{home: t.TempDir()}
 	if opts.Home != "" {
@@ -85,7 +85,7 @@ func newHarness(t *testing.T, opts Options) *harness {
 	return h
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -118,7 +118,7 @@ func submission(h *harness, actions ...protocol.Action) *engine.Submission {
 
 // selfServer is a stdio connector running this test binary as the server
 // of mode.
-func selfServer(t *testing.T, name, mode string, env map[string]string) protocol.ConnectorsAddStdioParams {
+func selfServer(t testing.TB, name, mode string, env map[string]string) protocol.ConnectorsAddStdioParams {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -584,7 +584,6 @@ export interface ConnectorStatus {
   name: StringDoaGddGA;
   url?: StringDoaGddGA;
   command?: StringDoaGddGA;
-  args?: UnorderedSetOfStringDoaGddGADvj0XlFa;
   connected: BooleanVyG3AETh;
   tool_count: Integer2AHOqbcQ;
   enabled_count: Integer2AHOqbcQ;
@@ -592,7 +591,7 @@ export interface ConnectorStatus {
   from_file?: BooleanVyG3AETh;
   protocol?: StringDoaGddGA;
 }
-export type UnorderedSetOfConnectorStatustGRv2Nyy = ConnectorStatus[];
+export type UnorderedSetOfConnectorStatusbEgSxIh7 = ConnectorStatus[];
 export interface ConnectorTool {
   name: StringDoaGddGA;
   canonical: StringDoaGddGA;
@@ -1020,7 +1019,7 @@ export interface AgentsRevokeResult {
   connections_closed: Integer2AHOqbcQ;
 }
 export interface ConnectorsListResult {
-  connectors: UnorderedSetOfConnectorStatustGRv2Nyy;
+  connectors: UnorderedSetOfConnectorStatusbEgSxIh7;
 }
 export type UnorderedSetOfConnectorTooluspi01NI = ConnectorTool[];
 export interface ConnectorEnableResult {
