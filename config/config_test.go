@@ -196,6 +196,10 @@ func TestEveryNameIsBound(t *testing.T) {
 		"claim_lease":                 {"7", "7s", func(c *Config) any { return c.ClaimLease }, nil},
 		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
 		"heartbeat":                   {"7", "7s", func(c *Config) any { return c.Heartbeat }, nil},
+		"events_retention":            {"7", "7s", func(c *Config) any { return c.EventsRetention }, nil},
+		"events_max_bytes":            {"262144", "262144", func(c *Config) any { return c.EventsMaxBytes }, nil},
+		"audit_head_every":            {"7", "7", func(c *Config) any { return c.AuditHeadEvery }, nil},
+		"audit_head_interval":         {"7", "7s", func(c *Config) any { return c.AuditHeadInterval }, nil},
 		"max_starting_proposals":      {"7", "7", func(c *Config) any { return c.MaxStarting }, nil},
 		"pprof":                       {"127.0.0.1:7", "127.0.0.1:7", func(c *Config) any { return c.Pprof }, nil},
 	}

@@ -30,6 +30,8 @@ func run(args []string) int {
 			return runPolicyCommand(args[1:], os.Stdout, os.Stderr)
 		case "journal":
 			return runJournalCommand(args[1:], os.Stdout, os.Stderr)
+		case "audit":
+			return runAuditCommand(args[1:], os.Stdout, os.Stderr)
 		case "migrate":
 			return runMigrateCommand(args[1:], os.Stdout, os.Stderr)
 		case "agents":

@@ -42,6 +42,9 @@ const (
 	EventApprovalRecorded       EventKind = "approval_recorded"
 	EventSupervisionDecision    EventKind = "supervision_decision"
 	EventAgentRun               EventKind = "agent_run" // one multi.* agent run
+	// EventAuditHead is a signed head of the durable log's chain, delivered
+	// to subscribers (Announce) and never appended: a witness keeps them.
+	EventAuditHead EventKind = "audit.head"
 )
 
 // The event log's records and queries are the wire's: an event holds names
@@ -121,7 +124,7 @@ func newEventLog(capacity int, maxBytes int64) *EventLog {
 	if maxBytes <= 0 {
 		maxBytes = DefaultEventBytes
 	}
-	l := &EventLog{capacity: capacity, maxBytes: maxBytes, now: time.Now}
+	l := &EventLog{capacity: capacity, maxBytes: maxBytes, now: time.Now, chained: true}
 	l.turn = sync.NewCond(&l.deliverMu)
 	return l
 }
@@ -334,12 +337,9 @@ func eventMatches(q *EventQuery, e *Event) bool {
 	return true
 }
 
-// EnableChain turns on hash chaining for events appended from now on.
-func (l *EventLog) EnableChain() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.chained = true
-}
+// EnableChain is kept for events.chain.enable: the chain is always on,
+// and it changes nothing.
+func (l *EventLog) EnableChain() {}
 
 // VerifyChain checks every chained event's hash and its link to the chained
 // event before it. It returns how many it verified, or the index of the

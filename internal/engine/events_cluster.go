@@ -71,6 +71,50 @@ func (l *EventLog) JoinCluster(ctx context.Context, node string, cl ClusterLog) 
 	return nil
 }
 
+// EventSyncer is a durable log that can say when what was appended is on
+// disk (the file store's): Sync returns once every record appended before
+// the call is durable.
+type EventSyncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Durable returns once every event appended before the call is in the
+// durable log, when the log can say so (EventSyncer); at once otherwise.
+// The reply to a proposal waits for it, so that a crash loses no event of
+// an answered proposal.
+func (l *EventLog) Durable(ctx context.Context) error {
+	s, ok := l.clusterLog().(EventSyncer)
+	if !ok {
+		return nil
+	}
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("write the events to the durable log: %w", err)
+	}
+	return nil
+}
+
+// Announce hands e to the subscribers whose filter it matches, in turn
+// with the appended events, without appending it: a notice about the log
+// itself (audit.head, a signed head of the chain).
+func (l *EventLog) Announce(e Event) { l.deliverRemote(e) }
+
+// CheckRecord says why a durable record does not hold: its body does not
+// decode, disagrees with its columns, or does not hash to its hash (the
+// engine's one definition of an event's hash). Links are the caller's.
+func CheckRecord(r *store.EventRecord) error {
+	e, err := decodeRecord(r)
+	if err != nil {
+		return err
+	}
+	if e.Node != r.Node || e.Seq != r.Seq || e.Hash != r.Hash || e.PrevHash != r.PrevHash || string(e.Kind) != r.Kind || e.ProposalID != r.ProposalID {
+		return errors.New("its columns disagree with its body")
+	}
+	if eventHash(&e) != e.Hash {
+		return errors.New("its body does not hash to its hash")
+	}
+	return nil
+}
+
 // Node is this daemon's id in its cluster, "" when it is alone.
 func (l *EventLog) Node() string {
 	l.mu.Lock()

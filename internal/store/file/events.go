@@ -1,0 +1,531 @@
+package file
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/atomicfile"
+	"github.com/parslee-ai/car-server/internal/auditlog"
+	"github.com/parslee-ai/car-server/internal/journal"
+	"github.com/parslee-ai/car-server/internal/store"
+)
+
+// Defaults of the durable event log.
+const (
+	DefaultEventsRetention = 30 * 24 * time.Hour // events_retention
+	DefaultEventsMaxBytes  = 1 << 30             // events_max_bytes
+	DefaultAuditHeadEvery  = 1000                // audit_head_every: events between two signed heads
+	DefaultAuditHeadPeriod = 10 * time.Second    // audit_head_interval
+	// MinEventsMaxBytes is the smallest events_max_bytes: sixteen segments
+	// of the smallest size.
+	MinEventsMaxBytes = 16 * minSegmentBytes
+	minSegmentBytes   = 16 << 10
+	maxSegmentBytes   = 64 << 20
+)
+
+// EventsConfig says where the durable event log lives and how long it
+// keeps what.
+type EventsConfig struct {
+	Dir        string        // $CAR_HOME/events
+	KeyPath    string        // the audit key ($CAR_HOME/audit-key), created at first start
+	Node       string        // this daemon's id, in every head
+	MaxAge     time.Duration // whole segments older than this go; 0: DefaultEventsRetention
+	MaxBytes   int64         // the oldest whole segments go past this; 0: DefaultEventsMaxBytes
+	HeadEvery  int           // a signed head after this many events; 0: DefaultAuditHeadEvery
+	HeadPeriod time.Duration // and after this long with events unsigned; 0: DefaultAuditHeadPeriod
+	// OnHead is told of every signed head once it is durable (the daemon
+	// delivers it to subscribers as audit.head). It runs on the writer: it
+	// must not block.
+	OnHead func(auditlog.Head)
+	// Report is told of what no caller receives: a corrupt segment found at
+	// start, a failed write, a failed retention. It may be nil.
+	Report func(error)
+	now    func() time.Time
+}
+
+// Events is the durable event log of one daemon: segment files under Dir
+// appended through the journal's group commit by one writer goroutine,
+// hash-chained by the engine, with signed heads and retention records
+// (auditlog). Append never blocks on the disk; Sync waits until what was
+// appended is on it. It implements store.Events, with Pos equal to Seq.
+type Events struct {
+	cfg     EventsConfig
+	key     ed25519.PrivateKey
+	segSize int64
+
+	mu          sync.Mutex
+	pending     []store.EventRecord
+	spare       []store.EventRecord
+	appended    uint64 // seq of the newest record appended
+	lastHash    string // its hash
+	durable     uint64 // seq of the newest record on disk
+	durableHash string // its hash
+	synced      chan struct{}
+	err         error // a failed write: what Sync reports from then on
+	closing     bool
+	segs        []*segIndex // oldest first; the last is the active one
+	count       int
+	bytes       int64
+	heads       int // signed heads written since start
+
+	wake    chan struct{}
+	stopped chan struct{}
+
+	// The writer's own, no lock needed.
+	active     *journal.Journal
+	activeSize int64
+	headSeq    uint64
+	headAt     time.Time
+	line       []byte
+}
+
+var _ store.Events = (*Events)(nil)
+
+// OpenEvents opens (creating) the event log in cfg.Dir: the newest segment
+// is opened through the journal (a torn last line is cut off) and sealed,
+// the others are read from their index files (rebuilt when missing or
+// stale), a corrupt one is reported (cfg.Report) and kept, the retention is
+// applied, and a new active segment is started.
+func OpenEvents(cfg EventsConfig) (*Events, error) {
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultEventsRetention
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultEventsMaxBytes
+	}
+	if cfg.HeadEvery <= 0 {
+		cfg.HeadEvery = DefaultAuditHeadEvery
+	}
+	if cfg.HeadPeriod <= 0 {
+		cfg.HeadPeriod = DefaultAuditHeadPeriod
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
+	}
+	key, err := auditlog.LoadOrCreateKey(cfg.KeyPath)
+	if err != nil {
+		return nil, err
+	}
+	e := &Events{cfg: cfg, key: key, segSize: min(max(cfg.MaxBytes/16, minSegmentBytes), maxSegmentBytes),
+		synced: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	if err := e.load(); err != nil {
+		return nil, err
+	}
+	e.retain()
+	if err := e.startSegment(); err != nil {
+		return nil, err
+	}
+	go e.run()
+	return e, nil
+}
+
+// report tells cfg.Report of err.
+func (e *Events) report(err error) {
+	if e.cfg.Report != nil {
+		e.cfg.Report(err)
+	}
+}
+
+// load reads every segment's index and the chain's end.
+func (e *Events) load() error {
+	names, err := auditlog.Segments(e.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	for i, name := range names {
+		path := filepath.Join(e.cfg.Dir, name)
+		last := i == len(names)-1
+		if last {
+			// The newest segment may end in a torn line: the journal cuts it.
+			j, _, err := journal.Open(path, journal.AppendOnly())
+			if err != nil {
+				e.report(fmt.Errorf("event log: the newest segment %s does not open; it is kept and a new one started: %w", name, err))
+			} else if err := j.Close(); err != nil {
+				return fmt.Errorf("event log: %w", err)
+			}
+		}
+		x, ok := readIndex(e.cfg.Dir, name)
+		if !ok || last {
+			var err error
+			x, err = scanIndex(e.cfg.Dir, name)
+			if err != nil {
+				e.report(fmt.Errorf("event log: segment %s is corrupt; it is kept, its readable events are served, and `car-server audit verify` names the damage: %w", name, err))
+			} else if err := writeIndex(e.cfg.Dir, x); err != nil {
+				return fmt.Errorf("event log: index segment %s: %w", name, err)
+			}
+		}
+		e.segs = append(e.segs, x)
+		e.count += x.Count
+		e.bytes += x.Size
+		if x.Count > 0 {
+			e.appended, e.lastHash = x.LastSeq, x.LastHash
+		}
+	}
+	e.durable, e.durableHash = e.appended, e.lastHash
+	e.headSeq = e.appended
+	if h, ok, err := auditlog.ReadHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile)); err != nil {
+		e.report(fmt.Errorf("event log: %w", err))
+	} else if ok && h.Seq > e.appended {
+		e.report(fmt.Errorf("event log: the log ends at event %d, below the signed head at event %d: events were removed; `car-server audit verify` says more; the chain continues from event %d", e.appended, h.Seq, e.appended))
+	}
+	return nil
+}
+
+// startSegment opens a new active segment for the events after the newest
+// (reusing the newest segment when it holds no event).
+func (e *Events) startSegment() error {
+	next := e.appended + 1
+	name := auditlog.SegmentName(next)
+	path := filepath.Join(e.cfg.Dir, name)
+	e.mu.Lock()
+	if n := len(e.segs); n > 0 && e.segs[n-1].Name == name {
+		e.bytes -= e.segs[n-1].Size
+		e.segs = e.segs[:n-1] // empty: it becomes the active one again
+	}
+	e.mu.Unlock()
+	os.Remove(indexPath(path))
+	j, _, err := journal.Open(path, journal.AppendOnly())
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	x, err := scanIndex(e.cfg.Dir, name)
+	if err != nil && !errors.Is(err, auditlog.ErrTorn) {
+		j.Close()
+		return fmt.Errorf("event log: %w", err)
+	}
+	if err := atomicfile.SyncDir(e.cfg.Dir); err != nil {
+		j.Close()
+		return fmt.Errorf("event log: %w", err)
+	}
+	e.mu.Lock()
+	e.segs = append(e.segs, x)
+	e.bytes += x.Size
+	e.mu.Unlock()
+	e.active, e.activeSize = j, x.Size
+	return nil
+}
+
+// Append queues r for the writer; it never waits on the disk.
+func (e *Events) Append(r store.EventRecord) {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return
+	}
+	e.pending = append(e.pending, r)
+	e.appended, e.lastHash = r.Seq, r.Hash
+	first := len(e.pending) == 1
+	e.mu.Unlock()
+	if first {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Sync returns once every record appended before the call is on disk, or
+// with the error of the write that failed, or with ctx's.
+func (e *Events) Sync(ctx context.Context) error {
+	e.mu.Lock()
+	target := e.appended
+	for e.durable < target && e.err == nil {
+		ch := e.synced
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.mu.Lock()
+	}
+	err := e.err
+	e.mu.Unlock()
+	return err
+}
+
+// run is the writer: it writes what is queued, a batch at a time (one
+// write and one fsync through the journal), signs heads, rolls segments
+// and applies the retention, until Close.
+func (e *Events) run() {
+	defer close(e.stopped)
+	tick := time.NewTicker(min(e.cfg.HeadPeriod, time.Minute))
+	defer tick.Stop()
+	for {
+		timed := false
+		select {
+		case <-e.wake:
+		case <-tick.C:
+			timed = true
+		}
+		e.mu.Lock()
+		batch, closing := e.pending, e.closing
+		e.pending, e.spare = e.spare[:0], nil
+		e.mu.Unlock()
+		e.write(batch, timed || closing)
+		clear(batch)
+		e.mu.Lock()
+		if e.spare == nil {
+			e.spare = batch[:0]
+		}
+		e.mu.Unlock()
+		if timed {
+			e.retain()
+		}
+		if closing {
+			e.seal()
+			return
+		}
+	}
+}
+
+// write appends batch with, when it is due, a signed head of its newest
+// event, as one journal batch; then indexes it and wakes Sync.
+func (e *Events) write(batch []store.EventRecord, timed bool) {
+	if len(batch) == 0 && !(timed && e.durable > e.headSeq) {
+		return
+	}
+	lines := make([][]byte, 0, len(batch)+1)
+	buf := e.line[:0]
+	offs := make([]int64, len(batch))
+	off := e.activeSize
+	for i := range batch {
+		r := &batch[i]
+		start := len(buf)
+		buf = auditlog.AppendEvent(buf, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
+		offs[i] = off
+		off += int64(len(buf) - start)
+	}
+	for i := range batch { // the lines share buf, which no longer grows
+		end := int64(len(buf))
+		if i+1 < len(batch) {
+			end = offs[i+1] - e.activeSize
+		}
+		lines = append(lines, buf[offs[i]-e.activeSize:end-1]) // the journal adds the newline
+	}
+	e.line = buf[:0]
+	lastSeq, lastHash := e.headSeq, ""
+	if n := len(batch); n > 0 {
+		lastSeq, lastHash = batch[n-1].Seq, batch[n-1].Hash
+	} else {
+		e.mu.Lock()
+		lastSeq, lastHash = e.durable, e.durableHash
+		e.mu.Unlock()
+	}
+	var head *auditlog.Line
+	due := lastSeq > e.headSeq && (lastSeq-e.headSeq >= uint64(e.cfg.HeadEvery) || (timed && e.cfg.now().Sub(e.headAt) >= e.cfg.HeadPeriod) || e.closingNow())
+	if due && lastHash != "" {
+		head = &auditlog.Line{Op: auditlog.OpHead, Seq: lastSeq, Hash: lastHash, At: e.cfg.now(), Node: e.cfg.Node}
+		auditlog.Sign(head, e.key)
+		hl := head.Marshal()
+		lines = append(lines, hl[:len(hl)-1])
+		off += int64(len(hl))
+	}
+	err := e.active.AppendBatch(lines)
+	e.mu.Lock()
+	if err != nil {
+		if e.err == nil {
+			e.report(fmt.Errorf("event log: a write failed; no further event is written until restart: %w", err))
+		}
+		e.err = err
+	} else {
+		x := e.segs[len(e.segs)-1]
+		for i := range batch {
+			r := &batch[i]
+			x.add(offs[i], r.Seq, r.At, r.ProposalID, r.Hash, r.PrevHash)
+		}
+		x.Size = off
+		e.bytes += off - e.activeSize
+		e.count += len(batch)
+		e.activeSize = off
+		if len(batch) > 0 {
+			e.durable, e.durableHash = lastSeq, lastHash
+		}
+	}
+	close(e.synced)
+	e.synced = make(chan struct{})
+	e.mu.Unlock()
+	if err != nil || head == nil {
+		if err == nil {
+			e.maybeRoll()
+		}
+		return
+	}
+	e.headSeq, e.headAt = head.Seq, head.At
+	h := auditlog.HeadOf(head)
+	if err := auditlog.WriteHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile), h); err != nil {
+		e.report(fmt.Errorf("event log: keep the newest signed head: %w", err))
+	}
+	e.mu.Lock()
+	e.heads++
+	e.mu.Unlock()
+	if e.cfg.OnHead != nil {
+		e.cfg.OnHead(h)
+	}
+	e.maybeRoll()
+}
+
+// closingNow says whether Close was called.
+func (e *Events) closingNow() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing
+}
+
+// maybeRoll seals the active segment once it reaches the segment size,
+// starts the next one and applies the retention.
+func (e *Events) maybeRoll() {
+	if e.activeSize < e.segSize {
+		return
+	}
+	if !e.seal() {
+		return
+	}
+	if err := e.startSegment(); err != nil {
+		e.mu.Lock()
+		e.err = err
+		e.mu.Unlock()
+		e.report(fmt.Errorf("event log: start the next segment; no further event is written until restart: %w", err))
+		return
+	}
+	e.retain()
+}
+
+// seal closes the active segment and writes its index.
+func (e *Events) seal() bool {
+	if e.active == nil {
+		return false
+	}
+	err := e.active.Close()
+	e.active = nil
+	e.mu.Lock()
+	x := *e.segs[len(e.segs)-1]
+	e.mu.Unlock()
+	if err == nil {
+		err = writeIndex(e.cfg.Dir, &x)
+	}
+	if err != nil {
+		e.report(fmt.Errorf("event log: seal segment %s: %w", x.Name, err))
+		return false
+	}
+	return true
+}
+
+// retain deletes the oldest whole sealed segments while the log is over
+// MaxBytes or their newest event is older than MaxAge. Before it deletes,
+// it appends a signed retention record naming the first event kept and its
+// link, so that the log still verifies from there.
+func (e *Events) retain() {
+	now := e.cfg.now()
+	e.mu.Lock()
+	drop, total := 0, e.bytes
+	for drop < len(e.segs)-1 {
+		x := e.segs[drop]
+		old := x.Count == 0 || now.Sub(x.LastAt) > e.cfg.MaxAge
+		if total <= e.cfg.MaxBytes && !old {
+			break
+		}
+		total -= x.Size
+		drop++
+	}
+	if drop == 0 {
+		e.mu.Unlock()
+		return
+	}
+	firstSeq, firstPrev := e.durable+1, e.durableHash
+	for _, x := range e.segs[drop:] {
+		if x.Count > 0 {
+			firstSeq, firstPrev = x.FirstSeq, x.FirstPrev
+			break
+		}
+	}
+	gone := slices.Clone(e.segs[:drop])
+	e.mu.Unlock()
+	rec := auditlog.Line{Op: auditlog.OpRetention, Seq: firstSeq, PrevHash: firstPrev, At: now, Node: e.cfg.Node}
+	auditlog.Sign(&rec, e.key)
+	if e.active != nil {
+		line := rec.Marshal()
+		if err := e.active.Append(line[:len(line)-1]); err != nil {
+			e.report(fmt.Errorf("event log: retention: %w", err))
+			return
+		}
+		e.mu.Lock()
+		e.segs[len(e.segs)-1].Size += int64(len(line))
+		e.bytes += int64(len(line))
+		e.mu.Unlock()
+		e.activeSize += int64(len(line))
+	} else if err := e.appendTo(e.segs[len(e.segs)-1], rec.Marshal()); err != nil {
+		e.report(fmt.Errorf("event log: retention: %w", err))
+		return
+	}
+	for _, x := range gone {
+		path := filepath.Join(e.cfg.Dir, x.Name)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.report(fmt.Errorf("event log: retention: %w", err))
+		}
+		os.Remove(indexPath(path))
+	}
+	if err := atomicfile.SyncDir(e.cfg.Dir); err != nil {
+		e.report(fmt.Errorf("event log: retention: %w", err))
+	}
+	e.mu.Lock()
+	e.segs = e.segs[drop:]
+	for _, x := range gone {
+		e.bytes -= x.Size
+		e.count -= x.Count
+	}
+	e.mu.Unlock()
+}
+
+// appendTo appends line to the segment x while no segment is active (at
+// start), through a journal of its own.
+func (e *Events) appendTo(x *segIndex, line []byte) error {
+	path := filepath.Join(e.cfg.Dir, x.Name)
+	j, _, err := journal.Open(path, journal.AppendOnly())
+	if err != nil {
+		return err
+	}
+	err = j.Append(line[:len(line)-1])
+	if cerr := j.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	x.Size += int64(len(line))
+	e.bytes += int64(len(line))
+	e.mu.Unlock()
+	return writeIndex(e.cfg.Dir, x)
+}
+
+// Close writes what is queued and a signed head of the newest event, seals
+// the active segment and stops the writer.
+func (e *Events) Close() error {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		<-e.stopped
+		return nil
+	}
+	e.closing = true
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	<-e.stopped
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
