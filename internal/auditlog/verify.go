@@ -119,7 +119,7 @@ func Verify(o VerifyOptions) (Report, error) {
 					case l.Seq <= lastSeq:
 						return at(fmt.Sprintf("event %d follows event %d", l.Seq, lastSeq), "events were reordered or duplicated")
 					case l.Seq > lastSeq+1:
-						return at(fmt.Sprintf("event %d follows event %d", l.Seq, lastSeq), fmt.Sprintf("events %d to %d were deleted", lastSeq+1, l.Seq-1))
+						return at(fmt.Sprintf("event %d follows event %d", l.Seq, lastSeq), fmt.Sprintf("events %d to %d are missing here: deleted, or moved elsewhere (reordered)", lastSeq+1, l.Seq-1))
 					case l.PrevHash != lastHash:
 						return at(fmt.Sprintf("event %d does not link to event %d", l.Seq, lastSeq), "the chain was broken: an event was edited or replaced")
 					}

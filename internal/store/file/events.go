@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -121,10 +122,10 @@ func OpenEvents(cfg EventsConfig) (*Events, error) {
 	if err := e.load(); err != nil {
 		return nil, err
 	}
-	e.retain()
 	if err := e.startSegment(); err != nil {
 		return nil, err
 	}
+	e.retain()
 	go e.run()
 	return e, nil
 }
@@ -184,10 +185,9 @@ func (e *Events) load() error {
 // startSegment opens a new active segment for the events after the newest
 // (reusing the newest segment when it holds no event).
 func (e *Events) startSegment() error {
-	next := e.appended + 1
-	name := auditlog.SegmentName(next)
-	path := filepath.Join(e.cfg.Dir, name)
 	e.mu.Lock()
+	name := auditlog.SegmentName(e.durable + 1)
+	path := filepath.Join(e.cfg.Dir, name)
 	if n := len(e.segs); n > 0 && e.segs[n-1].Name == name {
 		e.bytes -= e.segs[n-1].Size
 		e.segs = e.segs[:n-1] // empty: it becomes the active one again
@@ -289,38 +289,65 @@ func (e *Events) run() {
 	}
 }
 
-// write appends batch with, when it is due, a signed head of its newest
-// event, as one journal batch; then indexes it and wakes Sync.
+// write appends batch, a segment's worth at a time, with, when it is due,
+// a signed head of its newest event in the same journal batch; then
+// indexes it and wakes Sync.
 func (e *Events) write(batch []store.EventRecord, timed bool) {
-	if len(batch) == 0 && !(timed && e.durable > e.headSeq) {
+	if len(batch) == 0 {
+		if timed && e.durable > e.headSeq {
+			e.writeSome(nil, nil, nil, true)
+		}
 		return
 	}
-	lines := make([][]byte, 0, len(batch)+1)
 	buf := e.line[:0]
-	offs := make([]int64, len(batch))
-	off := e.activeSize
+	ends := make([]int, len(batch))
 	for i := range batch {
 		r := &batch[i]
-		start := len(buf)
 		buf = auditlog.AppendEvent(buf, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
-		offs[i] = off
-		off += int64(len(buf) - start)
-	}
-	for i := range batch { // the lines share buf, which no longer grows
-		end := int64(len(buf))
-		if i+1 < len(batch) {
-			end = offs[i+1] - e.activeSize
-		}
-		lines = append(lines, buf[offs[i]-e.activeSize:end-1]) // the journal adds the newline
+		ends[i] = len(buf)
 	}
 	e.line = buf[:0]
-	lastSeq, lastHash := e.headSeq, ""
-	if n := len(batch); n > 0 {
-		lastSeq, lastHash = batch[n-1].Seq, batch[n-1].Hash
-	} else {
-		e.mu.Lock()
-		lastSeq, lastHash = e.durable, e.durableHash
-		e.mu.Unlock()
+	start := 0
+	for start < len(batch) {
+		// As many records as fit in the active segment, one at least.
+		room := e.segSize - e.activeSize
+		n, from := start, 0
+		if start > 0 {
+			from = ends[start-1]
+		}
+		for n < len(batch) && (n == start || int64(ends[n]-from) <= room) {
+			n++
+		}
+		if !e.writeSome(batch[start:n], buf[from:ends[n-1]], ends[start:n], timed && n == len(batch)) {
+			return
+		}
+		start = n
+	}
+}
+
+// writeSome writes the records recs, encoded in enc (ends[i] is where the
+// line of recs[i] ends, counted from the start of the whole batch's
+// encoding), then rolls the segment when it is full. It returns false when
+// the write failed.
+func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, timed bool) bool {
+	lines := make([][]byte, 0, len(recs)+1)
+	offs := make([]int64, len(recs))
+	base := 0
+	if len(ends) > 0 {
+		base = ends[0] - lineLen(enc, 0)
+	}
+	off := e.activeSize
+	prev := 0
+	for i := range recs {
+		end := ends[i] - base
+		lines = append(lines, enc[prev:end-1]) // the journal adds the newline
+		offs[i] = off
+		off += int64(end - prev)
+		prev = end
+	}
+	lastSeq, lastHash := e.durable, e.durableHash
+	if n := len(recs); n > 0 {
+		lastSeq, lastHash = recs[n-1].Seq, recs[n-1].Hash
 	}
 	var head *auditlog.Line
 	due := lastSeq > e.headSeq && (lastSeq-e.headSeq >= uint64(e.cfg.HeadEvery) || (timed && e.cfg.now().Sub(e.headAt) >= e.cfg.HeadPeriod) || e.closingNow())
@@ -331,6 +358,9 @@ func (e *Events) write(batch []store.EventRecord, timed bool) {
 		lines = append(lines, hl[:len(hl)-1])
 		off += int64(len(hl))
 	}
+	if len(lines) == 0 {
+		return true
+	}
 	err := e.active.AppendBatch(lines)
 	e.mu.Lock()
 	if err != nil {
@@ -340,39 +370,45 @@ func (e *Events) write(batch []store.EventRecord, timed bool) {
 		e.err = err
 	} else {
 		x := e.segs[len(e.segs)-1]
-		for i := range batch {
-			r := &batch[i]
+		for i := range recs {
+			r := &recs[i]
 			x.add(offs[i], r.Seq, r.At, r.ProposalID, r.Hash, r.PrevHash)
 		}
 		x.Size = off
 		e.bytes += off - e.activeSize
-		e.count += len(batch)
+		e.count += len(recs)
 		e.activeSize = off
-		if len(batch) > 0 {
+		if len(recs) > 0 {
 			e.durable, e.durableHash = lastSeq, lastHash
 		}
 	}
 	close(e.synced)
 	e.synced = make(chan struct{})
 	e.mu.Unlock()
-	if err != nil || head == nil {
-		if err == nil {
-			e.maybeRoll()
+	if err != nil {
+		return false
+	}
+	if head != nil {
+		e.headSeq, e.headAt = head.Seq, head.At
+		h := auditlog.HeadOf(head)
+		if err := auditlog.WriteHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile), h); err != nil {
+			e.report(fmt.Errorf("event log: keep the newest signed head: %w", err))
 		}
-		return
-	}
-	e.headSeq, e.headAt = head.Seq, head.At
-	h := auditlog.HeadOf(head)
-	if err := auditlog.WriteHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile), h); err != nil {
-		e.report(fmt.Errorf("event log: keep the newest signed head: %w", err))
-	}
-	e.mu.Lock()
-	e.heads++
-	e.mu.Unlock()
-	if e.cfg.OnHead != nil {
-		e.cfg.OnHead(h)
+		e.mu.Lock()
+		e.heads++
+		e.mu.Unlock()
+		if e.cfg.OnHead != nil {
+			e.cfg.OnHead(h)
+		}
 	}
 	e.maybeRoll()
+	return e.active != nil
+}
+
+// lineLen is the length of the line of enc that starts at i, newline
+// included.
+func lineLen(enc []byte, i int) int {
+	return bytes.IndexByte(enc[i:], '\n') + 1
 }
 
 // closingNow says whether Close was called.
@@ -453,21 +489,19 @@ func (e *Events) retain() {
 	e.mu.Unlock()
 	rec := auditlog.Line{Op: auditlog.OpRetention, Seq: firstSeq, PrevHash: firstPrev, At: now, Node: e.cfg.Node}
 	auditlog.Sign(&rec, e.key)
-	if e.active != nil {
-		line := rec.Marshal()
-		if err := e.active.Append(line[:len(line)-1]); err != nil {
-			e.report(fmt.Errorf("event log: retention: %w", err))
-			return
-		}
-		e.mu.Lock()
-		e.segs[len(e.segs)-1].Size += int64(len(line))
-		e.bytes += int64(len(line))
-		e.mu.Unlock()
-		e.activeSize += int64(len(line))
-	} else if err := e.appendTo(e.segs[len(e.segs)-1], rec.Marshal()); err != nil {
+	if e.active == nil {
+		return // a failed roll: no segment to write the record in
+	}
+	line := rec.Marshal()
+	if err := e.active.Append(line[:len(line)-1]); err != nil {
 		e.report(fmt.Errorf("event log: retention: %w", err))
 		return
 	}
+	e.mu.Lock()
+	e.segs[len(e.segs)-1].Size += int64(len(line))
+	e.bytes += int64(len(line))
+	e.mu.Unlock()
+	e.activeSize += int64(len(line))
 	for _, x := range gone {
 		path := filepath.Join(e.cfg.Dir, x.Name)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -485,28 +519,6 @@ func (e *Events) retain() {
 		e.count -= x.Count
 	}
 	e.mu.Unlock()
-}
-
-// appendTo appends line to the segment x while no segment is active (at
-// start), through a journal of its own.
-func (e *Events) appendTo(x *segIndex, line []byte) error {
-	path := filepath.Join(e.cfg.Dir, x.Name)
-	j, _, err := journal.Open(path, journal.AppendOnly())
-	if err != nil {
-		return err
-	}
-	err = j.Append(line[:len(line)-1])
-	if cerr := j.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	e.mu.Lock()
-	x.Size += int64(len(line))
-	e.bytes += int64(len(line))
-	e.mu.Unlock()
-	return writeIndex(e.cfg.Dir, x)
 }
 
 // Close writes what is queued and a signed head of the newest event, seals
