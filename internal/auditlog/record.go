@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 )
 
 // The ops of a segment's lines. Every line is one JSON object with the
@@ -65,8 +67,7 @@ func appendField(b []byte, name, value string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	q, _ := json.Marshal(value) // a string always encodes
-	return append(b, q...)
+	return jsonvalue.AppendString(b, value)
 }
 
 // Marshal encodes a head or a retention record as its line, with its

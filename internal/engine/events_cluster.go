@@ -67,6 +67,7 @@ func (l *EventLog) JoinCluster(ctx context.Context, node string, cl ClusterLog) 
 		return fmt.Errorf("join the cluster's event log: %d events were appended before; join before anything is appended", l.seq)
 	}
 	l.node, l.cluster, l.followFrom = node, cl, head
+	_, l.raw = cl.(EventSyncer)
 	l.chained, l.seq, l.lastHash = true, seq, hash
 	return nil
 }
@@ -97,23 +98,6 @@ func (l *EventLog) Durable(ctx context.Context) error {
 // with the appended events, without appending it: a notice about the log
 // itself (audit.head, a signed head of the chain).
 func (l *EventLog) Announce(e Event) { l.deliverRemote(e) }
-
-// CheckRecord says why a durable record does not hold: its body does not
-// decode, disagrees with its columns, or does not hash to its hash (the
-// engine's one definition of an event's hash). Links are the caller's.
-func CheckRecord(r *store.EventRecord) error {
-	e, err := decodeRecord(r)
-	if err != nil {
-		return err
-	}
-	if e.Node != r.Node || e.Seq != r.Seq || e.Hash != r.Hash || e.PrevHash != r.PrevHash || string(e.Kind) != r.Kind || e.ProposalID != r.ProposalID {
-		return errors.New("its columns disagree with its body")
-	}
-	if eventHash(&e) != e.Hash {
-		return errors.New("its body does not hash to its hash")
-	}
-	return nil
-}
 
 // Node is this daemon's id in its cluster, "" when it is alone.
 func (l *EventLog) Node() string {

@@ -71,6 +71,7 @@ type Events struct {
 	synced      chan struct{}
 	err         error // a failed write: what Sync reports from then on
 	closing     bool
+	wanted      bool        // a Sync waits: the writer writes what it holds now
 	segs        []*segIndex // oldest first; the last is the active one
 	count       int
 	bytes       int64
@@ -84,7 +85,6 @@ type Events struct {
 	activeSize int64
 	headSeq    uint64
 	headAt     time.Time
-	line       []byte
 }
 
 var _ store.Events = (*Events)(nil)
@@ -215,6 +215,10 @@ func (e *Events) startSegment() error {
 	return nil
 }
 
+// wakeBatch is how many queued records wake the writer when nothing else
+// does.
+const wakeBatch = 1024
+
 // Append queues r for the writer; it never waits on the disk.
 func (e *Events) Append(r store.EventRecord) {
 	e.mu.Lock()
@@ -224,9 +228,12 @@ func (e *Events) Append(r store.EventRecord) {
 	}
 	e.pending = append(e.pending, r)
 	e.appended, e.lastHash = r.Seq, r.Hash
-	first := len(e.pending) == 1
+	// The writer is woken by a reply waiting (Sync), by its clock, or by
+	// a batch worth writing: not by every event, which would cost the
+	// appender a wake-up of another goroutine each time.
+	full := len(e.pending) == wakeBatch
 	e.mu.Unlock()
-	if first {
+	if full {
 		select {
 		case e.wake <- struct{}{}:
 		default:
@@ -241,7 +248,12 @@ func (e *Events) Sync(ctx context.Context) error {
 	target := e.appended
 	for e.durable < target && e.err == nil {
 		ch := e.synced
+		e.wanted = true
 		e.mu.Unlock()
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -254,13 +266,23 @@ func (e *Events) Sync(ctx context.Context) error {
 	return err
 }
 
-// run is the writer: it writes what is queued, a batch at a time (one
-// write and one fsync through the journal), signs heads, rolls segments
-// and applies the retention, until Close.
+// flushEvery bounds how long an appended event waits in memory when no
+// reply waits for it: the unsynced tail a crash may lose.
+const flushEvery = time.Second
+
+// run is the writer: it encodes what is appended as it arrives, and
+// writes it (one write and one fsync through the journal per segment's
+// worth) when a reply waits for it (Sync), when a segment's worth is
+// held, every flushEvery, and at Close; it signs heads, rolls segments and
+// applies the retention.
 func (e *Events) run() {
 	defer close(e.stopped)
-	tick := time.NewTicker(min(e.cfg.HeadPeriod, time.Minute))
+	tick := time.NewTicker(min(e.cfg.HeadPeriod, flushEvery))
 	defer tick.Stop()
+	var held []store.EventRecord
+	var ends []int
+	var enc []byte
+	limit := min(e.segSize, 4<<20)
 	for {
 		timed := false
 		select {
@@ -269,16 +291,26 @@ func (e *Events) run() {
 			timed = true
 		}
 		e.mu.Lock()
-		batch, closing := e.pending, e.closing
-		e.pending, e.spare = e.spare[:0], nil
+		batch, closing, wanted := e.pending, e.closing, e.wanted
+		e.pending, e.spare, e.wanted = e.spare[:0], nil, false
 		e.mu.Unlock()
-		e.write(batch, timed || closing)
+		for i := range batch {
+			r := &batch[i]
+			enc = auditlog.AppendEvent(enc, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
+			ends = append(ends, len(enc))
+		}
+		held = append(held, batch...)
 		clear(batch)
 		e.mu.Lock()
 		if e.spare == nil {
 			e.spare = batch[:0]
 		}
 		e.mu.Unlock()
+		if wanted || timed || closing || int64(len(enc)) >= limit {
+			e.write(held, enc, ends, timed || closing)
+			clear(held)
+			held, ends, enc = held[:0], ends[:0], enc[:0]
+		}
 		if timed {
 			e.retain()
 		}
@@ -289,24 +321,19 @@ func (e *Events) run() {
 	}
 }
 
-// write appends batch, a segment's worth at a time, with, when it is due,
-// a signed head of its newest event in the same journal batch; then
-// indexes it and wakes Sync.
-func (e *Events) write(batch []store.EventRecord, timed bool) {
+// write appends the held records, encoded in enc (ends[i] is where the
+// line of batch[i] ends), a segment's worth at a time, with, when it is
+// due, a signed head of the newest in the same journal batch; then indexes
+// them and wakes Sync.
+func (e *Events) write(batch []store.EventRecord, enc []byte, ends []int, timed bool) {
 	if len(batch) == 0 {
-		if timed && e.durable > e.headSeq {
-			e.writeSome(nil, nil, nil, true)
+		if e.durable > e.headSeq {
+			e.writeSome(nil, nil, nil, timed)
+		} else {
+			e.wakeSync()
 		}
 		return
 	}
-	buf := e.line[:0]
-	ends := make([]int, len(batch))
-	for i := range batch {
-		r := &batch[i]
-		buf = auditlog.AppendEvent(buf, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
-		ends[i] = len(buf)
-	}
-	e.line = buf[:0]
 	start := 0
 	for start < len(batch) {
 		// As many records as fit in the active segment, one at least.
@@ -318,11 +345,19 @@ func (e *Events) write(batch []store.EventRecord, timed bool) {
 		for n < len(batch) && (n == start || int64(ends[n]-from) <= room) {
 			n++
 		}
-		if !e.writeSome(batch[start:n], buf[from:ends[n-1]], ends[start:n], timed && n == len(batch)) {
+		if !e.writeSome(batch[start:n], enc[from:ends[n-1]], ends[start:n], timed && n == len(batch)) {
 			return
 		}
 		start = n
 	}
+}
+
+// wakeSync wakes the Sync waiters to look again.
+func (e *Events) wakeSync() {
+	e.mu.Lock()
+	close(e.synced)
+	e.synced = make(chan struct{})
+	e.mu.Unlock()
 }
 
 // writeSome writes the records recs, encoded in enc (ends[i] is where the
