@@ -145,18 +145,20 @@ func (e *Events) load() error {
 	}
 	for i, name := range names {
 		path := filepath.Join(e.cfg.Dir, name)
-		last := i == len(names)-1
-		if last {
-			// The newest segment may end in a torn line: the journal cuts it.
-			j, _, err := journal.Open(path, journal.AppendOnly())
-			if err != nil {
-				e.report(fmt.Errorf("event log: the newest segment %s does not open; it is kept and a new one started: %w", name, err))
-			} else if err := j.Close(); err != nil {
-				return fmt.Errorf("event log: %w", err)
-			}
-		}
+		// A segment whose index still matches its size was sealed whole
+		// (a clean shutdown or a roll): no torn tail to cut, nothing to
+		// read. Any other is read through, the newest through the
+		// journal, which cuts a torn last line.
 		x, ok := readIndex(e.cfg.Dir, name)
-		if !ok || last {
+		if !ok {
+			if i == len(names)-1 {
+				j, _, err := journal.Open(path, journal.AppendOnly())
+				if err != nil {
+					e.report(fmt.Errorf("event log: the newest segment %s does not open; it is kept and a new one started: %w", name, err))
+				} else if err := j.Close(); err != nil {
+					return fmt.Errorf("event log: %w", err)
+				}
+			}
 			var err error
 			x, err = scanIndex(e.cfg.Dir, name)
 			if err != nil {
