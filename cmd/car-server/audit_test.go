@@ -132,6 +132,13 @@ func TestEventsSurviveSIGKILL(t *testing.T) {
 	if after[0].Seq <= newest {
 		t.Fatalf("the seq went back after the restart: %d after %d", after[0].Seq, newest)
 	}
+	var chain protocol.ChainVerifyResult
+	if err := c2.Call(ctxT(t), protocol.MethodEventsChainVerify, nil, &chain); err != nil {
+		t.Fatal(err)
+	}
+	if chain.TamperedAt != nil || chain.Verified == nil || uint64(*chain.Verified) < after[len(after)-1].Seq {
+		t.Fatalf("events.chain.verify across the restart: %+v", chain)
+	}
 	d.stop(t)
 	if out, code := auditVerify(t, home); code != 0 || !strings.Contains(out, "ok: the log holds") {
 		t.Fatalf("audit verify after a crash and a restart: %d\n%s", code, out)

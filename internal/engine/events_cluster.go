@@ -397,6 +397,9 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 		}
 		return protocol.ChainVerifyResult{Verified: &verified}, nil
 	}
+	l.mu.Lock()
+	raw := l.raw
+	l.mu.Unlock()
 	type state struct {
 		protocol.NodeChain
 		prev string
@@ -419,7 +422,7 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 				nodes[r.Node] = st
 			}
 			if st.Tampered == nil {
-				if recordVerifies(r, st.Verified > 0, st.prev) {
+				if recordVerifies(r, raw, st.Verified > 0, st.prev) {
 					st.Verified++
 					st.prev = r.Hash
 					total++
@@ -448,8 +451,13 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 }
 
 // recordVerifies says whether r's body hashes to its hash with the engine's
-// eventHash, agrees with r's columns, and (linked) follows prev.
-func recordVerifies(r *store.EventRecord, linked bool, prev string) bool {
+// eventHash, agrees with r's columns, and (linked) follows prev. A raw
+// log's record (the file store's) is hashed over its data as kept
+// (CheckRecord).
+func recordVerifies(r *store.EventRecord, raw, linked bool, prev string) bool {
+	if raw {
+		return CheckRecord(r) == nil && (!linked || r.PrevHash == prev)
+	}
 	e, err := decodeRecord(r)
 	if err != nil || r.Hash == "" {
 		return false
