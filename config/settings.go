@@ -139,6 +139,7 @@ Commands:
   approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
   policy check [DIR]            validate a policy directory offline
   journal verify|compact FILE   check or compact a state journal
+  audit verify|pubkey|export    check the durable event log's signed chain offline, print its key, export its events
   migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
