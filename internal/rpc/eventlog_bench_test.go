@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func benchDurable(b *testing.B, actions int, chain bool) {
 	params := map[string]any{"proposal": map[string]any{"actions": list}}
 	var mem, dur, fsync time.Duration
 	var memAllocs, durAllocs uint64
+	var memCPU, durCPU time.Duration
 	probe, err := os.Create(filepath.Join(dir, "fsync-probe"))
 	if err != nil {
 		b.Fatal(err)
@@ -86,11 +88,15 @@ func benchDurable(b *testing.B, actions int, chain bool) {
 		}
 		var took [2]time.Duration
 		for _, c := range sides {
+			cpu0 := processCPU(b)
 			res, t, a := submitMeasured(b, c, params)
+			cpu := processCPU(b) - cpu0
 			if c == cm {
 				memAllocs += a
+				memCPU += cpu
 			} else {
 				durAllocs += a
+				durCPU += cpu
 			}
 			if res.Cost.ActionsExecuted != actions {
 				b.Fatalf("%d actions executed of %d", res.Cost.ActionsExecuted, actions)
@@ -115,6 +121,7 @@ func benchDurable(b *testing.B, actions int, chain bool) {
 	b.ReportMetric(ratios[len(ratios)/2], "median-durable/memory")
 	b.ReportMetric(float64(fsync.Microseconds())/n, "µs/fsync")
 	b.ReportMetric(float64(durAllocs)/float64(memAllocs), "allocs-durable/memory")
+	b.ReportMetric(float64(durCPU)/float64(memCPU), "cpu-durable/memory")
 	b.ReportMetric(float64(events.Stats().Events)/n, "events/proposal")
 }
 
@@ -129,4 +136,14 @@ func measureFsync(b *testing.B, f *os.File) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Since(start)
+}
+
+// processCPU is the CPU time this process has used, user and system: the
+// client and the server of the benchmark, and the writer of the log.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
