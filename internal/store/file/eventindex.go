@@ -72,18 +72,6 @@ func (x *segIndex) from(seq uint64) int64 {
 	return off
 }
 
-// fromTime is the offset to start reading at for the events at or after t.
-func (x *segIndex) fromTime(t time.Time) int64 {
-	var off int64
-	for i, m := range x.Marks {
-		if i > 0 && !m.At.Before(t) {
-			break
-		}
-		off = m.Off
-	}
-	return off
-}
-
 // indexPath is the index file of the segment at path.
 func indexPath(segPath string) string {
 	return strings.TrimSuffix(segPath, auditlog.SegmentExt) + ".idx"
