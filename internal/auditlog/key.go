@@ -38,6 +38,9 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 // others than its owner is refused.
 func LoadKey(path string) (ed25519.PrivateKey, error) {
 	b, err := atomicfile.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no audit key at %s: a daemon with store file creates it at its first start (is this the daemon's state root?): %w", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the audit key: %w", err)
 	}

@@ -65,6 +65,9 @@ func (f *Failure) Error() string {
 func Verify(o VerifyOptions) (Report, error) {
 	var rep Report
 	names, err := Segments(o.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("no event log in %s: a daemon with store file writes it there (is --home the daemon's state root?)", o.Dir)
+	}
 	if err != nil {
 		return rep, fmt.Errorf("list the segments of %s: %w", o.Dir, err)
 	}
