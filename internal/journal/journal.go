@@ -383,7 +383,11 @@ func (j *Journal) flusher() {
 			j.recycle(batch)
 			continue
 		}
-		var buf []byte
+		size := 0
+		for _, p := range batch {
+			size += len(p.line)
+		}
+		buf := make([]byte, 0, size)
 		for _, p := range batch {
 			buf = append(buf, p.line...)
 		}
