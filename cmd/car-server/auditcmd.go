@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +85,8 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		rep, err := auditlog.Verify(o)
+		sum := sha256.Sum256(pub)
+		fmt.Fprintf(stdout, "key SHA256:%s\n", base64.RawStdEncoding.EncodeToString(sum[:]))
 		printVerify(stdout, dir, &rep, len(o.Witness))
 		if err != nil {
 			fmt.Fprintln(stdout, "FAILED:", err)
