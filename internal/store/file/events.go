@@ -79,6 +79,11 @@ type Events struct {
 
 	wake    chan struct{}
 	stopped chan struct{}
+	// headFile hands the newest signed head to the goroutine that keeps it in
+	// the head file (its rename and two fsyncs off the writer's path); a
+	// newer head replaces one not yet written.
+	headFile     chan auditlog.Head
+	headFileDone chan struct{}
 
 	// The writer's own, no lock needed.
 	active     *journal.Journal
@@ -118,7 +123,8 @@ func OpenEvents(cfg EventsConfig) (*Events, error) {
 		return nil, err
 	}
 	e := &Events{cfg: cfg, key: key, segSize: min(max(cfg.MaxBytes/16, minSegmentBytes), maxSegmentBytes),
-		synced: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+		synced: make(chan struct{}), wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		headFile: make(chan auditlog.Head, 1), headFileDone: make(chan struct{})}
 	if err := e.load(); err != nil {
 		return nil, err
 	}
@@ -126,6 +132,7 @@ func OpenEvents(cfg EventsConfig) (*Events, error) {
 		return nil, err
 	}
 	e.retain()
+	go e.keepHeads()
 	go e.run()
 	return e, nil
 }
@@ -428,9 +435,7 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 	if head != nil {
 		e.headSeq, e.headAt = head.Seq, head.At
 		h := auditlog.HeadOf(head)
-		if err := auditlog.WriteHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile), h); err != nil {
-			e.report(fmt.Errorf("event log: keep the newest signed head: %w", err))
-		}
+		e.keepHead(h)
 		e.mu.Lock()
 		e.heads++
 		e.mu.Unlock()
@@ -440,6 +445,32 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 	}
 	e.maybeRoll()
 	return e.active != nil
+}
+
+// keepHead hands h to keepHeads, replacing a head not yet written. Only
+// the writer calls it.
+func (e *Events) keepHead(h auditlog.Head) {
+	for {
+		select {
+		case e.headFile <- h:
+			return
+		default:
+			select {
+			case <-e.headFile:
+			default:
+			}
+		}
+	}
+}
+
+// keepHeads writes each head it is handed to the head file, until Close.
+func (e *Events) keepHeads() {
+	defer close(e.headFileDone)
+	for h := range e.headFile {
+		if err := auditlog.WriteHeadFile(filepath.Join(e.cfg.Dir, auditlog.HeadFile), h); err != nil {
+			e.report(fmt.Errorf("event log: keep the newest signed head: %w", err))
+		}
+	}
 }
 
 // lineLen is the length of the line of enc that starts at i, newline
@@ -574,6 +605,8 @@ func (e *Events) Close() error {
 	default:
 	}
 	<-e.stopped
+	close(e.headFile) // the writer has stopped: no head comes after
+	<-e.headFileDone
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
