@@ -94,11 +94,11 @@ type Events struct {
 
 var _ store.Events = (*Events)(nil)
 
-// OpenEvents opens (creating) the event log in cfg.Dir: the newest segment
-// is opened through the journal (a torn last line is cut off) and sealed,
-// the others are read from their index files (rebuilt when missing or
-// stale), a corrupt one is reported (cfg.Report) and kept, the retention is
-// applied, and a new active segment is started.
+// OpenEvents opens (creating) the event log in cfg.Dir: a segment whose
+// index file still matches its size is taken from its index; any other is
+// read through (the newest through the journal, which cuts a torn last
+// line) and indexed again, a corrupt one reported (cfg.Report) and kept;
+// then a new active segment is started and the retention applied.
 func OpenEvents(cfg EventsConfig) (*Events, error) {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = DefaultEventsRetention
