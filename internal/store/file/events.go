@@ -158,6 +158,9 @@ func (e *Events) load() error {
 		// journal, which cuts a torn last line.
 		x, ok := readIndex(e.cfg.Dir, name)
 		if !ok {
+			if _, err := os.Stat(indexPath(path)); err == nil {
+				e.report(fmt.Errorf("event log: segment %s changed after it was sealed (its size no longer matches its index); it is read again and kept, and `car-server audit verify` says what changed", name))
+			}
 			if i == len(names)-1 {
 				j, _, err := journal.Open(path, journal.AppendOnly())
 				if err != nil {
