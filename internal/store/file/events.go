@@ -282,10 +282,11 @@ func (e *Events) Sync(ctx context.Context) error {
 // reply waits for it: the unsynced tail a crash may lose.
 const flushEvery = time.Second
 
-// run is the writer: it encodes what is appended as it arrives, and
-// writes it (one write and one fsync through the journal per segment's
-// worth) when a reply waits for it (Sync), when a segment's worth is
-// held, every flushEvery, and at Close; it signs heads, rolls segments and
+// run is the writer: it encodes what is appended when woken (by a
+// waiting reply, its clock, or wakeBatch records), and writes it (one
+// write and one fsync through the journal per segment's worth) when a
+// reply waits for it (Sync), when 4 MiB or a segment's worth is held,
+// every flushEvery, and at Close; it signs heads, rolls segments and
 // applies the retention.
 func (e *Events) run() {
 	defer close(e.stopped)
