@@ -1,6 +1,7 @@
 // Package journal is the durable, append-only JSONL log under every journal
 // of the file store (store/file: the idempotency cache, the approval
-// ledger, the messaging dedup ledger, one journal per agent run): one
+// ledger, the messaging dedup ledger, one journal per agent run, the event
+// log's segments): one
 // implementation of append, fsync, replay, torn-tail recovery and
 // compaction.
 //
@@ -12,6 +13,9 @@
 // Get and Append go on; the records appended meanwhile are carried over to
 // the new file before it is renamed over the old one. A failed compaction is
 // counted (car_journal_compaction_failures_total) and logged (WithErrorLog).
+//
+// With AppendOnly the journal is a log instead (the event log's segments):
+// every record stays, none is kept in memory, nothing is compacted.
 //
 // Append returns only after its record is on disk (fsync). Concurrent
 // appends share one write and one fsync: the first appender to find no
