@@ -82,6 +82,10 @@ load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 10000
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 10000 --proposals 3 --actions 3 --baseline 3
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --chain 300 --proposals 10 --baseline 3000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --durable-chain 100 --proposals 20 --baseline 2000 --fsync-probes 400
+	@if [ -n "$$CAR_TEST_POSTGRES_URL" ]; then \
+		$(GO) run ./cmd/car-bench --spawn ./bin/car-server --store postgres --postgres-url "$$CAR_TEST_POSTGRES_URL" --durable-chain 100 --proposals 20 --baseline 2000 --fsync-probes 400; \
+	else echo "load: CAR_TEST_POSTGRES_URL is not set, so the durable chain on the PostgreSQL store is not run"; fi
 
 clean:
 	rm -rf bin

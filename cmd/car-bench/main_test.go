@@ -41,6 +41,15 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--chain", "300", "--actions", "5"}, "drop --actions, --connections and --idle"},
 		{[]string{"--chain", "300", "--connections", "2"}, "drop --actions, --connections and --idle"},
 		{[]string{"--chain", "300", "--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"}, "--chain runs on one connection to one daemon; give one --url"},
+		{[]string{"--durable-chain", "20000", "--spawn", "bin/car-server"}, "--durable-chain must be 1 to 10000"},
+		{[]string{"--durable-chain", "10", "--chain", "10"}, "give --chain or --durable-chain, not both"},
+		{[]string{"--durable-chain", "10", "--connections", "3"}, "drop --actions, --connections and --idle"},
+		{[]string{"--durable-chain", "10", "--spawn", "bin/car-server", "--fsync-probes", "0"}, "--fsync-probes must be 1 to 100000"},
+		{[]string{"--durable-chain", "10", "--url", "ws://127.0.0.1:9100/"}, "needs --fsync-dir"},
+		{[]string{"--durable-chain", "10", "--fsync-dir", "/tmp", "--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"}, "--durable-chain runs on one connection to one daemon"},
+		{[]string{"--spawn", "bin/car-server", "--store", "sqlite"}, "--store must be file or postgres"},
+		{[]string{"--store", "postgres", "--postgres-url", "postgres://x"}, "it needs --spawn"},
+		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", ""}, "--store postgres needs --postgres-url"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)
@@ -53,6 +62,7 @@ func TestArgumentChecks(t *testing.T) {
 		{"--spawn", "bin/car-server", "--idle", "10000", "--connections", "10000", "--proposals", "3"},
 		{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"},
 		{"--spawn", "bin/car-server", "--chain", "300", "--baseline", "3000"},
+		{"--spawn", "bin/car-server", "--durable-chain", "100", "--store", "postgres", "--postgres-url", "postgres://car@/postgres?host=/tmp"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {
 			t.Errorf("%v: %v", ok, err)
