@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load fuzz clean openrpc ts-types
+.PHONY: run build test check bench bench-peers load fuzz clean openrpc ts-types
 
 ## run: build, then replace make with the daemon on the embedded defaults
 ## (127.0.0.1:9100, state in ~/.car), so that Ctrl-C stops it cleanly
@@ -74,6 +74,11 @@ ts-types:
 ## bench: the go test benchmarks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-peers: a durable step beside DBOS, in one run, interleaved rounds (opt-in; bench/peers is a module of its own; PostgreSQL rows with CAR_TEST_POSTGRES_URL; see BENCHMARKS.md)
+bench-peers: build
+	CGO_ENABLED=0 $(GO) build -o bin/car-bench ./cmd/car-bench
+	cd bench/peers && $(GO) run . --car-bench ../../bin/car-bench --car-server ../../bin/car-server --rounds 5 --chains 4 --steps 100
 
 ## load: the load tool against a daemon it starts and stops itself (see BENCHMARKS.md)
 load: build
