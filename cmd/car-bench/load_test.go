@@ -73,6 +73,9 @@ func TestConnectionsRoundRobin(t *testing.T) {
 	if rep.P99ToBesideP99 != rep.Latency.P99Ms/rep.Beside.P99Ms || rep.P99ToBesideP99 <= 0 {
 		t.Fatalf("proposal p99 %v over beside p99 %v reported as %v", rep.Latency.P99Ms, rep.Beside.P99Ms, rep.P99ToBesideP99)
 	}
+	if rep.P99ToMean != rep.Latency.P99Ms/rep.Latency.MeanMs || rep.P99ToMean < 1 {
+		t.Fatalf("proposal p99 %v over mean %v reported as %v", rep.Latency.P99Ms, rep.Latency.MeanMs, rep.P99ToMean)
+	}
 	// Two daemons, so no daemon's CPU: car-bench's own, per unit of each phase.
 	if runtime.GOOS == "linux" {
 		c := rep.CPU

@@ -50,10 +50,13 @@ type report struct {
 	// saturated. P99ToBesideP99 sets it against the round trips sent
 	// beside the proposals: how much longer a proposal waits than a
 	// single call under the same load.
-	P99ToRoundTripP99 float64  `json:"p99_to_round_trip_p99"`
-	P99ToBesideP99    float64  `json:"p99_to_beside_p99"`
-	Errors            int      `json:"errors"`
-	ErrorSamples      []string `json:"error_samples,omitempty"`
+	P99ToRoundTripP99 float64 `json:"p99_to_round_trip_p99"`
+	P99ToBesideP99    float64 `json:"p99_to_beside_p99"`
+	// P99ToMean is the proposals' p99 over their mean: how far the
+	// slowest proposals wait beyond the typical one.
+	P99ToMean    float64  `json:"p99_to_mean"`
+	Errors       int      `json:"errors"`
+	ErrorSamples []string `json:"error_samples,omitempty"`
 	// CPU is what the two phases cost in CPU time, when it can be read.
 	CPU     *cpuReport     `json:"cpu,omitempty"`
 	Idle    *idleReport    `json:"idle,omitempty"`
@@ -136,6 +139,7 @@ func (r *report) writeText(w io.Writer) error {
 		fmt.Fprintf(tw, "CPU per proposal\t%s = %.1f round trips\n", c.PerProposal.text(), c.ProposalToRoundTrip)
 		if c.P99RatioToCPURatio > 0 {
 			fmt.Fprintf(tw, "p99 ratio / CPU ratio\t%.2f× / %.1f = %.2f (1 or below: no wait beyond the proposals' work)\n", r.P99ToRoundTripP99, c.ProposalToRoundTrip, c.P99RatioToCPURatio)
+			fmt.Fprintf(tw, "fairness\tproposal p99 / round-trip p99 %.2f× beside CPU ratio %.1f; p99 / mean %.2f (target ≤ 2.0); p99 ratio / CPU ratio %.2f (target ≤ 1.0)\n", r.P99ToRoundTripP99, c.ProposalToRoundTrip, r.P99ToMean, c.P99RatioToCPURatio)
 		}
 	}
 	if r.Idle != nil {
