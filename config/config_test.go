@@ -198,6 +198,10 @@ func TestEveryNameIsBound(t *testing.T) {
 		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
 		"heartbeat":                   {"7", "7s", func(c *Config) any { return c.Heartbeat }, nil},
 		"max_starting_proposals":      {"7", "7", func(c *Config) any { return c.MaxStarting }, nil},
+		"mcp_max_connectors":          {"7", "7", func(c *Config) any { return c.MCPMaxConnectors }, nil},
+		"mcp_max_tools":               {"7", "7", func(c *Config) any { return c.MCPMaxTools }, nil},
+		"mcp_max_result_bytes":        {"7", "7", func(c *Config) any { return c.MCPMaxResultBytes }, nil},
+		"mcp_connect_timeout":         {"7", "7s", func(c *Config) any { return c.MCPConnectTimeout }, nil},
 		"pprof":                       {"127.0.0.1:7", "127.0.0.1:7", func(c *Config) any { return c.Pprof }, nil},
 	}
 	if len(cases) != len(settings) {
