@@ -114,6 +114,7 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 	feedback := feedbackOf(last, lastProposal)
 	var replans []protocol.Replan
 	var stopped string
+	replaced := sub.span
 	for n := 1; want; n++ {
 		if ctx.Err() != nil {
 			stopped = "replanning stopped: " + context.Cause(ctx).Error()
@@ -155,10 +156,12 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 		attempt := *sub
 		attempt.Proposal = next
 		attempt.denied = nil
+		attempt.replaces = replaced // the replacement's span links to the attempt it replaced
 		r, err := rt.runAttempt(ctx, &attempt, rec)
 		if err != nil {
 			return nil, err
 		}
+		replaced = attempt.span
 		last, lastProposal = r, next
 		outcome, errText := outcomeOf(r, sub.Budget)
 		replans = append(replans, protocol.Replan{Attempt: n, ProposalID: next.ID, Outcome: outcome, Error: errText})
