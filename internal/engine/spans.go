@@ -107,12 +107,13 @@ func endProposalSpan(span trace.Span, res *protocol.ProposalResult) {
 		return
 	}
 	status := "succeeded"
-	for _, ar := range res.Results {
-		if ar.Status != protocol.StatusSucceeded {
+	for _, ar := range res.Results { // failed, else the first other status
+		if ar.Status == protocol.StatusFailed {
 			status = string(ar.Status)
-			if ar.Status == protocol.StatusFailed {
-				break
-			}
+			break
+		}
+		if ar.Status != protocol.StatusSucceeded && status == "succeeded" {
+			status = string(ar.Status)
 		}
 	}
 	c := res.Cost

@@ -128,10 +128,16 @@ func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error
 	str("invocation_mode", p.InvocationMode, true)
 	str("handle", p.Handle, true)
 	if m := p.Meta; m != nil {
-		buf = append(buf, `,"_meta":{"traceparent":`...)
-		buf = jsonvalue.AppendString(buf, m.Traceparent)
+		buf = append(buf, `,"_meta":{`...)
+		if m.Traceparent != "" {
+			buf = append(buf, `"traceparent":`...)
+			buf = jsonvalue.AppendString(buf, m.Traceparent)
+		}
 		if m.Tracestate != "" {
-			buf = append(buf, `,"tracestate":`...)
+			if m.Traceparent != "" {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `"tracestate":`...)
 			buf = jsonvalue.AppendString(buf, m.Tracestate)
 		}
 		buf = append(buf, '}')
