@@ -227,7 +227,8 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 // metric reads one sample of the daemon's /metrics ("" when absent).
 func metric(t *testing.T, d *daemon, sample string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + d.addr + "/metrics")
+	noKeepAlive := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := noKeepAlive.Get("http://" + d.addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

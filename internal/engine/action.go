@@ -327,10 +327,10 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	}
 	if r.rt.tracing() {
 		var span trace.Span
-		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient), r.toolSpanAttrs(a, t))
-		var attempts attemptCount
-		ctx = withAttempts(ctx, &attempts)
-		defer func() { endToolSpan(span, hit, int(attempts.n.Load()), err) }()
+		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient))
+		attempts := &attemptCount{Context: ctx}
+		ctx = attempts
+		defer func() { r.endToolSpan(span, i, hit, int(attempts.n.Load()), err) }()
 	}
 	if a.Detached() {
 		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/flow"
+	"github.com/parslee-ai/car-server/internal/policy"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -64,4 +65,7 @@ type Submission struct {
 	// span is the proposal span of this attempt (invalid with tracing off),
 	// and replaces the one of the attempt a replan replaced.
 	span, replaces trace.SpanContext
+	// tiers are the actions' required tiers, in proposal order, as the
+	// permission gate classified them; kept only when tracing.
+	tiers []policy.Tier
 }

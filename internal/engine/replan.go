@@ -157,6 +157,7 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 		attempt.Proposal = next
 		attempt.denied = nil
 		attempt.replaces = replaced // the replacement's span links to the attempt it replaced
+		attempt.tiers = nil
 		r, err := rt.runAttempt(ctx, &attempt, rec)
 		if err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -139,28 +140,38 @@ func endGateSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// toolSpanAttrs is what an execute_tool span starts with.
-func (r *run) toolSpanAttrs(a *protocol.Action, t *Tool) trace.SpanStartOption {
-	return trace.WithAttributes(
-		attrOperation.String(semconv.GenAIOperationNameExecuteTool.Value.AsString()),
-		attrToolName.String(a.Tool),
-		AttrProposalID.String(r.sub.Proposal.ID),
-		AttrActionID.String(a.ID),
-		AttrTier.String(r.rt.Classify(a).Tier.String()),
-		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
-	)
-}
-
-// endToolSpan records how a tool call ended and ends its span.
-func endToolSpan(span trace.Span, hit string, attempts int, err error) {
+// endToolSpan records a tool call's attributes and how it ended, and ends
+// its span. They are all set here, at once: one copy of them into the
+// span instead of one at its start and a growth at its end.
+func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err error) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(AttrCacheHit.String(hit), AttrAttempts.Int(attempts))
+	a, t := r.nodes[i].action, r.nodes[i].tool
+	var tier policy.Tier
+	if i < len(r.sub.tiers) {
+		tier = r.sub.tiers[i] // the permission gate classified it already
+	} else {
+		tier = r.rt.Classify(a).Tier
+	}
+	kvs := [...]attribute.KeyValue{
+		semconv.GenAIOperationNameExecuteTool,
+		attrToolName.String(a.Tool),
+		AttrProposalID.String(r.sub.Proposal.ID),
+		AttrActionID.String(a.ID),
+		AttrTier.String(tier.String()),
+		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
+		AttrCacheHit.String(hit),
+		AttrAttempts.Int(attempts),
+		{},
+	}
+	n := len(kvs) - 1
 	if err != nil {
-		span.SetAttributes(attrErrorType.String(errorType(err)))
+		kvs[n] = attrErrorType.String(errorType(err))
+		n++
 		span.SetStatus(codes.Error, LoggedError(err))
 	}
+	span.SetAttributes(kvs[:n]...)
 	span.End()
 }
 
@@ -186,13 +197,20 @@ func spanEvent(ctx context.Context, name string, kvs ...attribute.KeyValue) {
 }
 
 // attemptCount counts the attempts of one traced tool call, for the
-// car.tool.attempts attribute; it rides in the call's context.
-type attemptCount struct{ n atomic.Int32 }
+// car.tool.attempts attribute: the call's context, carrying its counter
+// (one allocation for both).
+type attemptCount struct {
+	context.Context
+	n atomic.Int32
+}
 
 type attemptsKey struct{}
 
-func withAttempts(ctx context.Context, c *attemptCount) context.Context {
-	return context.WithValue(ctx, attemptsKey{}, c)
+func (c *attemptCount) Value(key any) any {
+	if key == (attemptsKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
 // countAttempt counts one attempt of the traced call in ctx.
