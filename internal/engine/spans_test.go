@@ -186,3 +186,51 @@ func TestTracingOffStartsNoSpan(t *testing.T) {
 		t.Fatal("a span with tracing off")
 	}
 }
+
+// replanOnce answers the first replan.propose with a proposal that
+// succeeds, and gives up after.
+type replanOnce struct{ asked int }
+
+func (r *replanOnce) Replan(context.Context, protocol.ReplanProposeParams) (*protocol.ActionProposal, error) {
+	r.asked++
+	if r.asked > 1 {
+		return nil, nil
+	}
+	return &protocol.ActionProposal{ID: "second", Actions: []protocol.Action{{ID: "b", Type: protocol.ActionToolCall, Tool: "t"}}}, nil
+}
+
+// A replacement proposal's span links to the span of the attempt it
+// replaced; both are children of the client's span.
+func TestAReplanLinksToTheAttemptItReplaced(t *testing.T) {
+	tracer, rec := recorded(t)
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}, fail: map[string]int{"a": 1}}
+	rt, s := openRuntime(t, Options{Tracer: tracer}, exec, "t")
+	p := &protocol.ActionProposal{ID: "first", Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+	rep := &replanOnce{}
+	res, err := rt.Execute(ctxT(t), &Submission{Proposal: p, Session: s}, Recovery{Config: protocol.ReplanConfig{MaxReplans: 1}, Replanner: rep})
+	if err != nil || len(res.Replans) != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	props := spansNamed(rec, SpanProposal)
+	if len(props) != 2 {
+		t.Fatalf("%d proposal spans, want one per attempt", len(props))
+	}
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range props {
+		id, _ := attrOf(sp, AttrProposalID)
+		byID[id.AsString()] = sp
+	}
+	first, second := byID["first"], byID["second"]
+	if first == nil || second == nil {
+		t.Fatalf("proposal spans %v", byID)
+	}
+	if len(first.Links()) != 0 || len(second.Links()) != 1 || second.Links()[0].SpanContext.SpanID() != first.SpanContext().SpanID() {
+		t.Fatalf("links: first %v, second %v", first.Links(), second.Links())
+	}
+	if v, _ := attrOf(first, AttrStatus); v.AsString() != "failed" {
+		t.Fatalf("first attempt's status %q", v.AsString())
+	}
+	if v, _ := attrOf(second, AttrStatus); v.AsString() != "succeeded" {
+		t.Fatalf("second attempt's status %q", v.AsString())
+	}
+}
