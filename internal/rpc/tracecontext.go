@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -52,4 +54,20 @@ func toolCallTrace(ctx context.Context, requestID string) *protocol.TraceMeta {
 		return nil
 	}
 	return &protocol.TraceMeta{Traceparent: tp, Tracestate: ts}
+}
+
+// Spans of multi-agent coordination: the coordinator's span is named for
+// its method (multi.swarm, …), and each agent callback is an invoke_agent
+// span under it, as the GenAI conventions name an agent's invocation.
+const (
+	spanInvokeAgent = "invoke_agent"
+	attrMultiMethod = attribute.Key("car.multi.method")
+)
+
+// endSpan ends a span, with status error and the error's text on failure.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

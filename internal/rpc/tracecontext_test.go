@@ -3,9 +3,15 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // A request names its caller's span in params._meta, as MCP carries it, or
@@ -42,5 +48,64 @@ func TestClientTraceContext(t *testing.T) {
 	}
 	if sc := trace.SpanContextFromContext(clientTraceContext(context.Background(), nil)); sc.IsValid() {
 		t.Error("no params, but a parent")
+	}
+}
+
+// Each multi.run_agent callback is an invoke_agent span under the
+// coordinator's span, which is a child of the caller's, and carries its
+// traceparent so that the agent's own spans join the trace.
+func TestMultiAgentCallbacksAreSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("test")
+	ts := startServerWith(t, serverSetup{opts: Options{Tracer: tracer}, engine: engine.Options{Tracer: tracer}})
+	var mu sync.Mutex
+	got := map[string]string{} // agent → the traceparent its callback carried
+	c := ts.dial(t, "")
+	c.HandleRequest(protocol.MethodMultiRunAgent, func(_ context.Context, raw json.RawMessage) (any, error) {
+		var p protocol.RunAgentParams
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		got[p.Spec.Name] = p.Meta.Traceparent
+		mu.Unlock()
+		return output(p.Spec.Name, "done", 0), nil
+	})
+	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if err := c.Call(ctxT(t), protocol.MethodMultiSwarm, map[string]any{"mode": "parallel", "agents": specs("a", "b"), "task": "t",
+		"_meta": map[string]any{"traceparent": caller}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var coord sdktrace.ReadOnlySpan
+	agents := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case protocol.MethodMultiSwarm:
+			coord = s
+		case spanInvokeAgent:
+			for _, kv := range s.Attributes() {
+				if kv.Key == "gen_ai.agent.name" {
+					agents[kv.Value.AsString()] = s
+				}
+			}
+		}
+	}
+	if coord == nil || coord.Parent().SpanID().String() != "00f067aa0ba902b7" || coord.SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("coordinator span %v", coord)
+	}
+	if len(agents) != 2 {
+		t.Fatalf("invoke_agent spans %v", agents)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, s := range agents {
+		if s.Parent().SpanID() != coord.SpanContext().SpanID() {
+			t.Errorf("%s: parent %s, want the coordinator's", name, s.Parent().SpanID())
+		}
+		if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + s.SpanContext().SpanID().String() + "-01"; got[name] != want {
+			t.Errorf("%s's callback carried %q, want %q", name, got[name], want)
+		}
 	}
 }

@@ -658,6 +658,7 @@ export interface RunTraceEvent {
 export interface RunAgentParams {
   spec: AgentSpec;
   task: StringDoaGddGA;
+  _meta?: TraceMeta;
 }
 export interface IntentNotice {
   id: StringDoaGddGA;
