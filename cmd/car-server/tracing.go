@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,6 +30,9 @@ func openTracing(ctx context.Context, cfg *config.Config, node string, log *zap.
 		protocol := cfg.Tracing.Protocol
 		if protocol == "" {
 			protocol = tracing.DefaultProtocol
+		}
+		if u, err := url.Parse(endpoint); err == nil {
+			endpoint = u.Redacted() // a password in the URL is not logged
 		}
 		log.Info("tracing on: spans are exported over OTLP", zap.String("endpoint", endpoint), zap.String("protocol", protocol))
 	}
