@@ -13,6 +13,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -30,6 +31,7 @@ const (
 	SpanApprovalWait = "car.approval.wait"
 	SpanToolCall     = "execute_tool " // + the tool's name, as the GenAI conventions name it
 	SpanRollback     = "car.rollback"
+	SpanStream       = "car.tool.stream" // a detached invocation, from its start to its handle's end
 )
 
 // Attribute keys of the car.* namespace.
@@ -263,4 +265,21 @@ func (w *waitSpans) endAll(err error) {
 		}
 		span.End()
 	}
+}
+
+// traceStream spans a detached invocation from its start to its handle's
+// end, as a child of its execute_tool span (which ends at the start): one
+// goroutine per traced handle waits for the end.
+func (rt *Runtime) traceStream(ctx context.Context, a *protocol.Action, h *streams.Handle) {
+	_, span := rt.startSpan(ctx, SpanStream, trace.WithAttributes(attrToolName.String(a.Tool), AttrActionID.String(a.ID),
+		attribute.String("car.tool.handle", h.Handle), attribute.String("car.tool.mode", string(a.InvocationMode))))
+	go func() {
+		<-h.Done()
+		status, _, errText := rt.Streams.Outcome(h)
+		span.SetAttributes(attribute.String("car.tool.stream_status", string(status)))
+		if status != protocol.ToolSucceeded {
+			span.SetStatus(codes.Error, errText)
+		}
+		span.End()
+	}()
 }

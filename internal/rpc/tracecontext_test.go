@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -107,5 +109,48 @@ func TestMultiAgentCallbacksAreSpans(t *testing.T) {
 		if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + s.SpanContext().SpanID().String() + "-01"; got[name] != want {
 			t.Errorf("%s's callback carried %q, want %q", name, got[name], want)
 		}
+	}
+}
+
+// A streaming action's car.tool.stream span runs from the start to the
+// handle's end, under the action's execute_tool span.
+func TestAStreamIsASpanToItsEnd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("test")
+	ts := startServerWith(t, serverSetup{opts: Options{Tracer: tracer}, engine: engine.Options{Tracer: tracer}})
+	tb := newStreamBox(t, ts, map[string]client.StreamFunc{"build": func(ctx context.Context, _ protocol.ToolExecuteParams, w *client.ChunkWriter) (any, error) {
+		if err := w.Text(ctx, "compiling"); err != nil {
+			return nil, err
+		}
+		return map[string]any{"exit": 0}, nil
+	}})
+	res := tb.submit(t, proposal(
+		streaming("s", "build"),
+		toolCall("b", "echo", map[string]any{"exit": "$s.result.exit"}, "await", []string{"s"}),
+	))
+	handle := handleOf(t, res, "s")
+	var stream, exec sdktrace.ReadOnlySpan
+	testwait.Eventually(t, testTimeout, "the stream's span to end", func() bool {
+		for _, s := range rec.Ended() {
+			switch s.Name() {
+			case engine.SpanStream:
+				stream = s
+			case engine.SpanToolCall + "build":
+				exec = s
+			}
+		}
+		return stream != nil && exec != nil
+	})
+	attrs := map[string]string{}
+	for _, kv := range stream.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if stream.Parent().SpanID() != exec.SpanContext().SpanID() || attrs["car.tool.handle"] != handle || attrs["car.tool.stream_status"] != "succeeded" || attrs["car.tool.mode"] != "streaming" {
+		t.Fatalf("stream span: parent %s (execute_tool %s), attributes %v", stream.Parent().SpanID(), exec.SpanContext().SpanID(), attrs)
+	}
+	if stream.EndTime().Before(exec.EndTime()) {
+		t.Fatal("the stream's span ended before its start did")
 	}
 }
