@@ -145,7 +145,7 @@ func TestAStreamIsASpanToItsEnd(t *testing.T) {
 	})
 	attrs := map[string]string{}
 	for _, kv := range stream.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.AsString()
 	}
 	if stream.Parent().SpanID() != exec.SpanContext().SpanID() || attrs["car.tool.handle"] != handle || attrs["car.tool.stream_status"] != "succeeded" || attrs["car.tool.mode"] != "streaming" {
 		t.Fatalf("stream span: parent %s (execute_tool %s), attributes %v", stream.Parent().SpanID(), exec.SpanContext().SpanID(), attrs)
