@@ -19,6 +19,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store/file"
+	"github.com/parslee-ai/car-server/internal/tracing"
 )
 
 // Config is every setting of the daemon, resolved.
@@ -98,6 +99,8 @@ type Config struct {
 	AuditHeadEvery           int           // events between two signed heads
 	AuditHeadInterval        time.Duration // the longest wait for a signed head
 	Heartbeat                time.Duration // how often the member row is stamped
+
+	Tracing tracing.Settings // OpenTelemetry traces; off without an endpoint
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -383,6 +386,21 @@ func (c *Config) resolve(r *reader) error {
 		if err := loopbackHostPort(c.Pprof); err != nil {
 			r.fail("pprof", "pprof %v", err)
 		}
+	}
+	c.Tracing = tracing.Settings{
+		Endpoint:           strings.TrimSpace(r.str("otel_exporter_otlp_endpoint")),
+		TracesEndpoint:     strings.TrimSpace(r.str("otel_exporter_otlp_traces_endpoint")),
+		Protocol:           strings.TrimSpace(r.str("otel_exporter_otlp_protocol")),
+		Headers:            r.secret("otel_exporter_otlp_headers"),
+		ServiceName:        strings.TrimSpace(r.str("otel_service_name")),
+		ResourceAttributes: r.str("otel_resource_attributes"),
+		Sampler:            strings.TrimSpace(r.str("otel_traces_sampler")),
+		SamplerArg:         strings.TrimSpace(r.str("otel_traces_sampler_arg")),
+		QueueSpans:         r.integer("otel_trace_queue_spans"),
+	}
+	var bad *tracing.SettingError
+	if err := c.Tracing.Check(); errors.As(err, &bad) {
+		r.fail(bad.Key, "%s", bad.Msg)
 	}
 	if c.Port > 65535 {
 		r.fail("port", "port must be at most 65535, got %d", c.Port)

@@ -15,6 +15,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -123,6 +124,15 @@ var settings = []setting{
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},
+	{"otel_exporter_otlp_endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "send OpenTelemetry traces to this OTLP collector (base URL; /v1/traces is added for http/protobuf); empty, with no traces endpoint either: tracing is off", ""},
+	{"otel_exporter_otlp_traces_endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "the collector's traces URL, used as is; wins over otel_exporter_otlp_endpoint", ""},
+	{"otel_exporter_otlp_protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", "how traces are sent: http/protobuf or grpc", tracing.DefaultProtocol},
+	{"otel_exporter_otlp_headers", "OTEL_EXPORTER_OTLP_HEADERS", "headers of every export, key=value pairs separated by commas, URL-encoded (an API key, say); never logged", ""},
+	{"otel_service_name", "OTEL_SERVICE_NAME", "service.name of the daemon's spans", tracing.DefaultServiceName},
+	{"otel_resource_attributes", "OTEL_RESOURCE_ATTRIBUTES", "more resource attributes, key=value pairs separated by commas (service.version, car.node.id and car.home are set by the daemon)", ""},
+	{"otel_traces_sampler", "OTEL_TRACES_SAMPLER", "which traces are kept: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", tracing.DefaultSampler},
+	{"otel_traces_sampler_arg", "OTEL_TRACES_SAMPLER_ARG", "the ratio (0 to 1) of the traceidratio samplers; empty: 1", ""},
+	{"otel_trace_queue_spans", "CAR_OTEL_TRACE_QUEUE_SPANS", "ended spans waiting for export; past it a span is dropped and counted in car_trace_spans_dropped_total, so a slow collector never slows a proposal", tracing.DefaultQueueSpans},
 }
 
 // lookup returns the setting of a key; every key Load reads is in settings.

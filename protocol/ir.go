@@ -187,6 +187,18 @@ type SubmitParams struct {
 	Proposal  Raw[ActionProposal] `json:"proposal"`
 	SessionID string              `json:"session_id,omitempty"`
 	Scope     *RuntimeScope       `json:"scope,omitempty"`
+	// Meta, or the top-level Traceparent and Tracestate, name the client's
+	// span (W3C Trace Context): with tracing on, the proposal's span is its
+	// child. Any method's params may carry them.
+	Meta        *TraceMeta `json:"_meta,omitempty"`
+	Traceparent string     `json:"traceparent,omitempty"`
+	Tracestate  string     `json:"tracestate,omitempty"`
+}
+
+// TraceMeta is W3C Trace Context in params._meta, as MCP carries it.
+type TraceMeta struct {
+	Traceparent string `json:"traceparent,omitempty"` // 00-<trace id>-<parent span id>-<flags>
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // ToolExecuteParams are the params of the tools.execute callback.
@@ -203,6 +215,9 @@ type ToolExecuteParams struct {
 	// client's tools.stream.chunk notifications name.
 	InvocationMode string `json:"invocation_mode,omitempty"`
 	Handle         string `json:"handle,omitempty"`
+	// Meta carries the traceparent of the daemon's execute_tool span when
+	// tracing is on, so that the client's tool span joins the trace.
+	Meta *TraceMeta `json:"_meta,omitempty"`
 }
 
 // ToolCancelParams are the params of the tools.cancel notification.

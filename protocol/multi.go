@@ -20,6 +20,9 @@ type AgentSpec struct {
 type RunAgentParams struct {
 	Spec AgentSpec `json:"spec"`
 	Task string    `json:"task"`
+	// Meta carries the traceparent of the daemon's invoke_agent span when
+	// tracing is on, so that the agent's own spans join the trace.
+	Meta *TraceMeta `json:"_meta,omitempty"`
 }
 
 // TokenUsage is what an agent, or a run's turn, reports it spent.

@@ -70,6 +70,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
+	traces, err := openTracing(ctx, cfg, node, log)
+	if err != nil {
+		return err
+	}
+	defer closeTracing(traces, log)
 	heads := &headSink{}
 	shared, err := openStore(ctx, cfg, node, log, heads, compactionLog)
 	if err != nil {
@@ -152,6 +157,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
+		Tracer:                   traces.Tracer(),
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})
@@ -203,6 +209,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Connectors:         conns,
 		Node:               shared.Node,
 		Bus:                clusterBus(shared),
+		Tracer:             traces.Tracer(),
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

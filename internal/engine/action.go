@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/parslee-ai/car-server/internal/idempotency"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -322,6 +325,13 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	if t == nil {
 		return nil, "", fmt.Errorf("tool '%s' was not resolved at validation", a.Tool)
 	}
+	if r.rt.tracing() {
+		var span trace.Span
+		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient))
+		attempts := &attemptCount{Context: ctx}
+		ctx = attempts
+		defer func() { r.endToolSpan(span, i, hit, int(attempts.n.Load()), err) }()
+	}
 	if a.Detached() {
 		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation
 		return out, "", err
@@ -440,6 +450,9 @@ func (r *run) beforeRetry(ctx context.Context, a *protocol.Action, params map[st
 	r.retries++
 	r.mu.Unlock()
 	r.emit(EventActionRetried, a.ID, map[string]any{"tool": a.Tool, "attempt": attempt, "error": LoggedError(lastErr)})
+	if r.rt.tracing() {
+		spanEvent(ctx, "retry", attribute.Int("car.tool.attempt", attempt), attribute.String("car.tool.previous_error", LoggedError(lastErr)))
+	}
 	if err := sleepCtx(ctx, r.rt.backoff(attempt-1)); err != nil {
 		return fmt.Errorf("%w (retry abandoned: %w)", lastErr, context.Cause(ctx))
 	}
@@ -495,6 +508,9 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	r.mu.Lock()
 	r.toolCalls++
 	r.mu.Unlock()
+	if r.rt.tracing() {
+		countAttempt(ctx)
+	}
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout, &toolTimeout{tool: a.Tool, timeout: timeout})
 	defer cancel()
 	call := ToolCall{
@@ -520,6 +536,9 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	if err != nil {
 		if cause := context.Cause(cctx); cause != nil {
 			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": n, "reason": cause.Error()})
+			if r.rt.tracing() {
+				spanEvent(ctx, "tools.cancel", attribute.Int("car.tool.attempt", n), attribute.String("car.tool.cancel_reason", LoggedError(cause)))
+			}
 		}
 		return nil, err
 	}

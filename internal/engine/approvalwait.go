@@ -58,6 +58,8 @@ type waitingOp struct {
 // wait ended undecided, and names what to approve.
 func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []PermissionRow, params func(actionID string) map[string]any) (denied map[string]string, err error) {
 	ops, order := groupByFingerprint(rows)
+	var waits waitSpans
+	defer func() { waits.endAll(err) }()
 	type decided struct {
 		fp  string
 		rec approvals.Record
@@ -108,6 +110,9 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 		rt.Events.Append(Event{Kind: EventApprovalWaiting, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
 			"fingerprint": fp, "approval_id": op.approval.ID, "tool": op.row.Tool, "required": op.row.Required.String(),
 		}})
+		if rt.tracing() {
+			waits.start(rt, ctx, sub.Proposal.ID, fp, op)
+		}
 		go func() {
 			defer w.stop()
 			for {
@@ -139,6 +144,7 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 				data["reason"] = d.rec.Reason
 			}
 			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: data})
+			waits.end(d.fp, d.rec)
 		case <-timer.C:
 			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("nobody decided within %s (approval_timeout)", rt.opts.ApprovalTimeout))
 		case <-rt.stopping:

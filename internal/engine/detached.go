@@ -63,6 +63,9 @@ func (r *run) startDetached(ctx context.Context, i int, params map[string]any) (
 	r.rt.Streams.Started(h, func() {
 		r.emit(EventToolStreamStarted, a.ID, map[string]any{"tool": a.Tool, "handle": h.Handle, "mode": a.InvocationMode})
 	})
+	if r.rt.tracing() {
+		r.rt.traceStream(ctx, a, h)
+	}
 	return map[string]any{"tool_handle": h.Handle, "status": string(protocol.ToolRunning)}, nil
 }
 

@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/parslee-ai/car-server/internal/flow"
+	"github.com/parslee-ai/car-server/internal/policy"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -59,4 +62,10 @@ type Submission struct {
 	// graph is the proposal's dependency graph, built once by Submit for
 	// the scheduler and the gates (only its edges and references are read).
 	graph *graph
+	// span is the proposal span of this attempt (invalid with tracing off),
+	// and replaces the one of the attempt a replan replaced.
+	span, replaces trace.SpanContext
+	// tiers are the actions' required tiers, in proposal order, as the
+	// permission gate classified them; kept only when tracing.
+	tiers []policy.Tier
 }

@@ -182,6 +182,12 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows, stale := g.rt.freshPermissions(ctx, sub)
+	if g.rt.tracing() && len(rows) == len(sub.Proposal.Actions) {
+		sub.tiers = make([]policy.Tier, len(rows)) // for the execute_tool spans (spans.go)
+		for i, r := range rows {
+			sub.tiers[i] = r.Required
+		}
+	}
 	// The message lists the first few problems: it is the error of every
 	// action of the proposal.
 	var problems []string

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -33,6 +35,15 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	}
 	Normalize(p)
 	sub.raised = &approvalTally{}
+	var span trace.Span
+	if rt.tracing() {
+		opts := []trace.SpanStartOption{trace.WithAttributes(proposalAttrs(sub)...)}
+		if sub.replaces.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sub.replaces}))
+		}
+		ctx, span = rt.startSpan(ctx, SpanProposal, opts...)
+		sub.span = span.SpanContext()
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer rt.running.untrack(p.ID, rt.running.track(p.ID, sub.Session.ID, cancel))
@@ -44,7 +55,11 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
 	sub.graph = r.graph
-	r.emit(EventProposalReceived, "", map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant})
+	received := map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant}
+	if sub.span.IsValid() {
+		received["trace_id"] = sub.span.TraceID().String() // what a trace backend finds the proposal by
+	}
+	r.emit(EventProposalReceived, "", received)
 
 	for i := range p.Actions {
 		if r.graph.rejected[i] != "" {
@@ -59,7 +74,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 
 	blocked := false
 	for _, gate := range rt.gates {
-		if err := gate.Admit(ctx, sub); err != nil {
+		if err := rt.admit(ctx, gate, sub); err != nil {
 			r.emit(EventProposalRejected, "", map[string]any{"gate": gate.Name(), "reason": err.Error()})
 			for i := range r.nodes {
 				r.finish(i, *rejectedBy(gate.Name(), err))
@@ -87,7 +102,22 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		"rejected": res.Cost.ActionsRejected, "skipped": res.Cost.ActionsSkipped,
 		"duration_ms": res.Cost.TotalDurationMs,
 	})
+	if span != nil {
+		endProposalSpan(span, res)
+	}
 	return res, nil
+}
+
+// admit runs one admission gate, in a span of its own when tracing.
+func (rt *Runtime) admit(ctx context.Context, gate AdmissionGate, sub *Submission) error {
+	if !rt.tracing() {
+		return gate.Admit(ctx, sub)
+	}
+	name := gate.Name()
+	ctx, span := rt.startSpan(ctx, SpanGate+name, trace.WithAttributes(AttrGate.String(name)))
+	err := gate.Admit(ctx, sub)
+	endGateSpan(span, err)
+	return err
 }
 
 // Normalize mints the ids a proposal left out.
@@ -568,6 +598,11 @@ func (r *run) rollback(ctx context.Context, cause error) {
 	keys := r.idemKeys
 	r.idemKeys = nil
 	r.mu.Unlock()
+	if r.rt.tracing() && (len(keys) > 0 || len(undo) > 0) {
+		var span trace.Span
+		ctx, span = r.rt.startSpan(ctx, SpanRollback, trace.WithAttributes(AttrProposalID.String(r.sub.Proposal.ID), AttrRollbackKeys.Int(len(undo)), attribute.String("car.rollback.cause", LoggedError(cause))))
+		defer span.End()
+	}
 	if len(keys) > 0 {
 		err := r.rt.opts.Idempotency.Invalidate(ctx, keys, r.sub.Proposal.ID)
 		data := map[string]any{"count": len(keys), "reason": LoggedError(cause)}

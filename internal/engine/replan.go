@@ -124,6 +124,7 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 	feedback := feedbackOf(last, lastProposal)
 	var replans []protocol.Replan
 	var stopped string
+	replaced := sub.span
 	for n := 1; want; n++ {
 		if ctx.Err() != nil {
 			stopped = "replanning stopped: " + context.Cause(ctx).Error()
@@ -165,10 +166,13 @@ func (rt *Runtime) replan(ctx context.Context, sub *Submission, rec Recovery, re
 		attempt := *sub
 		attempt.Proposal = next
 		attempt.denied = nil
+		attempt.replaces = replaced // the replacement's span links to the attempt it replaced
+		attempt.tiers = nil
 		r, err := rt.runAttempt(ctx, &attempt, rec)
 		if err != nil {
 			return nil, err
 		}
+		replaced = attempt.span
 		last, lastProposal = r, next
 		outcome, errText := outcomeOf(r, sub.Budget)
 		replans = append(replans, protocol.Replan{Attempt: n, ProposalID: next.ID, Outcome: outcome, Error: errText})

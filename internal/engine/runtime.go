@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/parslee-ai/car-server/internal/checkpoint"
 	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/host"
@@ -51,6 +53,10 @@ type Options struct {
 	Schemas SchemaLimits // what a tool's JSON Schema may cost (DefaultSchemaLimits)
 
 	DaemonTools *DaemonTools // tools the daemon runs itself for every session (MCP connectors'); nil: none
+
+	// Tracer starts the spans of proposals, gates, approval waits and tool
+	// calls (spans.go); nil: tracing is off and no span is started.
+	Tracer trace.Tracer
 }
 
 // Defaults of the Options the daemon's settings also offer; config prints

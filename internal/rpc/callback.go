@@ -38,6 +38,9 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		Handle:         call.Handle,
 		AgentID:        c.agentID(),
 	}
+	if c.srv.opts.Tracer != nil {
+		params.Meta = toolCallTrace(ctx, id)
+	}
 	bp := paramBuffers.Get()
 	encoded, err := appendToolExecute(*bp, &params)
 	*bp = encoded
@@ -124,6 +127,21 @@ func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error
 	str("agent_id", p.AgentID, true)
 	str("invocation_mode", p.InvocationMode, true)
 	str("handle", p.Handle, true)
+	if m := p.Meta; m != nil {
+		buf = append(buf, `,"_meta":{`...)
+		if m.Traceparent != "" {
+			buf = append(buf, `"traceparent":`...)
+			buf = jsonvalue.AppendString(buf, m.Traceparent)
+		}
+		if m.Tracestate != "" {
+			if m.Traceparent != "" {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, `"tracestate":`...)
+			buf = jsonvalue.AppendString(buf, m.Tracestate)
+		}
+		buf = append(buf, '}')
+	}
 	return append(buf, '}'), nil
 }
 

@@ -19,6 +19,10 @@ func TestToolExecuteParamsEncodeAsMarshal(t *testing.T) {
 		{ActionID: "a1", Tool: "noop", Parameters: map[string]any{"i": json.Number("3"), "s": "<x>", "n": nil, "l": []any{true}}, TimeoutMs: 30000, Attempt: 1, RequestID: "cb-1", SessionID: "conn-1"},
 		{ActionID: "é\"", Tool: "t\n", Parameters: map[string]any{}, TimeoutMs: 1<<64 - 1, Attempt: -2, RequestID: "cb-h9", AgentID: "agent", InvocationMode: "streaming", Handle: "h9"},
 		{Parameters: map[string]any{"f": 1.5e-9, "nested": map[string]any{"b": 1, "a": 2.0}}},
+		{ActionID: "a", Meta: &protocol.TraceMeta{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "car=1,<x>"}},
+		{ActionID: "a", Meta: &protocol.TraceMeta{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+		{ActionID: "a", Meta: &protocol.TraceMeta{Tracestate: "only"}},
+		{ActionID: "a", Meta: &protocol.TraceMeta{}},
 	} {
 		want, err := json.Marshal(p)
 		if err != nil {

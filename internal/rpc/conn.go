@@ -344,6 +344,9 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		// The handler sets its deadline itself, once its params are decoded.
 		ctx, cancel = context.WithCancel(parent)
 	}
+	if c.srv.opts.Tracer != nil {
+		ctx = clientTraceContext(ctx, req.Params)
+	}
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	cancel()

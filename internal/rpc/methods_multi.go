@@ -7,9 +7,12 @@ import (
 	"fmt"
 
 	"github.com/sourcegraph/jsonrpc2"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/multi"
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -22,12 +25,22 @@ const agentConcurrency = 8
 // agentRunner runs agents through the calling connection.
 type agentRunner struct{ c *conn }
 
-func (r agentRunner) RunAgent(ctx context.Context, spec multi.AgentSpec, task string) (json.RawMessage, error) {
+func (r agentRunner) RunAgent(ctx context.Context, spec multi.AgentSpec, task string) (_ json.RawMessage, err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.c.srv.opts.ToolTimeout)
 	defer cancel()
 	<-r.c.ready
+	params := protocol.RunAgentParams{Spec: spec, Task: task}
+	if r.c.srv.opts.Tracer != nil {
+		var span trace.Span
+		ctx, span = r.c.srv.opts.Tracer.Start(ctx, spanInvokeAgent, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(semconv.GenAIOperationNameInvokeAgent, semconv.GenAIAgentNameKey.String(spec.Name)))
+		if tp, ts := tracing.Inject(ctx); tp != "" {
+			params.Meta = &protocol.TraceMeta{Traceparent: tp, Tracestate: ts}
+		}
+		defer func() { endSpan(span, err) }()
+	}
 	var raw json.RawMessage
-	err := r.c.rpc.Call(ctx, protocol.MethodMultiRunAgent, protocol.RunAgentParams{Spec: spec, Task: task}, &raw)
+	err = r.c.rpc.Call(ctx, protocol.MethodMultiRunAgent, params, &raw)
 	switch {
 	case err == nil:
 		return raw, nil
@@ -61,6 +74,16 @@ func coordinate[P any, R any](c *conn, ctx context.Context, method string, param
 		}
 		c.srv.rt.Events.Append(engine.Event{Kind: engine.EventAgentRun, Connection: c.id, Data: data})
 	})
+	if tr := c.srv.opts.Tracer; tr != nil {
+		var span trace.Span
+		ctx, span = tr.Start(ctx, method, trace.WithAttributes(attrMultiMethod.String(method)))
+		res, err := run(co, ctx, p)
+		endSpan(span, err)
+		if err != nil {
+			return nil, invalidParams("%s: %v", method, err)
+		}
+		return res, nil
+	}
 	res, err := run(co, ctx, p)
 	if err != nil {
 		return nil, invalidParams("%s: %v", method, err)

@@ -82,6 +82,8 @@ func splitSubmit(params *json.RawMessage) (p protocol.SubmitParams, ok bool) {
 				return false
 			}
 			k = 2
+		case "_meta", "traceparent", "tracestate":
+			return true // W3C Trace Context, read in conn.serve
 		default:
 			// encoding/json matches names regardless of case and escapes.
 			return bytes.IndexByte(name, '\\') < 0 && !strings.EqualFold(string(name), "proposal") &&

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/agents"
@@ -66,6 +67,12 @@ type Options struct {
 	// joins through the Runtime (engine.Supervisors.JoinCluster).
 	Node string
 	Bus  store.Bus
+	// Tracer, when set, turns tracing on in the transport: a request's
+	// W3C Trace Context (params._meta or top-level traceparent) becomes the
+	// parent of the spans it starts, and every tools.execute carries the
+	// traceparent of its execute_tool span. Nil: off. The engine's spans
+	// take the same tracer through engine.Options.Tracer.
+	Tracer trace.Tracer
 }
 
 // Approver roles (Options.ApproverRole).

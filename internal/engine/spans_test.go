@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// recorded is a tracer whose ended spans a test reads back.
+func recorded(t *testing.T) (trace.Tracer, *tracetest.SpanRecorder) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp.Tracer("test"), rec
+}
+
+func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// spanSeen records the span each tool call ran under.
+type spanSeen struct {
+	mu   sync.Mutex
+	seen map[string]trace.SpanContext // by action id, the last attempt's
+	fail map[string]int               // attempts of an action that fail
+}
+
+func (e *spanSeen) ExecuteTool(ctx context.Context, call ToolCall) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seen[call.ActionID] = trace.SpanContextFromContext(ctx)
+	if e.fail[call.ActionID] > 0 {
+		e.fail[call.ActionID]--
+		return nil, errors.New("the disk is full")
+	}
+	return "ok", nil
+}
+
+func TestSpanTreeOfAProposal(t *testing.T) {
+	tracer, rec := recorded(t)
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}, fail: map[string]int{"flaky": 1, "broken": 5}}
+	rt, s := openRuntime(t, Options{Tracer: tracer, RetryBase: time.Millisecond}, exec, "t")
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	ctx := trace.ContextWithRemoteSpanContext(ctxT(t), parent)
+	p := &protocol.ActionProposal{ID: "p1", Actions: []protocol.Action{
+		{ID: "ok", Type: protocol.ActionToolCall, Tool: "t"},
+		{ID: "flaky", Type: protocol.ActionToolCall, Tool: "t", FailureBehavior: protocol.FailRetry, MaxRetries: 1},
+		{ID: "broken", Type: protocol.ActionToolCall, Tool: "t", FailureBehavior: protocol.FailSkip},
+	}}
+	if _, err := rt.Submit(ctx, &Submission{Proposal: p, Session: s, Agent: "agent-7", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+
+	props := spansNamed(rec, SpanProposal)
+	if len(props) != 1 {
+		t.Fatalf("%d proposal spans", len(props))
+	}
+	prop := props[0]
+	if prop.Parent().SpanID() != parent.SpanID() || prop.SpanContext().TraceID() != parent.TraceID() {
+		t.Fatalf("the proposal span's parent is %v, want the client's %v", prop.Parent(), parent)
+	}
+	for k, want := range map[attribute.Key]string{AttrProposalID: "p1", AttrAgentID: "agent-7", AttrTenant: "acme", AttrStatus: "skipped"} {
+		if v, _ := attrOf(prop, k); v.AsString() != want {
+			t.Errorf("proposal %s = %q, want %q", k, v.AsString(), want)
+		}
+	}
+	if v, _ := attrOf(prop, AttrActions); v.AsInt64() != 3 {
+		t.Errorf("proposal actions %v", v.AsInt64())
+	}
+	if v, _ := attrOf(prop, AttrToolCalls); v.AsInt64() != 4 {
+		t.Errorf("tool calls %v, want 4 (ok, flaky twice, broken)", v.AsInt64())
+	}
+
+	gates := 0
+	for _, sp := range rec.Ended() {
+		if g, ok := attrOf(sp, AttrGate); ok {
+			gates++
+			if sp.Parent().SpanID() != prop.SpanContext().SpanID() || sp.Name() != SpanGate+g.AsString() {
+				t.Errorf("gate span %s is not the proposal's child", sp.Name())
+			}
+			if v, _ := attrOf(sp, AttrVerdict); v.AsString() != verdictAdmit {
+				t.Errorf("gate %s verdict %q", g.AsString(), v.AsString())
+			}
+		}
+	}
+	if gates != len(rt.gates) {
+		t.Errorf("%d gate spans for %d gates", gates, len(rt.gates))
+	}
+
+	tools := spansNamed(rec, SpanToolCall+"t")
+	if len(tools) != 3 {
+		t.Fatalf("%d execute_tool spans, want one per action", len(tools))
+	}
+	for _, sp := range tools {
+		id, _ := attrOf(sp, AttrActionID)
+		if sp.Parent().SpanID() != prop.SpanContext().SpanID() || sp.SpanKind() != trace.SpanKindClient {
+			t.Errorf("%s: parent %v kind %v", id.AsString(), sp.Parent().SpanID(), sp.SpanKind())
+		}
+		if op, _ := attrOf(sp, attrOperation); op.AsString() != "execute_tool" {
+			t.Errorf("%s: gen_ai.operation.name %q", id.AsString(), op.AsString())
+		}
+		if exec.seen[id.AsString()].SpanID() != sp.SpanContext().SpanID() {
+			t.Errorf("%s: the executor did not run under the action's span", id.AsString())
+		}
+		attempts, _ := attrOf(sp, AttrAttempts)
+		errType, failed := attrOf(sp, attrErrorType)
+		switch id.AsString() {
+		case "ok":
+			if attempts.AsInt64() != 1 || failed || sp.Status().Code == codes.Error {
+				t.Errorf("ok: attempts %d, error %v", attempts.AsInt64(), sp.Status())
+			}
+		case "flaky":
+			if attempts.AsInt64() != 2 || failed || len(sp.Events()) != 1 || sp.Events()[0].Name != "retry" {
+				t.Errorf("flaky: attempts %d, events %v", attempts.AsInt64(), sp.Events())
+			}
+		case "broken":
+			if attempts.AsInt64() != 1 || errType.AsString() != errorTypeToolFailed || sp.Status().Code != codes.Error || sp.Status().Description != "the disk is full" {
+				t.Errorf("broken: attempts %d, error.type %q, status %v", attempts.AsInt64(), errType.AsString(), sp.Status())
+			}
+		}
+	}
+}
+
+func TestABlockingGateSpanSaysWhy(t *testing.T) {
+	tracer, rec := recorded(t)
+	rt, s := openRuntime(t, Options{Tracer: tracer, Gates: []AdmissionGate{blockGate{}}}, &countingExecutor{}, "t")
+	p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+	if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s}); err != nil {
+		t.Fatal(err)
+	}
+	gates := spansNamed(rec, SpanGate+"test_gate")
+	if len(gates) != 1 {
+		t.Fatalf("%d spans of the blocking gate", len(gates))
+	}
+	if v, _ := attrOf(gates[0], AttrVerdict); v.AsString() != verdictBlock || gates[0].Status().Code != codes.Error {
+		t.Fatalf("verdict %q status %v", v.AsString(), gates[0].Status())
+	}
+	if n := len(spansNamed(rec, SpanToolCall+"t")); n != 0 {
+		t.Fatalf("%d tool spans of a blocked proposal", n)
+	}
+	prop := spansNamed(rec, SpanProposal)[0]
+	if v, _ := attrOf(prop, AttrStatus); v.AsString() != string(protocol.StatusRejected) {
+		t.Fatalf("status %q", v.AsString())
+	}
+	if v, _ := attrOf(prop, AttrClient); v.AsString() != s.ID {
+		t.Fatalf("a plain client's proposal names it: %q", v.AsString())
+	}
+}
+
+func TestTracingOffStartsNoSpan(t *testing.T) {
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}}
+	rt, s := openRuntime(t, Options{}, exec, "t")
+	p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+	sub := &Submission{Proposal: p, Session: s}
+	if _, err := rt.Submit(ctxT(t), sub); err != nil {
+		t.Fatal(err)
+	}
+	if exec.seen["a"].IsValid() || sub.span.IsValid() {
+		t.Fatal("a span with tracing off")
+	}
+}
+
+// replanOnce answers the first replan.propose with a proposal that
+// succeeds, and gives up after.
+type replanOnce struct{ asked int }
+
+func (r *replanOnce) Replan(context.Context, protocol.ReplanProposeParams) (*protocol.ActionProposal, error) {
+	r.asked++
+	if r.asked > 1 {
+		return nil, nil
+	}
+	return &protocol.ActionProposal{ID: "second", Actions: []protocol.Action{{ID: "b", Type: protocol.ActionToolCall, Tool: "t"}}}, nil
+}
+
+// A replacement proposal's span links to the span of the attempt it
+// replaced; both are children of the client's span.
+func TestAReplanLinksToTheAttemptItReplaced(t *testing.T) {
+	tracer, rec := recorded(t)
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}, fail: map[string]int{"a": 1}}
+	rt, s := openRuntime(t, Options{Tracer: tracer}, exec, "t")
+	p := &protocol.ActionProposal{ID: "first", Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+	rep := &replanOnce{}
+	res, err := rt.Execute(ctxT(t), &Submission{Proposal: p, Session: s}, Recovery{Config: protocol.ReplanConfig{MaxReplans: 1}, Replanner: rep})
+	if err != nil || len(res.Replans) != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	props := spansNamed(rec, SpanProposal)
+	if len(props) != 2 {
+		t.Fatalf("%d proposal spans, want one per attempt", len(props))
+	}
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range props {
+		id, _ := attrOf(sp, AttrProposalID)
+		byID[id.AsString()] = sp
+	}
+	first, second := byID["first"], byID["second"]
+	if first == nil || second == nil {
+		t.Fatalf("proposal spans %v", byID)
+	}
+	if len(first.Links()) != 0 || len(second.Links()) != 1 || second.Links()[0].SpanContext.SpanID() != first.SpanContext().SpanID() {
+		t.Fatalf("links: first %v, second %v", first.Links(), second.Links())
+	}
+	if v, _ := attrOf(first, AttrStatus); v.AsString() != "failed" {
+		t.Fatalf("first attempt's status %q", v.AsString())
+	}
+	if v, _ := attrOf(second, AttrStatus); v.AsString() != "succeeded" {
+		t.Fatalf("second attempt's status %q", v.AsString())
+	}
+}

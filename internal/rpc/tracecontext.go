@@ -1,0 +1,73 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/internal/tracing"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// clientTraceContext returns ctx with the span a client named in a
+// request's params as the parent of what the request starts: W3C Trace
+// Context in params._meta (as MCP carries it) or as top-level traceparent
+// and tracestate; _meta wins. Params without it, or a traceparent that
+// does not parse, leave ctx as it is. Called only with tracing on.
+func clientTraceContext(ctx context.Context, params *json.RawMessage) context.Context {
+	if params == nil {
+		return ctx
+	}
+	var top, meta protocol.TraceMeta
+	jsonvalue.Members(*params, func(name, value []byte) bool {
+		switch string(name) {
+		case "_meta":
+			_ = json.Unmarshal(value, &meta) // a _meta of another shape carries no trace context
+		case "traceparent":
+			_ = json.Unmarshal(value, &top.Traceparent)
+		case "tracestate":
+			_ = json.Unmarshal(value, &top.Tracestate)
+		}
+		return true
+	})
+	if meta.Traceparent != "" {
+		return tracing.Extract(ctx, meta.Traceparent, meta.Tracestate)
+	}
+	return tracing.Extract(ctx, top.Traceparent, top.Tracestate)
+}
+
+// toolCallTrace is the _meta of a tools.execute: the traceparent of the
+// execute_tool span in ctx, which also records the callback's request id
+// (gen_ai.tool.call.id). Nil when ctx holds no span.
+func toolCallTrace(ctx context.Context, requestID string) *protocol.TraceMeta {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(engine.AttrRequestID.String(requestID))
+	}
+	tp, ts := tracing.Inject(ctx)
+	if tp == "" {
+		return nil
+	}
+	return &protocol.TraceMeta{Traceparent: tp, Tracestate: ts}
+}
+
+// Spans of multi-agent coordination: the coordinator's span is named for
+// its method (multi.swarm, …), and each agent callback is an invoke_agent
+// span under it, as the GenAI conventions name an agent's invocation.
+const (
+	spanInvokeAgent = "invoke_agent"
+	attrMultiMethod = attribute.Key("car.multi.method")
+)
+
+// endSpan ends a span, with status error and the error's text on failure.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

@@ -1,0 +1,110 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/tracing"
+	"github.com/parslee-ai/car-server/internal/tracing/tracingtest"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// BenchmarkTracingOverhead measures, in one run, the same proposal on two
+// daemons side by side over real loopback WebSockets: one with tracing off
+// (no tracer: today's path) and one with tracing on at the sampler's 1.0,
+// exporting over OTLP/HTTP to a real Jaeger. Each iteration submits to
+// both, alternating which goes first, and reports the time and the
+// allocations per action of each and the ratio on/off. The spans are
+// flushed to Jaeger after each traced proposal, outside the timing; none
+// may be dropped.
+func BenchmarkTracingOverhead(b *testing.B) {
+	j := tracingtest.Start(b)
+	for _, tc := range []struct {
+		name    string
+		actions int
+		chain   bool
+	}{{"proposal=1000", 1000, false}, {"chain=300", 300, true}} {
+		b.Run(tc.name, func(b *testing.B) { benchTracing(b, j, tc.actions, tc.chain) })
+	}
+}
+
+func benchTracing(b *testing.B, j *tracingtest.Jaeger, actions int, chain bool) {
+	prov, err := tracing.New(context.Background(), tracing.Settings{Endpoint: j.HTTP, Sampler: "always_on"}, tracing.Resource{Version: "bench"}, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prov.Shutdown(context.Background())
+	dial := func(tr engine.Options, o Options) *client.Client {
+		ts := startServerWith(b, serverSetup{engine: tr, opts: o})
+		c, err := client.Dial(context.Background(), ts.url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, _ json.RawMessage) (any, error) {
+			return map[string]any{"ok": true}, nil
+		})
+		if err := c.Call(context.Background(), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "noop"}}, nil); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	off := dial(engine.Options{}, Options{})
+	defer off.Close()
+	on := dial(engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
+	defer on.Close()
+
+	list := make([]any, actions)
+	for i := range list {
+		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
+		if chain && i > 0 {
+			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
+		}
+		list[i] = a
+	}
+	params := map[string]any{"proposal": map[string]any{"actions": list}}
+	var tOff, tOn time.Duration
+	var aOff, aOn uint64
+	run := func(c *client.Client) (time.Duration, uint64) {
+		res, took, n := submitMeasured(b, c, params)
+		if res.Cost.ActionsExecuted != actions {
+			b.Fatalf("executed %d", res.Cost.ActionsExecuted)
+		}
+		return took, n
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			t, n := run(off)
+			tOff, aOff = tOff+t, aOff+n
+			t, n = run(on)
+			tOn, aOn = tOn+t, aOn+n
+		} else {
+			t, n := run(on)
+			tOn, aOn = tOn+t, aOn+n
+			t, n = run(off)
+			tOff, aOff = tOff+t, aOff+n
+		}
+		b.StopTimer()
+		if err := prov.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	if prov.Dropped() != 0 || prov.Exported() == 0 {
+		b.Fatalf("exported %d spans, dropped %d", prov.Exported(), prov.Dropped())
+	}
+	n := float64(b.N * actions)
+	b.ReportMetric(float64(tOff.Nanoseconds())/n, "ns/action-off")
+	b.ReportMetric(float64(tOn.Nanoseconds())/n, "ns/action-on")
+	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
+	b.ReportMetric(float64(aOff)/n, "allocs/action-off")
+	b.ReportMetric(float64(aOn)/n, "allocs/action-on")
+}

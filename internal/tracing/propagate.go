@@ -1,0 +1,57 @@
+package tracing
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// W3C Trace Context, as the wire carries it: traceparent and tracestate in
+// params._meta (as MCP does) or as top-level fields.
+var w3c propagation.TraceContext
+
+// carrier holds the two fields of W3C Trace Context.
+type carrier struct{ traceparent, tracestate string }
+
+func (c *carrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.traceparent
+	case "tracestate":
+		return c.tracestate
+	}
+	return ""
+}
+
+func (c *carrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.traceparent = value
+	case "tracestate":
+		c.tracestate = value
+	}
+}
+
+func (c *carrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+
+// Extract returns ctx with the remote span a client named as the parent of
+// what starts under it; a traceparent that does not parse is ignored, as
+// the specification says.
+func Extract(ctx context.Context, traceparent, tracestate string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return w3c.Extract(ctx, &carrier{traceparent: traceparent, tracestate: tracestate})
+}
+
+// Inject returns the traceparent and tracestate of the span in ctx, empty
+// when ctx holds no valid span.
+func Inject(ctx context.Context) (traceparent, tracestate string) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "", ""
+	}
+	var c carrier
+	w3c.Inject(ctx, &c)
+	return c.traceparent, c.tracestate
+}
