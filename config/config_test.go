@@ -145,6 +145,8 @@ func TestEveryNameIsBound(t *testing.T) {
 		"auth_token":                  {"seven", "seven", func(c *Config) any { return c.AuthToken }, nil},
 		"host_token":                  {"eight", "eight", func(c *Config) any { return c.HostToken }, nil},
 		"approver_role":               {"host", "host", func(c *Config) any { return c.ApproverRole }, nil},
+		"trajectory_retention_days":   {"7", "7", func(c *Config) any { return c.TrajectoryRetentionDays }, nil},
+		"require_handshake":           {"false", "false", func(c *Config) any { return c.RequireHandshake }, nil},
 		"approval_timeout":            {"7", "7s", func(c *Config) any { return c.ApprovalTimeout }, nil},
 		"max_approvals_per_proposal":  {"7", "7", func(c *Config) any { return c.MaxApprovalsPerProposal }, nil},
 		"allowed_origins":             {"seven.example", "[seven.example]", func(c *Config) any { return c.AllowedOrigins }, nil},

@@ -10,6 +10,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
@@ -55,6 +56,7 @@ var settings = []setting{
 	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
 	{"host_token", "CAR_HOST_TOKEN", "use this host token (session.auth {host_token} grants the host role) instead of a fresh random one", ""},
 	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", rpc.ApproverAny},
+	{"require_handshake", "CAR_REQUIRE_HANDSHAKE", "refuse every method but session.auth, server.handshake and rpc.discover with -32005 until the connection sends server.handshake; false serves old clients that never send it", true},
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
 	{"max_approvals_per_proposal", "CAR_MAX_APPROVALS_PER_PROPOSAL", "distinct operations (fingerprints) one proposal may put to a person; past it the proposal is rejected", engine.DefaultMaxApprovalsPerProposal},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
@@ -106,6 +108,7 @@ var settings = []setting{
 	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", postgres.DefaultClaimLease},
 	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
+	{"trajectory_retention_days", "CAR_TRAJECTORY_RETENTION_DAYS", "days of dispatched-attempt records (trajectories) kept; older whole days are deleted at start and hourly, and tools.feedback's window_days is at most this", store.DefaultTrajectoryRetentionDays},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},

@@ -26,6 +26,7 @@ func everyPart(dir string) Config {
 		RunsDir:         filepath.Join(dir, "runs"),
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
+		TrajectoriesDir: filepath.Join(dir, "trajectories"),
 	}
 }
 
