@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/mcpserve"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store"
@@ -72,6 +74,10 @@ var settings = []setting{
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", rpc.DefaultAuthTimeout},
 	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest silent one older than 2 s is closed (1008) to admit the newcomer, never one that has sent its session.auth", rpc.DefaultMaxUnauthenticated},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", rpc.DefaultMaxInFlight},
+	{"mcp_bind", "CAR_MCP_BIND", `host:port of the MCP endpoint (Streamable HTTP at /mcp, GET /mcp/health); "disabled" turns it off; beyond loopback needs auth on`, DefaultMCPBind},
+	{"mcp_max_body_bytes", "CAR_MCP_MAX_BODY_BYTES", "largest request body the MCP endpoint reads; a larger one gets 413", mcpserve.DefaultMaxBodyBytes},
+	{"mcp_max_sessions_per_principal", "CAR_MCP_MAX_SESSIONS_PER_PRINCIPAL", "MCP sessions one principal (the plain client, or one agent) may hold open; past it initialize is refused", mcpserve.DefaultMaxSessionsPerPrincipal},
+	{"mcp_max_calls_per_principal", "CAR_MCP_MAX_CALLS_PER_PRINCIPAL", "MCP tools/call requests of one principal in flight at once, waits for approval included; past it a call is refused", mcpserve.DefaultMaxCallsPerPrincipal},
 	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", rpc.DefaultHandlerTimeout},
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
@@ -109,6 +115,10 @@ var settings = []setting{
 	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
 	{"trajectory_retention_days", "CAR_TRAJECTORY_RETENTION_DAYS", "days of dispatched-attempt records (trajectories) kept; older whole days are deleted at start and hourly, and tools.feedback's window_days is at most this", store.DefaultTrajectoryRetentionDays},
+	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
+	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
+	{"mcp_max_result_bytes", "CAR_MCP_MAX_RESULT_BYTES", "largest message an MCP server may send, and largest tools/call result; past it the call fails and the connection is closed and made again", connectors.DefaultMaxResultBytes},
+	{"mcp_connect_timeout", "CAR_MCP_CONNECT_TIMEOUT", "how long an MCP server has to answer initialize and tools/list (seconds or a duration)", connectors.DefaultConnectTimeout},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},
@@ -142,6 +152,7 @@ Commands:
   migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
+  mcp [--agent ID]              a stdio MCP server forwarding to the daemon's MCP endpoint
 
 Every setting can come from a flag, a CAR_* environment variable or the
 config file ($CAR_HOME/config.yaml); flags win over the environment, which

@@ -17,6 +17,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/host"
@@ -104,15 +105,36 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// serves the host.* methods from the same one (Runtime.Desk).
 	desk := host.New(host.Options{EventRingBytes: cfg.HostEventRingBytes})
 	restoreInterrupted(cfg.InterruptedApprovalsPath, desk, log)
+	schemaLimits := engine.SchemaLimits{
+		MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
+		MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
+	}
+	// The MCP connectors publish their enabled tools here, for every
+	// session; a malformed connectors.toml stops the start like a bad
+	// policy file.
+	daemonTools := engine.NewDaemonTools(schemaLimits)
+	var reaper []string
+	if exe, err := os.Executable(); err == nil {
+		reaper = []string{exe, connectors.ReaperCommand}
+	} else {
+		log.Warn("the daemon cannot find its own binary; stdio connectors run without the reaper that ends their children when the daemon is killed", zap.Error(err))
+	}
+	conns := connectors.New(connectors.Options{
+		Reaper: reaper,
+		Home:   cfg.Home, Tools: daemonTools, MaxConnectors: cfg.MCPMaxConnectors, MaxTools: cfg.MCPMaxTools,
+		MaxResultBytes: cfg.MCPMaxResultBytes, ConnectTimeout: cfg.MCPConnectTimeout, Version: version, Logger: log,
+	})
+	if err := conns.Start(); err != nil {
+		return err
+	}
+	defer conns.Close()
 	rt := engine.NewRuntime(engine.Options{
-		Desk:                   desk,
-		MaxActions:             cfg.MaxActions,
-		MaxTools:               cfg.MaxTools,
-		MaxResolvedActionBytes: cfg.MaxResolvedAction,
-		Schemas: engine.SchemaLimits{
-			MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
-			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
-		},
+		Desk:                     desk,
+		MaxActions:               cfg.MaxActions,
+		MaxTools:                 cfg.MaxTools,
+		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
+		Schemas:                  schemaLimits,
+		DaemonTools:              daemonTools,
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxStateValueBytes:       cfg.MaxStateValueBytes,
 		EventBytes:               cfg.EventLogBytes,
@@ -180,6 +202,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AgentTokens:             shared.AgentTokens,
 		Postures:                postures,
 		Store:                   shared,
+		Connectors:              conns,
 		Node:                    shared.Node,
 		Bus:                     clusterBus(shared),
 	})
@@ -198,10 +221,23 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		listeners = append(listeners, ul)
 	}
 
+	var mcpL net.Listener
+	if cfg.MCPBind != "" {
+		if mcpL, err = listenMCP(cfg); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
+
 	if token != "" {
 		if err := writeTokenFile(cfg.TokenPath, token); err != nil {
 			for _, l := range listeners {
 				l.Close()
+			}
+			if mcpL != nil {
+				mcpL.Close()
 			}
 			return err
 		}
@@ -237,8 +273,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		defer stopPprof()
 	}
 
-	errs := make(chan error, len(listeners))
+	errs := make(chan error, len(listeners)+1)
 	var wg sync.WaitGroup
+	var mcpAddr string
+	stopMCP := func(context.Context) {}
+	if mcpL != nil {
+		mcpAddr = mcpL.Addr().String()
+		stopMCP = serveMCP(cfg, srv, mcpL, version, log, errs)
+	}
 	for _, l := range listeners {
 		wg.Add(1)
 		go func() {
@@ -251,6 +293,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	log.Info("car-server listening",
 		zap.String("version", version),
 		zap.String("addr", tcp.Addr().String()),
+		zap.String("mcp_addr", mcpAddr),
 		zap.String("socket", cfg.Socket),
 		zap.Bool("auth", token != ""),
 		zap.String("token_file", tokenFileField(token, cfg.TokenPath)),
@@ -274,6 +317,7 @@ loop:
 		case <-hup:
 			reloadPolicies(rt, cfg.PoliciesDir, log)
 			reloadToolLabels(rt, cfg.ToolLabelsPath, log)
+			reloadConnectors(conns, cfg.Home, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))
 			break loop
@@ -289,6 +333,9 @@ loop:
 	defer saveInterrupted(cfg.InterruptedApprovalsPath, interrupted, log)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
+	// The MCP endpoint first: its calls in flight finish within the grace
+	// while the engine is still there.
+	stopMCP(sctx)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("grace period ended before every request finished", zap.Error(err))
 	}
@@ -322,6 +369,16 @@ func reloadPolicies(rt *engine.Runtime, dir string, log *zap.Logger) {
 	}
 	rt.SetOperatorPolicies(e)
 	log.Info("operator policies reloaded", zap.String("dir", dir), zap.Int("files", files), zap.Int("rules", e.Len()))
+}
+
+// reloadConnectors re-reads connectors.toml, as reloadPolicies does the
+// policies: a bad file keeps the connectors running.
+func reloadConnectors(conns *connectors.Manager, home string, log *zap.Logger) {
+	if err := conns.Reload(); err != nil {
+		log.Error("connectors reload failed; the connectors running stay", zap.String("path", connectors.FilePath(home)), zap.Error(err))
+		return
+	}
+	log.Info("connectors reloaded", zap.String("path", connectors.FilePath(home)), zap.Int("connectors", len(conns.List().Connectors)))
 }
 
 // reloadToolLabels re-reads the information-flow gate's labels file, as

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,7 +27,10 @@ type DaemonTool struct {
 	// annotations); the classifier's signals from the parameters still
 	// raise it. Nil: the classifier's, as for a client's tool.
 	Class *policy.Classification
-	Exec  ToolExecutor // runs it; never nil
+	// Annotations are the provider's MCP tool annotations as it sent them
+	// (a JSON object; nil: none), passed on to MCP clients of the daemon.
+	Annotations json.RawMessage
+	Exec        ToolExecutor // runs it; never nil
 }
 
 // DaemonTools are the daemon-wide tools every session sees beside its own,
@@ -36,6 +40,7 @@ type DaemonTools struct {
 	byName  map[string]*Tool
 	byOwner map[string][]string // owner → its tools' names
 	limits  SchemaLimits
+	hint    func(name string) string // completes "unknown tool" for a name under the prefix; nil: none
 }
 
 // NewDaemonTools returns an empty set whose schemas are held to limits
@@ -65,7 +70,7 @@ func (d *DaemonTools) Set(owner string, tools []DaemonTool) error {
 		if err != nil {
 			return err
 		}
-		t.exec, t.source, t.owner, t.class = dt.Exec, dt.Source, owner, dt.Class
+		t.exec, t.source, t.owner, t.class, t.annotations = dt.Exec, dt.Source, owner, dt.Class, dt.Annotations
 		compiled = append(compiled, t)
 	}
 	d.mu.Lock()
@@ -89,6 +94,30 @@ func (d *DaemonTools) Set(owner string, tools []DaemonTool) error {
 		d.byOwner[owner] = names
 	}
 	return nil
+}
+
+// Check says whether one schema would be taken by Set: its name under the
+// prefix, its schemas within the bounds. A provider checks each tool apart,
+// so one bad tool does not refuse its siblings.
+func (d *DaemonTools) Check(s protocol.ToolSchema) error {
+	if !strings.HasPrefix(s.Name, DaemonToolPrefix) {
+		return fmt.Errorf("daemon tool '%s' does not begin with %q", s.Name, DaemonToolPrefix)
+	}
+	_, err := compileTool(s, d.limits)
+	return err
+}
+
+// SetMissingHint sets what completes the "unknown tool" message for a name
+// under the prefix that no provider holds (a connector's disabled tool says
+// how to enable it). Call it before the set is shared.
+func (d *DaemonTools) SetMissingHint(hint func(name string) string) { d.hint = hint }
+
+// missing is the hint for an unknown name under the prefix, or "".
+func (d *DaemonTools) missing(name string) string {
+	if d == nil || d.hint == nil {
+		return ""
+	}
+	return d.hint(name)
 }
 
 // Remove drops every tool of owner.
@@ -130,6 +159,10 @@ func (t *Tool) listed() protocol.ToolSchema {
 
 // Source is where a daemon tool comes from ("mcp"); "" for a client's tool.
 func (t *Tool) Source() string { return t.source }
+
+// Annotations are a daemon tool's MCP annotations as its provider sent
+// them; nil for a client's tool or a tool without them.
+func (t *Tool) Annotations() json.RawMessage { return t.annotations }
 
 // Owner is who provides a daemon tool (a connector's slug); "" for a
 // client's tool.

@@ -39,10 +39,11 @@ type Tool struct {
 	// A daemon tool (DaemonTools) is run by exec, not by a callback; source
 	// and owner say where it comes from, class is its provider's
 	// classification (nil: the classifier's).
-	exec   ToolExecutor
-	source string
-	owner  string
-	class  *policy.Classification
+	exec        ToolExecutor
+	source      string
+	owner       string
+	class       *policy.Classification
+	annotations json.RawMessage // its provider's MCP annotations; nil: none
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter
@@ -282,6 +283,11 @@ const maxNamesInMessage = 20
 // UnknownTool is the message for a call to a tool the registry lacks: the
 // first registered names, sorted, and how many there are.
 func (r *ToolRegistry) UnknownTool(name string) string {
+	if strings.HasPrefix(name, DaemonToolPrefix) {
+		if hint := r.daemon.missing(name); hint != "" {
+			return fmt.Sprintf("unknown tool '%s': %s", name, hint)
+		}
+	}
 	names := r.Names()
 	switch {
 	case len(names) == 0:

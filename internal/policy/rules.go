@@ -18,10 +18,32 @@ type DenyTool struct{ Tool string }
 // ScopeTool implements ToolScoped.
 func (r DenyTool) ScopeTool() string { return r.Tool }
 
+// DeniesTool implements Wholesale: every call of its tool is denied.
+func (r DenyTool) DeniesTool(tool, _ string) bool { return tool == r.Tool }
+
 // Evaluate implements Rule.
 func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type == protocol.ActionToolCall && a.Tool == r.Tool {
 		return fmt.Sprintf("tool '%s' is denied", r.Tool), true
+	}
+	return "", false
+}
+
+// DenyConnector denies every tool of one MCP connector: the daemon tools
+// named mcp_<slug>_<tool>. The daemon refuses a connector whose slug would
+// make another's names ambiguous (one slug, then '_', beginning another), so
+// the prefix names exactly this connector's tools.
+type DenyConnector struct{ Slug string }
+
+// DeniesTool implements Wholesale: every tool of its connector is denied.
+func (r DenyConnector) DeniesTool(tool, owner string) bool {
+	return owner == r.Slug || strings.HasPrefix(tool, "mcp_"+r.Slug+"_")
+}
+
+// Evaluate implements Rule.
+func (r DenyConnector) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
+	if a.Type == protocol.ActionToolCall && strings.HasPrefix(a.Tool, "mcp_"+r.Slug+"_") {
+		return fmt.Sprintf("connector '%s' is denied (tool '%s')", r.Slug, a.Tool), true
 	}
 	return "", false
 }

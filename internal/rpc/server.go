@@ -68,6 +68,7 @@ type Options struct {
 	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
 	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Connectors       Connectors        // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
 	Logger           *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
@@ -182,6 +183,7 @@ type Server struct {
 	connWG   sync.WaitGroup
 
 	bound agentBindings // agent id → the one connection bound to it
+	mcp   mcpSessions   // the MCP endpoint's sessions (mcpgateway.go)
 
 	leaveHost  func() // stops the host surface's cross-daemon notifications; nil on one daemon
 	stopTokens func() // stops following the token store's changes; nil without agent tokens
@@ -354,5 +356,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.stopTokens != nil {
 		s.stopTokens()
 	}
+	s.closeMCP(errShuttingDown)
 	return ctx.Err()
 }
