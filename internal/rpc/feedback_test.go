@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func feedbackServer(t *testing.T, opts Options) (*testServer, *file.Trajectories
 		t.Fatal(err)
 	}
 	ts := startServerWith(t, serverSetup{opts: opts, engine: engine.Options{Trajectories: traj}, closeAfter: traj.Close})
-	c := ts.dial(t, "")
+	c := ts.dial(t, opts.Token)
 	c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, params json.RawMessage) (any, error) {
 		var p protocol.ToolExecuteParams
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -133,5 +134,39 @@ func TestToolsFeedbackWithoutAStoreSaysSo(t *testing.T) {
 	call(t, c, protocol.MethodVerifyMonteCarlo, map[string]any{"proposal": map[string]any{"actions": []any{map[string]any{"id": "a", "type": "tool_call", "tool": "x"}}}}, &mc)
 	if mc.RateProvenance.TrajectoriesAvailable || mc.RateProvenance.Tools[0].Source != "default" {
 		t.Fatalf("%+v", mc.RateProvenance)
+	}
+}
+
+// TestAnAgentSeesItsOwnFeedback: an agent's tools.feedback counts its own
+// attempts only; a plain client's counts every principal's.
+func TestAnAgentSeesItsOwnFeedback(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "agent-tokens.json")
+	if err := file.IssueToken(ctxT(t), tokens, "alice", "alice-token"); err != nil {
+		t.Fatal(err)
+	}
+	ts, traj, plain := feedbackServer(t, Options{Token: testToken, AgentTokens: file.TokenFile(tokens)})
+	now := time.Now().UTC()
+	for _, r := range []store.Trajectory{
+		{Tool: "secret-tool", Principal: "plain", Status: store.TrajectorySucceeded, DurationMs: 1, Attempt: 1, At: now},
+		{Tool: "shared", Principal: "agent:bob", Status: store.TrajectoryFailed, DurationMs: 1, Attempt: 1, At: now},
+		{Tool: "shared", Principal: "agent:alice", Status: store.TrajectorySucceeded, DurationMs: 1, Attempt: 1, At: now},
+	} {
+		if err := traj.Append(ctxT(t), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, err := client.Dial(ctxT(t), ts.url, &client.Options{Token: "alice-token", AgentID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { alice.Close() })
+	var fb protocol.ToolsFeedbackResult
+	call(t, alice, protocol.MethodToolsFeedback, nil, &fb)
+	if len(fb.Tools) != 1 || fb.Tools[0].Tool != "shared" || fb.Tools[0].Dispatched != 1 || *fb.Tools[0].SuccessRate != 1 {
+		t.Fatalf("alice sees %+v; want her own attempt at shared alone", fb.Tools)
+	}
+	call(t, plain, protocol.MethodToolsFeedback, nil, &fb)
+	if len(fb.Tools) != 2 || fb.Tools[1].Tool != "shared" || fb.Tools[1].Dispatched != 2 {
+		t.Fatalf("the plain client sees %+v; want every principal's", fb.Tools)
 	}
 }
