@@ -70,7 +70,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
-	shared, err := openStore(ctx, cfg, node, log, compactionLog)
+	heads := &headSink{}
+	shared, err := openStore(ctx, cfg, node, log, heads, compactionLog)
 	if err != nil {
 		return err
 	}
@@ -159,6 +160,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	defer func() { stopSweep(); <-sweeping }()
 	pruned := pruneTrajectories(sweepCtx, shared.Trajectories, cfg.TrajectoryRetentionDays, log)
 	defer func() { stopSweep(); <-pruned }()
+	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
+		return err
+	}
 	leaveCluster, err := joinCluster(ctx, rt, shared, log)
 	if err != nil {
 		return err
