@@ -29,6 +29,8 @@ type Config struct {
 	Port                    int           // TCP listen port; 0 picks a free one
 	Socket                  string        // Unix socket path; empty disables it
 	NoAuth                  bool          // turn token auth off
+	RequireHandshake        bool          // server.handshake before any method but session.auth and rpc.discover
+	TrajectoryRetentionDays int           // days of trajectories kept; tools.feedback's largest window
 	AuthToken               string        // use this token instead of a fresh one
 	HostToken               string        // use this host token instead of a fresh one
 	ApproverRole            string        // who may approve: "any" or "host"
@@ -113,6 +115,7 @@ type Config struct {
 	RunsDir         string // run traces, one directory per agent
 	AgentTokensPath string // hashes of the agents' own tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
+	TrajectoriesDir string // day files of dispatched attempts (store file)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
 	NodeIDPath      string // this state root's member id, generated once
@@ -209,6 +212,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
+	cfg.TrajectoriesDir = filepath.Join(home, "trajectories")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
@@ -284,6 +288,7 @@ func (c *Config) resolve(r *reader) error {
 		c.Socket = ""
 	}
 	c.NoAuth = r.boolean("no_auth")
+	c.RequireHandshake = r.boolean("require_handshake")
 	c.AuthToken = strings.TrimSpace(r.str("auth_token"))
 	c.HostToken = strings.TrimSpace(r.str("host_token"))
 	c.ApproverRole = r.str("approver_role")
@@ -349,6 +354,7 @@ func (c *Config) resolve(r *reader) error {
 	c.HostEventRingBytes = int64(r.integer("host_event_ring_bytes"))
 	c.FeedQueueBytes = int64(r.integer("feed_queue_bytes"))
 	c.MaxCheckpoints = r.integer("max_checkpoints")
+	c.TrajectoryRetentionDays = r.integer("trajectory_retention_days")
 	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
@@ -408,7 +414,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

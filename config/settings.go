@@ -12,6 +12,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/mcpserve"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
@@ -58,6 +59,7 @@ var settings = []setting{
 	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
 	{"host_token", "CAR_HOST_TOKEN", "use this host token (session.auth {host_token} grants the host role) instead of a fresh random one", ""},
 	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", rpc.ApproverAny},
+	{"require_handshake", "CAR_REQUIRE_HANDSHAKE", "refuse every method but session.auth, server.handshake and rpc.discover with -32005 until the connection sends server.handshake; false serves old clients that never send it", true},
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
 	{"max_approvals_per_proposal", "CAR_MAX_APPROVALS_PER_PROPOSAL", "distinct operations (fingerprints) one proposal may put to a person; past it the proposal is rejected", engine.DefaultMaxApprovalsPerProposal},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
@@ -117,6 +119,7 @@ var settings = []setting{
 	{"audit_head_every", "CAR_AUDIT_HEAD_EVERY", "with store file, events between two signed heads of the event log's chain: at most this many events can be cut off the end of the log undetected", file.DefaultAuditHeadEvery},
 	{"audit_head_interval", "CAR_AUDIT_HEAD_INTERVAL", "with store file, the longest time events wait for a signed head (seconds or a duration)", file.DefaultAuditHeadPeriod},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
+	{"trajectory_retention_days", "CAR_TRAJECTORY_RETENTION_DAYS", "days of dispatched-attempt records (trajectories) kept; older whole days are deleted at start and hourly, and tools.feedback's window_days is at most this", store.DefaultTrajectoryRetentionDays},
 	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
 	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
 	{"mcp_max_result_bytes", "CAR_MCP_MAX_RESULT_BYTES", "largest message an MCP server may send, and largest tools/call result; past it the call fails and the connection is closed and made again", connectors.DefaultMaxResultBytes},

@@ -23,6 +23,15 @@ type MethodSpec struct {
 	Errors []int
 }
 
+// BeforeHandshake are the client methods served before server.handshake;
+// every other one answers -32005 until the connection has agreed on the
+// protocol version (unless the daemon's require_handshake is off).
+var BeforeHandshake = map[string]bool{
+	MethodSessionAuth:     true,
+	MethodServerHandshake: true,
+	MethodRPCDiscover:     true,
+}
+
 // Null is the result of a method that answers null.
 type Null struct{}
 
@@ -44,6 +53,7 @@ var Methods = []MethodSpec{
 
 	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
 	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
+	{Name: MethodToolsFeedback, Summary: "Each tool's dispatched attempts in a window of days: counts, success rate, p50 and p99.", Params: ToolsFeedbackParams{}, Result: ToolsFeedbackResult{}},
 	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
 	{Name: MethodToolsHandles, Summary: "The stream handles the connection may see (every one for a host), with their latest progress.", Result: ToolHandlesResult{}},
 
@@ -67,7 +77,7 @@ var Methods = []MethodSpec{
 	{Name: MethodSessionCapabilitiesSet, Summary: "Narrow the connection's tools, state keys and action count; widening needs the host role.", Params: CapabilitiesSetParams{}, Result: CapabilitySet{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodSessionCapabilitiesGet, Summary: "The capabilities in force; null members are unrestricted.", Result: CapabilitySet{}},
 
-	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
+	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
 
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},

@@ -477,6 +477,8 @@ type ConnectionInfo struct {
 	Principal  string `json:"principal,omitempty"`
 	AgentID    string `json:"agent_id,omitempty"`
 	ClientName string `json:"client_name,omitempty"`
+	// MemoryNamespace is what session.auth named; it has no effect.
+	MemoryNamespace string `json:"memory_namespace,omitempty"`
 }
 
 // ServerConnectionsResult is the reply to server.connections; Self is the

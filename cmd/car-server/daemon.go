@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Approvals:                shared.Approvals,
 		Messages:                 shared.Messages,
 		State:                    shared.State,
+		Trajectories:             shared.Trajectories,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
@@ -163,6 +164,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
+	pruned := pruneTrajectories(sweepCtx, shared.Trajectories, cfg.TrajectoryRetentionDays, log)
+	defer func() { stopSweep(); <-pruned }()
 	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
 		return err
 	}
@@ -182,34 +185,37 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}
 	}
 	srv := rpc.NewServer(rt, rpc.Options{
-		Token:              token,
-		HostToken:          hostToken,
-		ApproverRole:       cfg.ApproverRole,
-		Home:               cfg.Home,
-		AllowedOrigins:     cfg.AllowedOrigins,
-		AllowedHosts:       listenHosts(cfg),
-		MaxFrameBytes:      cfg.MaxFrameBytes,
-		MaxConnections:     cfg.MaxConnections,
-		AuthTimeout:        cfg.AuthTimeout,
-		MaxUnauthenticated: cfg.MaxUnauthenticated,
-		MaxInFlight:        cfg.MaxInFlight,
-		MaxActionIDBytes:   cfg.MaxActionIDBytes,
-		StrictFields:       cfg.StrictFields,
-		MaxNotifyBytes:     cfg.MaxNotifyBytes,
-		MaxContextBytes:    cfg.MaxContextBytes,
-		FeedQueueBytes:     cfg.FeedQueueBytes,
-		HandlerTimeout:     cfg.HandlerTimeout,
-		ToolTimeout:        cfg.ToolTimeout,
-		Version:            version,
-		Logger:             log,
-		Runs:               runStore,
-		AgentTokens:        shared.AgentTokens,
-		Postures:           postures,
-		Store:              shared,
-		Connectors:         conns,
-		Node:               shared.Node,
-		Bus:                clusterBus(shared),
-		Tracer:             traces.Tracer(),
+		Token:                   token,
+		HostToken:               hostToken,
+		ApproverRole:            cfg.ApproverRole,
+		HandshakeOptional:       !cfg.RequireHandshake,
+		TrajectoryRetentionDays: cfg.TrajectoryRetentionDays,
+		MaxFeedbackTools:        cfg.MaxTools,
+		Home:                    cfg.Home,
+		AllowedOrigins:          cfg.AllowedOrigins,
+		AllowedHosts:            listenHosts(cfg),
+		MaxFrameBytes:           cfg.MaxFrameBytes,
+		MaxConnections:          cfg.MaxConnections,
+		AuthTimeout:             cfg.AuthTimeout,
+		MaxUnauthenticated:      cfg.MaxUnauthenticated,
+		MaxInFlight:             cfg.MaxInFlight,
+		MaxActionIDBytes:        cfg.MaxActionIDBytes,
+		StrictFields:            cfg.StrictFields,
+		MaxNotifyBytes:          cfg.MaxNotifyBytes,
+		MaxContextBytes:         cfg.MaxContextBytes,
+		FeedQueueBytes:          cfg.FeedQueueBytes,
+		HandlerTimeout:          cfg.HandlerTimeout,
+		ToolTimeout:             cfg.ToolTimeout,
+		Version:                 version,
+		Logger:                  log,
+		Runs:                    runStore,
+		AgentTokens:             shared.AgentTokens,
+		Postures:                postures,
+		Store:                   shared,
+		Connectors:              conns,
+		Node:                    shared.Node,
+		Bus:                     clusterBus(shared),
+		Tracer:                  traces.Tracer(),
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

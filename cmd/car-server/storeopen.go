@@ -39,6 +39,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		RunJournals:     cfg.MaxOpenRunJournals,
 		AgentTokensPath: cfg.AgentTokensPath,
 		PosturesPath:    cfg.PosturesPath,
+		TrajectoriesDir: cfg.TrajectoriesDir,
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,

@@ -19,24 +19,25 @@ import (
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
-	MaxActions         int               // actions per proposal (10,000)
-	MaxTools           int               // tools a connection may register, built-ins not counted (1,000)
-	MaxConcurrency     int               // actions of one proposal running at once (16)
-	MaxStarting        int               // proposals in their first 100 ms at once, across sessions; more wait their turn session by session (0: 16 per CPU; negative: no bound)
-	ToolTimeout        time.Duration     // budget of a tool call without timeout_ms (300 s)
-	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
-	RetryCap           time.Duration     // longest retry backoff (5 s)
-	EventCapacity      int               // events kept in memory (100,000)
-	EventBytes         int64             // bytes of events kept in memory, besides their count (DefaultEventBytes)
-	Idempotency        store.Idempotency // durable idempotency cache; nil turns it off
-	Approvals          store.Approvals   // durable approval ledger; nil: nothing can be approved
-	Messages           store.Messages    // delivered messaging.send idempotency keys; nil: keys are refused
-	State              store.State       // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
-	Checkpoints        *checkpoint.Store // saved copies of state; nil: checkpoints are off
-	SupervisionTimeout time.Duration     // how long a parked proposal waits for a supervisor (30 s)
-	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
-	Desk               *host.Registry    // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
-	ApprovalTimeout    time.Duration     // how long a parked action waits for a person (5 min)
+	MaxActions         int                // actions per proposal (10,000)
+	MaxTools           int                // tools a connection may register, built-ins not counted (1,000)
+	MaxConcurrency     int                // actions of one proposal running at once (16)
+	MaxStarting        int                // proposals in their first 100 ms at once, across sessions; more wait their turn session by session (0: 16 per CPU; negative: no bound)
+	ToolTimeout        time.Duration      // budget of a tool call without timeout_ms (300 s)
+	RetryBase          time.Duration      // first retry backoff, doubled per retry (100 ms)
+	RetryCap           time.Duration      // longest retry backoff (5 s)
+	EventCapacity      int                // events kept in memory (100,000)
+	EventBytes         int64              // bytes of events kept in memory, besides their count (DefaultEventBytes)
+	Idempotency        store.Idempotency  // durable idempotency cache; nil turns it off
+	Approvals          store.Approvals    // durable approval ledger; nil: nothing can be approved
+	Messages           store.Messages     // delivered messaging.send idempotency keys; nil: keys are refused
+	State              store.State        // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
+	Trajectories       store.Trajectories // one record per dispatched tool attempt; nil: none are kept
+	Checkpoints        *checkpoint.Store  // saved copies of state; nil: checkpoints are off
+	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
+	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
+	Desk               *host.Registry     // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
+	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
 	// MaxApprovalsPerProposal is how many distinct operations one proposal
 	// may put to a person (64); past it the proposal is rejected.
 	MaxApprovalsPerProposal int

@@ -63,6 +63,7 @@ var methodAccess = map[string]access{
 
 	protocol.MethodToolsRegister:   accessAny,
 	protocol.MethodToolsList:       accessAny,
+	protocol.MethodToolsFeedback:   accessAny,
 	protocol.MethodToolsUnregister: accessAny,
 
 	protocol.MethodToolsPoll:              accessAny,

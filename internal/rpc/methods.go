@@ -30,6 +30,7 @@ func init() {
 
 		protocol.MethodToolsRegister:   {handle: (*conn).toolsRegister},
 		protocol.MethodToolsList:       {handle: (*conn).toolsList},
+		protocol.MethodToolsFeedback:   {handle: (*conn).toolsFeedback},
 		protocol.MethodToolsUnregister: {handle: (*conn).toolsUnregister},
 
 		protocol.MethodToolsPoll:              {handle: (*conn).toolsPoll},

@@ -98,7 +98,17 @@ func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	res, err := engine.MonteCarlo(ctx, prop, p, c.sess.Tools)
+	var used []string
+	for i := range prop.Actions {
+		if prop.Actions[i].Type == protocol.ActionToolCall {
+			used = append(used, prop.Actions[i].Tool)
+		}
+	}
+	observed, err := c.observedRates(ctx, p.RateWindowDays, used)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.MonteCarloObserved(ctx, prop, p, c.sess.Tools, observed)
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}

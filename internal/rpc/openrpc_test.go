@@ -214,6 +214,10 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(home, "agent-tokens.json")
+	traj, err := file.OpenTrajectories(filepath.Join(home, "trajectories"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// An MCP server in process, for the connectors.* round trips.
 	mcpServer := mcp.NewServer(&mcp.Implementation{Name: "doc", Version: "1"}, nil)
 	mcp.AddTool(mcpServer, &mcp.Tool{Name: "ping", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -226,8 +230,8 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	defer conns.Close()
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
 		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns},
-		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools},
-		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close()) },
+		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools, Trajectories: traj},
+		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close(), traj.Close()) },
 	})}
 	c := rs.hostClient(t)
 	agent := rs.mustAgent(t, "bot-a")
@@ -328,6 +332,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodPolicyUnregister, params: func() any { return map[string]any{"name": "p"} }},
 		{method: protocol.MethodToolsRegister, params: func() any { return []any{map[string]any{"name": "spare"}} }},
 		{method: protocol.MethodToolsList},
+		{method: protocol.MethodToolsFeedback, params: func() any { return map[string]any{"tools": []string{"spare"}} }},
 		{method: protocol.MethodToolsUnregister, params: func() any { return map[string]any{"name": "spare"} }},
 		{method: protocol.MethodToolsHandles},
 		{method: protocol.MethodStateSet, params: func() any { return map[string]any{"key": "k", "value": map[string]any{"n": 1}} }},

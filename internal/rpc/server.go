@@ -49,8 +49,18 @@ type Options struct {
 	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
 	FeedQueue      int           // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
 	// What one request may leave behind in memory; zero takes the default.
-	MaxActionIDBytes int               // proposal and action ids (protocol.DefaultMaxIDBytes)
-	StrictFields     bool              // refuse proposals with fields the IR does not know
+	MaxActionIDBytes int  // proposal and action ids (protocol.DefaultMaxIDBytes)
+	StrictFields     bool // refuse proposals with fields the IR does not know
+	// HandshakeOptional serves every method before server.handshake, for
+	// old clients (require_handshake = false); by default a method other
+	// than session.auth, server.handshake and rpc.discover gets -32005 first.
+	HandshakeOptional bool
+	// TrajectoryRetentionDays is the longest window tools.feedback and
+	// verify.monte_carlo's rate_window_days accept (90).
+	TrajectoryRetentionDays int
+	// MaxFeedbackTools bounds the tools one tools.feedback names or
+	// reports (engine.DefaultMaxTools, the max_tools setting).
+	MaxFeedbackTools int
 	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
 	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
 	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
@@ -99,6 +109,12 @@ const (
 func (o *Options) setDefaults() {
 	if o.ApproverRole == "" {
 		o.ApproverRole = ApproverAny
+	}
+	if o.TrajectoryRetentionDays <= 0 {
+		o.TrajectoryRetentionDays = store.DefaultTrajectoryRetentionDays
+	}
+	if o.MaxFeedbackTools <= 0 {
+		o.MaxFeedbackTools = engine.DefaultMaxTools
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes

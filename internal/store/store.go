@@ -72,6 +72,9 @@ type Store struct {
 	Runs        RunLog      // agent run traces; nil: runs.* are off
 	AgentTokens AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures    Postures    // the per-agent posture policy; nil: agent_permissions.* are off
+	// Trajectories records every dispatched attempt; nil: nothing is
+	// recorded and tools.feedback has no data.
+	Trajectories Trajectories
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error

@@ -28,6 +28,7 @@ type Config struct {
 	RunJournals     int    // run journals open at once; 0: DefaultMaxOpenRunJournals
 	AgentTokensPath string // the agents' token hashes; "": no agent can bind
 	PosturesPath    string // the per-agent posture policy; "": postures are off
+	TrajectoriesDir string // one file per UTC day of dispatched attempts; "": nothing is recorded
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
@@ -70,6 +71,14 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		closeRuns = runLog.Close
 	}
+	var traj *Trajectories
+	closeTraj := func() error { return nil }
+	if cfg.TrajectoriesDir != "" {
+		if traj, err = OpenTrajectories(cfg.TrajectoriesDir); err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+		}
+		closeTraj = traj.Close
+	}
 	var events *Events
 	closeEvents := func() error { return nil }
 	if cfg.Events != nil {
@@ -79,7 +88,7 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		events, err = OpenEvents(ec)
 		if err != nil {
-			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns(), closeTraj())
 		}
 		closeEvents = events.Close
 	}
@@ -96,8 +105,11 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeRuns(), closeTraj())
 		},
+	}
+	if traj != nil {
+		st.Trajectories = traj
 	}
 	if events != nil {
 		st.Events = events

@@ -81,6 +81,7 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("Events", func(t *testing.T) { testEvents(t, open, opts) })
 	t.Run("BusAndMembers", func(t *testing.T) { testBusAndMembers(t, open, opts) })
 	t.Run("Supervisors", func(t *testing.T) { testSupervisors(t, open, opts) })
+	t.Run("Trajectories", func(t *testing.T) { testTrajectories(t, open, opts) })
 }
 
 // backing is one test's backing store and the daemons opened on it.
