@@ -45,26 +45,36 @@ func scanLease(row pgx.Row, agentID string) (store.Lease, error) {
 // ms is ttl in whole milliseconds, at least one.
 func ms(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 
-// Acquire takes the lease with the next epoch when it is free.
+// Acquire takes the lease with the next epoch when it is free. When the
+// upsert finds it held, the lease is read to say by whom; if it was freed
+// in between, the acquire is tried again (a few times), so the refusal
+// names a holder.
 func (s *leases) Acquire(ctx context.Context, agentID, holder string, ttl time.Duration) (store.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	l, err := scanLease(s.pool.QueryRow(ctx, `INSERT INTO car_leases AS l (agent_id, epoch, holder, expires_at)
-		VALUES ($1, 1, $2, clock_timestamp() + $3 * interval '1 millisecond')
-		ON CONFLICT (agent_id) DO UPDATE SET epoch = l.epoch + 1, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-		WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
-		RETURNING `+leaseCols, agentID, holder, ms(ttl)), agentID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, serr := s.Status(ctx, agentID)
-		if serr != nil {
-			return cur, serr
+	var cur store.Lease
+	for range 3 {
+		l, err := scanLease(s.pool.QueryRow(ctx, `INSERT INTO car_leases AS l (agent_id, epoch, holder, expires_at)
+			VALUES ($1, 1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+			ON CONFLICT (agent_id) DO UPDATE SET epoch = l.epoch + 1, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+			WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp()
+			RETURNING `+leaseCols, agentID, holder, ms(ttl)), agentID)
+		if err == nil {
+			return l, nil
 		}
-		return cur, fmt.Errorf("acquire the lease of agent %q: %w by %s at epoch %d", agentID, store.ErrLeaseHeld, cur.Holder, cur.Epoch)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return l, fmt.Errorf("acquire the lease of agent %q: %w", agentID, unavailable(err))
+		}
+		var held bool
+		cur, held, err = s.status(ctx, agentID)
+		if err != nil {
+			return cur, err
+		}
+		if held {
+			break
+		}
 	}
-	if err != nil {
-		return l, fmt.Errorf("acquire the lease of agent %q: %w", agentID, unavailable(err))
-	}
-	return l, nil
+	return cur, fmt.Errorf("acquire the lease of agent %q: %w by %s at epoch %d", agentID, store.ErrLeaseHeld, cur.Holder, cur.Epoch)
 }
 
 // Renew extends a lease holder holds at epoch, keeping the epoch.
@@ -91,7 +101,7 @@ func (s *leases) update(ctx context.Context, what, sql, agentID, holder string, 
 	}
 	l, err := scanLease(s.pool.QueryRow(ctx, sql, append([]any{agentID, holder, int64(epoch)}, args...)...), agentID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, serr := s.Status(ctx, agentID)
+		cur, _, serr := s.status(ctx, agentID)
 		if serr != nil {
 			return cur, serr
 		}
@@ -107,12 +117,26 @@ func (s *leases) update(ctx context.Context, what, sql, agentID, holder string, 
 func (s *leases) Status(ctx context.Context, agentID string) (store.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	l, err := scanLease(s.pool.QueryRow(ctx, "SELECT "+leaseCols+" FROM car_leases WHERE agent_id = $1", agentID), agentID)
+	l, _, err := s.status(ctx, agentID)
+	return l, err
+}
+
+// status reads the lease and whether it is held, by the database's clock.
+func (s *leases) status(ctx context.Context, agentID string) (store.Lease, bool, error) {
+	l := store.Lease{AgentID: agentID}
+	var epoch int64
+	var exp *time.Time
+	var held bool
+	err := s.pool.QueryRow(ctx, "SELECT epoch, coalesce(holder, ''), expires_at, coalesce(holder IS NOT NULL AND expires_at > clock_timestamp(), false) FROM car_leases WHERE agent_id = $1", agentID).Scan(&epoch, &l.Holder, &exp, &held)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Lease{AgentID: agentID}, nil
+		return l, false, nil
 	}
 	if err != nil {
-		return l, fmt.Errorf("read the lease of agent %q: %w", agentID, unavailable(err))
+		return l, false, fmt.Errorf("read the lease of agent %q: %w", agentID, unavailable(err))
 	}
-	return l, nil
+	l.Epoch = uint64(epoch)
+	if exp != nil {
+		l.ExpiresAt = *exp
+	}
+	return l, held, nil
 }
