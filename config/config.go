@@ -39,6 +39,10 @@ type Config struct {
 	AuthTimeout             time.Duration // an unauthenticated connection is closed after this
 	MaxUnauthenticated      int           // unauthenticated connections before the oldest is closed
 	MaxInFlight             int           // concurrent requests per connection
+	MCPBind                 string        // host:port of the MCP endpoint; "" when disabled
+	MCPMaxBodyBytes         int64         // largest MCP request body
+	MCPMaxSessions          int           // MCP sessions per principal
+	MCPMaxCalls             int           // MCP calls in flight per principal
 	HandlerTimeout          time.Duration // deadline of one request
 	ToolTimeout             time.Duration // default budget of one tool callback
 	ShutdownGrace           time.Duration // how long in-flight requests may finish on shutdown
@@ -115,6 +119,10 @@ type Config struct {
 	InterruptedApprovalsPath string
 	ShowVersion              bool // --version was given
 }
+
+// DefaultMCPBind is where the MCP endpoint listens unless mcp_bind says
+// otherwise: upstream's address.
+const DefaultMCPBind = "127.0.0.1:9102"
 
 // Stores (Config.Store).
 const (
@@ -306,6 +314,18 @@ func (c *Config) resolve(r *reader) error {
 	c.AuthTimeout = r.duration("auth_timeout")
 	c.MaxUnauthenticated = r.integer("max_unauthenticated")
 	c.MaxInFlight = r.integer("max_in_flight")
+	c.MCPBind = strings.TrimSpace(r.str("mcp_bind"))
+	switch c.MCPBind {
+	case "disabled", "off", "none":
+		c.MCPBind = ""
+	default:
+		if _, port, err := net.SplitHostPort(c.MCPBind); err != nil || port == "" {
+			r.fail("mcp_bind", "mcp_bind must be host:port (%s) or disabled, got %q", DefaultMCPBind, c.MCPBind)
+		}
+	}
+	c.MCPMaxBodyBytes = int64(r.integer("mcp_max_body_bytes"))
+	c.MCPMaxSessions = r.integer("mcp_max_sessions_per_principal")
+	c.MCPMaxCalls = r.integer("mcp_max_calls_per_principal")
 	c.HandlerTimeout = r.duration("handler_timeout")
 	c.ToolTimeout = r.duration("tool_timeout")
 	c.ShutdownGrace = r.duration("shutdown_grace")
@@ -375,7 +395,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/mcpserve"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store/file"
@@ -75,6 +76,10 @@ var settings = []setting{
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", rpc.DefaultAuthTimeout},
 	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest silent one older than 2 s is closed (1008) to admit the newcomer, never one that has sent its session.auth", rpc.DefaultMaxUnauthenticated},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", rpc.DefaultMaxInFlight},
+	{"mcp_bind", "CAR_MCP_BIND", `host:port of the MCP endpoint (Streamable HTTP at /mcp, GET /mcp/health); "disabled" turns it off; beyond loopback needs auth on`, DefaultMCPBind},
+	{"mcp_max_body_bytes", "CAR_MCP_MAX_BODY_BYTES", "largest request body the MCP endpoint reads; a larger one gets 413", mcpserve.DefaultMaxBodyBytes},
+	{"mcp_max_sessions_per_principal", "CAR_MCP_MAX_SESSIONS_PER_PRINCIPAL", "MCP sessions one principal (the plain client, or one agent) may hold open; past it initialize is refused", mcpserve.DefaultMaxSessionsPerPrincipal},
+	{"mcp_max_calls_per_principal", "CAR_MCP_MAX_CALLS_PER_PRINCIPAL", "MCP tools/call requests of one principal in flight at once, waits for approval included; past it a call is refused", mcpserve.DefaultMaxCallsPerPrincipal},
 	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", rpc.DefaultHandlerTimeout},
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
@@ -148,6 +153,7 @@ Commands:
   migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
+  mcp [--agent ID]              a stdio MCP server forwarding to the daemon's MCP endpoint
 
 Every setting can come from a flag, a CAR_* environment variable or the
 config file ($CAR_HOME/config.yaml); flags win over the environment, which

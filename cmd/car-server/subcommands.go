@@ -41,6 +41,8 @@ var subcommands = map[string]subcommand{
 	"approvals": {"list, watch and decide approvals", approvalsUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runOpsCommand("approvals", a, o, e) }},
 	"call": {"send one JSON-RPC request to the running daemon", callUsage, runCallCommand},
+	"mcp": {"a stdio MCP server in front of the running daemon's MCP endpoint", mcpUsage,
+		func(a []string, _ io.Reader, _, e io.Writer) int { return runMCPCommand(a, os.Stdin, os.Stdout, e) }},
 }
 
 // wantsHelp reports whether args ask for help: -h or --help before a "--".
