@@ -211,6 +211,10 @@ func TestEveryNameIsBound(t *testing.T) {
 		"mcp_max_body_bytes":             {"7", "7", func(c *Config) any { return c.MCPMaxBodyBytes }, nil},
 		"mcp_max_sessions_per_principal": {"7", "7", func(c *Config) any { return c.MCPMaxSessions }, nil},
 		"mcp_max_calls_per_principal":    {"7", "7", func(c *Config) any { return c.MCPMaxCalls }, nil},
+		"events_retention":               {"7", "7s", func(c *Config) any { return c.EventsRetention }, nil},
+		"events_max_bytes":               {"262144", "262144", func(c *Config) any { return c.EventsMaxBytes }, nil},
+		"audit_head_every":               {"7", "7", func(c *Config) any { return c.AuditHeadEvery }, nil},
+		"audit_head_interval":            {"7", "7s", func(c *Config) any { return c.AuditHeadInterval }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

@@ -115,6 +115,10 @@ var settings = []setting{
 	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", postgres.DefaultStatementTimeout},
 	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", postgres.DefaultClaimLease},
 	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
+	{"events_retention", "CAR_EVENTS_RETENTION", "with store file, how long the durable event log under $CAR_HOME/events keeps events: whole segments whose newest event is older go (a duration like 720h)", file.DefaultEventsRetention},
+	{"events_max_bytes", "CAR_EVENTS_MAX_BYTES", "with store file, the most bytes the durable event log keeps; past it the oldest whole segments go (at least 256 KiB)", file.DefaultEventsMaxBytes},
+	{"audit_head_every", "CAR_AUDIT_HEAD_EVERY", "with store file, events between two signed heads of the event log's chain: at most this many events can be cut off the end of the log undetected", file.DefaultAuditHeadEvery},
+	{"audit_head_interval", "CAR_AUDIT_HEAD_INTERVAL", "with store file, the longest time events wait for a signed head (seconds or a duration)", file.DefaultAuditHeadPeriod},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
 	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
 	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
@@ -150,6 +154,7 @@ Commands:
   approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
   policy check [DIR]            validate a policy directory offline
   journal verify|compact FILE   check or compact a state journal
+  audit verify|pubkey|export    check the durable event log's signed chain offline, print its key, export its events
   migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login

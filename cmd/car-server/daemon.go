@@ -70,7 +70,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
-	shared, err := openStore(ctx, cfg, node, log, compactionLog)
+	heads := &headSink{}
+	shared, err := openStore(ctx, cfg, node, log, heads, compactionLog)
 	if err != nil {
 		return err
 	}
@@ -156,6 +157,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
+	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
+		return err
+	}
 	leaveCluster, err := joinCluster(ctx, rt, shared, log)
 	if err != nil {
 		return err

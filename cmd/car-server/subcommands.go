@@ -28,6 +28,8 @@ var subcommands = map[string]subcommand{
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runPolicyCommand(a, o, e) }},
 	"journal": {"verify or compact a journal file offline", journalUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runJournalCommand(a, o, e) }},
+	"audit": {"verify, export and sign-check the durable event log offline", auditUsage,
+		func(a []string, _ io.Reader, o, e io.Writer) int { return runAuditCommand(a, o, e) }},
 	"migrate": {"show or apply the PostgreSQL schema migrations", migrateUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runMigrateCommand(a, o, e) }},
 	"agents": {"issue, revoke and list the agents' own tokens", agentsUsage,

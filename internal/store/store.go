@@ -65,7 +65,7 @@ type Store struct {
 	Idempotency Idempotency
 	Messages    Messages
 	State       State
-	Events      Events // nil: the event log lives in memory only (file store)
+	Events      Events // nil: the event log lives in memory only
 	Bus         Bus
 	Members     Members
 	Supervisors Supervisors

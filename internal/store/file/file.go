@@ -1,7 +1,8 @@
 // Package file is the store of a single daemon, the twin of store/postgres
 // file for file: the journals under $CAR_HOME (approvals.go, the approval
 // ledger; idempotency.go, the idempotency cache; messages.go, the
-// messaging dedup ledger; leases.go, the agents' leases; runs.go, one journal per agent run), the agent
+// messaging dedup ledger; leases.go, the agents' leases; runs.go, one
+// journal per agent run), the agent
 // token and posture files (agents.go, under the locks of filelock.go),
 // shared state in memory (state.go), and a bus and a member list that stay
 // in this process (bus.go, nodes.go). Open (file.go) assembles them. It is
@@ -32,6 +33,9 @@ type Config struct {
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
+	// Events is the durable event log (events.go); nil: the event log lives
+	// in the engine's memory only.
+	Events *EventsConfig
 }
 
 // Report is what replaying each journal found.
@@ -77,6 +81,19 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		closeRuns = runLog.Close
 	}
+	var events *Events
+	closeEvents := func() error { return nil }
+	if cfg.Events != nil {
+		ec := *cfg.Events
+		if ec.Node == "" {
+			ec.Node = cfg.Node
+		}
+		events, err = OpenEvents(ec)
+		if err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns())
+		}
+		closeEvents = events.Close
+	}
 	bus := NewBus()
 	st := &store.Store{
 		Kind:        Kind,
@@ -90,11 +107,14 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns())
+			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns())
 		},
 	}
 	if leases != nil {
 		st.Leases = leases
+	}
+	if events != nil {
+		st.Events = events
 	}
 	if runLog != nil {
 		st.Runs = runLog
