@@ -78,6 +78,10 @@ type Config struct {
 	MaxRunsPerAgent         int           // runs one agent has in progress on this daemon
 	MaxRunsInProgress       int           // runs in progress on this daemon
 	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
+	LeaseDefaultTTL         time.Duration // lease.acquire/renew without ttl_ms
+	LeaseMinTTL             time.Duration // the shortest ttl_ms accepted
+	LeaseMaxTTL             time.Duration // the longest ttl_ms accepted
+	MaxLeaseAgentIDBytes    int           // the longest agent_id lease.* accept
 	MaxRunOutcomeBytes      int           // largest runs.complete outcome
 	MaxOpenRunJournals      int           // run journals open at once (store file)
 	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
@@ -112,6 +116,7 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	LeasesPath      string // the agents' leases (lease.*)
 	RunsDir         string // run traces, one directory per agent
 	AgentTokensPath string // hashes of the agents' own tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
@@ -209,6 +214,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
 	cfg.InterruptedApprovalsPath = filepath.Join(home, "approvals-interrupted.json")
 	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
+	cfg.LeasesPath = filepath.Join(home, "leases.jsonl")
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
@@ -302,6 +308,21 @@ func (c *Config) resolve(r *reader) error {
 	c.MaxRunsInProgress = r.integer("max_runs_in_progress")
 	c.MaxRunIntentBytes = r.integer("max_run_intent_bytes")
 	c.MaxRunOutcomeBytes = r.integer("max_run_outcome_bytes")
+	c.LeaseDefaultTTL = r.duration("lease_default_ttl")
+	c.LeaseMinTTL = r.duration("lease_min_ttl")
+	c.LeaseMaxTTL = r.duration("lease_max_ttl")
+	c.MaxLeaseAgentIDBytes = r.integer("max_lease_agent_id_bytes")
+	for _, k := range []struct {
+		name string
+		d    time.Duration
+	}{{"lease_default_ttl", c.LeaseDefaultTTL}, {"lease_min_ttl", c.LeaseMinTTL}, {"lease_max_ttl", c.LeaseMaxTTL}} {
+		if k.d < time.Millisecond && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1ms, got %s", k.name, k.d)
+		}
+	}
+	if c.LeaseMinTTL > c.LeaseMaxTTL && !r.bad["lease_min_ttl"] && !r.bad["lease_max_ttl"] {
+		r.fail("lease_min_ttl", "lease_min_ttl (%s) must not exceed lease_max_ttl (%s)", c.LeaseMinTTL, c.LeaseMaxTTL)
+	}
 	c.MaxOpenRunJournals = r.integer("max_open_run_journals")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.AllowedHosts = r.list("allowed_hosts")
@@ -414,7 +435,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

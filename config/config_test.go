@@ -222,6 +222,10 @@ func TestEveryNameIsBound(t *testing.T) {
 		"otel_trace_queue_spans":             {"7", "7", func(c *Config) any { return c.Tracing.QueueSpans }, nil},
 		"trajectory_retention_days":          {"7", "7", func(c *Config) any { return c.TrajectoryRetentionDays }, nil},
 		"require_handshake":                  {"false", "false", func(c *Config) any { return c.RequireHandshake }, nil},
+		"lease_default_ttl":                  {"7", "7s", func(c *Config) any { return c.LeaseDefaultTTL }, nil},
+		"lease_min_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMinTTL }, nil},
+		"lease_max_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMaxTTL }, nil},
+		"max_lease_agent_id_bytes":           {"7", "7", func(c *Config) any { return c.MaxLeaseAgentIDBytes }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

@@ -147,6 +147,11 @@ var Methods = []MethodSpec{
 	{Name: MethodAgentPermissionsEvaluate, Summary: "The posture mode an agent's action at a tier gets.", Params: AgentPermissionsEvaluateParams{}, Result: AgentPermissionsEvaluateResult{}},
 	{Name: MethodAgentsRevoke, Summary: "Revoke an agent's token and close its connection; host role.", Params: AgentIDParams{}, Result: AgentsRevokeResult{}, Errors: []int{CodeApprovalDenied}},
 
+	{Name: MethodLeaseAcquire, Summary: "Take an agent id's lease with the next fencing epoch; an error while another holds it.", Params: LeaseAcquireParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseRenew, Summary: "Extend a lease this principal holds at epoch; the epoch stays.", Params: LeaseRenewParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseRelease, Summary: "Free a lease this principal holds at epoch; the next acquire succeeds at once.", Params: LeaseReleaseParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseStatus, Summary: "An agent id's lease: holder, epoch and expiry.", Params: AgentIDParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+
 	{Name: MethodConnectorsAdd, Summary: "Add a Streamable HTTP MCP server as a connector; answers once connected. A person's, never an agent's.", Params: ConnectorsAddParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodConnectorsAddStdio, Summary: "Add an MCP server the daemon runs as a child process over stdio; answers once connected.", Params: ConnectorsAddStdioParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodConnectorsList, Summary: "The connectors, sorted by slug, with their health.", Result: ConnectorsListResult{}, Errors: []int{CodeApprovalDenied}},

@@ -216,6 +216,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Node:                    shared.Node,
 		Bus:                     clusterBus(shared),
 		Tracer:                  traces.Tracer(),
+		Leases:                  shared.Leases,
+		LeaseDefaultTTL:         cfg.LeaseDefaultTTL,
+		LeaseMinTTL:             cfg.LeaseMinTTL,
+		LeaseMaxTTL:             cfg.LeaseMaxTTL,
+		MaxLeaseAgentIDBytes:    cfg.MaxLeaseAgentIDBytes,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

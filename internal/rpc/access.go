@@ -167,6 +167,13 @@ var methodAccess = map[string]access{
 	protocol.MethodAgentPermissionsEvaluate:   accessAny,
 	protocol.MethodAgentsRevoke:               accessHost,
 
+	// An agent leases only its own agent_id; a plain client or the host
+	// any (the handlers check). The holder is the caller's principal.
+	protocol.MethodLeaseAcquire: accessAny,
+	protocol.MethodLeaseRenew:   accessAny,
+	protocol.MethodLeaseRelease: accessAny,
+	protocol.MethodLeaseStatus:  accessAny,
+
 	// Connector management runs programs on the daemon's machine
 	// (connectors.add_stdio) and decides which tools every agent sees:
 	// a person's, never an agent's.

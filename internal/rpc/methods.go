@@ -123,6 +123,11 @@ func init() {
 		protocol.MethodAgentPermissionsEvaluate:   {handle: (*conn).agentPermissionsEvaluate},
 		protocol.MethodAgentsRevoke:               {handle: (*conn).agentsRevoke},
 
+		protocol.MethodLeaseAcquire: {handle: (*conn).leaseAcquire},
+		protocol.MethodLeaseRenew:   {handle: (*conn).leaseRenew},
+		protocol.MethodLeaseRelease: {handle: (*conn).leaseRelease},
+		protocol.MethodLeaseStatus:  {handle: (*conn).leaseStatus},
+
 		protocol.MethodConnectorsAdd:          {handle: (*conn).connectorsAdd},
 		protocol.MethodConnectorsAddStdio:     {handle: (*conn).connectorsAddStdio},
 		protocol.MethodConnectorsList:         {handle: (*conn).connectorsList},

@@ -213,6 +213,10 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases, _, err := file.OpenLeases(filepath.Join(home, "leases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tokens := filepath.Join(home, "agent-tokens.json")
 	traj, err := file.OpenTrajectories(filepath.Join(home, "trajectories"))
 	if err != nil {
@@ -229,9 +233,9 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	conns := connectors.New(connectors.Options{Home: home, Tools: daemonTools})
 	defer conns.Close()
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
-		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns},
+		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns, Leases: leases},
 		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools, Trajectories: traj},
-		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close(), traj.Close()) },
+		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close(), traj.Close(), leases.Close()) },
 	})}
 	c := rs.hostClient(t)
 	agent := rs.mustAgent(t, "bot-a")
@@ -414,6 +418,12 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 			return map[string]any{"run_id": runID, "outcome": map[string]any{"status": "success"}}
 		}},
 		{method: protocol.MethodRunsUnsubscribe, on: agent, params: func() any { return map[string]any{"run_id": runID} }},
+
+		{method: protocol.MethodLeaseStatus, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a"} }},
+		{method: protocol.MethodLeaseAcquire, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "ttl_ms": 60000} }},
+		{method: protocol.MethodLeaseStatus, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a"} }},
+		{method: protocol.MethodLeaseRenew, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "epoch": 1} }},
+		{method: protocol.MethodLeaseRelease, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "epoch": 1} }},
 
 		{method: protocol.MethodAgentPermissionsSetDefault, params: func() any { return map[string]any{"preset": "cautious"} }},
 		{method: protocol.MethodAgentPermissionsSet, params: func() any {

@@ -68,9 +68,15 @@ type Options struct {
 	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
-	Connectors       Connectors        // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
-	Logger           *zap.Logger
+	Leases           store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
+	// Lease bounds; zero takes the default (DefaultLease*).
+	LeaseDefaultTTL      time.Duration // ttl_ms absent
+	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
+	LeaseMaxTTL          time.Duration // the longest ttl_ms accepted
+	MaxLeaseAgentIDBytes int           // the longest agent_id lease.* accept
+	Store                *store.Store  // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Connectors           Connectors    // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
+	Logger               *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
 	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
@@ -154,6 +160,18 @@ func (o *Options) setDefaults() {
 	}
 	if o.FeedQueueBytes <= 0 {
 		o.FeedQueueBytes = DefaultFeedQueueBytes
+	}
+	if o.LeaseDefaultTTL <= 0 {
+		o.LeaseDefaultTTL = DefaultLeaseTTL
+	}
+	if o.LeaseMinTTL <= 0 {
+		o.LeaseMinTTL = DefaultLeaseMinTTL
+	}
+	if o.LeaseMaxTTL <= 0 {
+		o.LeaseMaxTTL = DefaultLeaseMaxTTL
+	}
+	if o.MaxLeaseAgentIDBytes <= 0 {
+		o.MaxLeaseAgentIDBytes = DefaultMaxLeaseAgentIDBytes
 	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024

@@ -23,6 +23,7 @@ func everyPart(dir string) Config {
 		IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
 		ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
 		MessagesPath:    filepath.Join(dir, "messages.jsonl"),
+		LeasesPath:      filepath.Join(dir, "leases.jsonl"),
 		RunsDir:         filepath.Join(dir, "runs"),
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
