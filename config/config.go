@@ -16,67 +16,69 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 )
 
 // Config is every setting of the daemon, resolved.
 type Config struct {
-	Home                    string        // state root; absolute
-	Bind                    string        // TCP listen host
-	Port                    int           // TCP listen port; 0 picks a free one
-	Socket                  string        // Unix socket path; empty disables it
-	NoAuth                  bool          // turn token auth off
-	AuthToken               string        // use this token instead of a fresh one
-	HostToken               string        // use this host token instead of a fresh one
-	ApproverRole            string        // who may approve: "any" or "host"
-	ApprovalTimeout         time.Duration // how long parked actions wait for a person
-	RunIncompleteGrace      time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
-	AllowedOrigins          []string      // Origin host patterns allowed besides same-host
-	AllowedHosts            []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
-	MaxFrameBytes           int64         // largest frame accepted
-	MaxConnections          int           // concurrent connections
-	AuthTimeout             time.Duration // an unauthenticated connection is closed after this
-	MaxUnauthenticated      int           // unauthenticated connections before the oldest is closed
-	MaxInFlight             int           // concurrent requests per connection
-	HandlerTimeout          time.Duration // deadline of one request
-	ToolTimeout             time.Duration // default budget of one tool callback
-	ShutdownGrace           time.Duration // how long in-flight requests may finish on shutdown
-	SupervisionTimeout      time.Duration // how long a parked proposal waits for a supervisor
-	MaxActions              int           // actions per proposal
-	MaxTools                int           // tools a connection may register
-	MaxResolvedAction       int64         // one action's resolved parameters and effects, in bytes
-	MaxSchemaBytes          int           // one tool JSON Schema's size
-	MaxSchemaKeywords       int           // object members in one tool JSON Schema
-	MaxSchemaRefDepth       int           // $refs in a row one value passes through
-	MaxSchemaExpansion      int64         // subschemas one value is checked against in place
-	MaxSchemaEvaluations    int64         // subschema checks one validation may make
-	MaxResolvedTotal        int64         // a proposal's resolved actions together, in bytes
-	MaxConcurrency          int           // actions of one proposal running at once
-	MaxStarting             int           // proposals in their first 100 ms at once; 0: 16 per CPU
-	StreamIdleTimeout       time.Duration // a silent stream handle fails after this
-	MaxStreamHandles        int           // stream handles per connection
-	MaxStreamChunk          int           // largest stream chunk accepted, in bytes
-	MaxCheckpoints          int           // checkpoints kept
-	MaxCheckpointBytes      int64         // largest checkpoint file
-	LogFormat               string        // json or console
-	LogLevel                string        // debug, info, warn, error
-	Pprof                   string        // loopback host:port serving /debug/pprof/; empty: off
-	MaxApprovalsPerProposal int           // distinct operations one proposal may put to a person
-	MaxRunsPerAgent         int           // runs one agent has in progress on this daemon
-	MaxRunsInProgress       int           // runs in progress on this daemon
-	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
-	MaxRunOutcomeBytes      int           // largest runs.complete outcome
-	MaxOpenRunJournals      int           // run journals open at once (store file)
-	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
-	MaxActionIDBytes        int           // longest proposal or action id
-	StrictFields            bool          // reject proposals with fields the IR does not know
-	MaxNotifyBytes          int           // host.notify and host.set_status params
-	MaxContextBytes         int           // host.request_approval and host.register_agent params
-	MaxStateValueBytes      int64         // one state value as JSON
-	EventLogBytes           int64         // bytes of the in-memory event log
-	HostEventRingBytes      int64         // bytes of the host event ring
-	FeedQueueBytes          int64         // undelivered bytes of one feed per subscriber
+	Home                    string                  // state root; absolute
+	Bind                    string                  // TCP listen host
+	Port                    int                     // TCP listen port; 0 picks a free one
+	Socket                  string                  // Unix socket path; empty disables it
+	NoAuth                  bool                    // turn token auth off
+	AuthToken               string                  // use this token instead of a fresh one
+	HostToken               string                  // use this host token instead of a fresh one
+	ApproverRole            string                  // who may approve: "any" or "host"
+	ApprovalTimeout         time.Duration           // how long parked actions wait for a person
+	RunIncompleteGrace      time.Duration           // how long an orphaned run waits for runs.complete before it is marked incomplete
+	AllowedOrigins          []string                // Origin host patterns allowed besides same-host
+	AllowedHosts            []string                // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
+	MaxFrameBytes           int64                   // largest frame accepted
+	MaxConnections          int                     // concurrent connections
+	AuthTimeout             time.Duration           // an unauthenticated connection is closed after this
+	MaxUnauthenticated      int                     // unauthenticated connections before the oldest is closed
+	MaxInFlight             int                     // concurrent requests per connection
+	HandlerTimeout          time.Duration           // deadline of one request
+	ToolTimeout             time.Duration           // default budget of one tool callback
+	ShutdownGrace           time.Duration           // how long in-flight requests may finish on shutdown
+	SupervisionTimeout      time.Duration           // how long a parked proposal waits for a supervisor
+	MaxActions              int                     // actions per proposal
+	MaxTools                int                     // tools a connection may register
+	MaxResolvedAction       int64                   // one action's resolved parameters and effects, in bytes
+	MaxSchemaBytes          int                     // one tool JSON Schema's size
+	MaxSchemaKeywords       int                     // object members in one tool JSON Schema
+	MaxSchemaRefDepth       int                     // $refs in a row one value passes through
+	MaxSchemaExpansion      int64                   // subschemas one value is checked against in place
+	MaxSchemaEvaluations    int64                   // subschema checks one validation may make
+	MaxResolvedTotal        int64                   // a proposal's resolved actions together, in bytes
+	MaxConcurrency          int                     // actions of one proposal running at once
+	MaxStarting             int                     // proposals in their first 100 ms at once; 0: 16 per CPU
+	StreamIdleTimeout       time.Duration           // a silent stream handle fails after this
+	MaxStreamHandles        int                     // stream handles per connection
+	MaxStreamChunk          int                     // largest stream chunk accepted, in bytes
+	MaxCheckpoints          int                     // checkpoints kept
+	MaxCheckpointBytes      int64                   // largest checkpoint file
+	LogFormat               string                  // json or console
+	LogLevel                string                  // debug, info, warn, error
+	Pprof                   string                  // loopback host:port serving /debug/pprof/; empty: off
+	MaxApprovalsPerProposal int                     // distinct operations one proposal may put to a person
+	Integrity               engine.IntegrityOptions // the intent gate, the taint ledger, the transaction check, receipts
+	MaxRunsPerAgent         int                     // runs one agent has in progress on this daemon
+	MaxRunsInProgress       int                     // runs in progress on this daemon
+	MaxRunIntentBytes       int                     // largest runs.start intent, agent_name, outcome_description
+	MaxRunOutcomeBytes      int                     // largest runs.complete outcome
+	MaxOpenRunJournals      int                     // run journals open at once (store file)
+	MaxStreamBuffered       int64                   // undrained stream bytes of all handles together
+	MaxActionIDBytes        int                     // longest proposal or action id
+	StrictFields            bool                    // reject proposals with fields the IR does not know
+	MaxNotifyBytes          int                     // host.notify and host.set_status params
+	MaxContextBytes         int                     // host.request_approval and host.register_agent params
+	MaxStateValueBytes      int64                   // one state value as JSON
+	EventLogBytes           int64                   // bytes of the in-memory event log
+	HostEventRingBytes      int64                   // bytes of the host event ring
+	FeedQueueBytes          int64                   // undelivered bytes of one feed per subscriber
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -99,6 +101,7 @@ type Config struct {
 	PosturesPath    string // per-agent postures (agent_permissions.*)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
+	IntentPath      string // the operator's intent (intent.json)
 	NodeIDPath      string // this state root's member id, generated once
 	EventsSpoolPath string // events waiting for the database (store postgres)
 	// InterruptedApprovalsPath holds the approval requests pending at the
@@ -189,6 +192,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
+	cfg.IntentPath = filepath.Join(home, engine.IntentFile)
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
 	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
 	return cfg, nil
@@ -268,6 +272,23 @@ func (c *Config) resolve(r *reader) error {
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.MaxApprovalsPerProposal = r.integer("max_approvals_per_proposal")
+	c.Integrity = engine.IntegrityOptions{
+		MaxIntentPatterns: r.integer("max_intent_patterns"), MaxIntentTextBytes: r.integer("max_intent_text_bytes"),
+		MaxTaintedKeys: r.integer("max_tainted_keys"), MaxAssumptions: r.integer("max_assumptions"), MaxReceiptClaims: r.integer("max_receipt_claims"),
+	}
+	if mode, err := engine.ParseTransactionCheck(r.str("transaction_check")); err != nil {
+		r.fail("transaction_check", "transaction_check must be off, warn or strict, got %q", r.str("transaction_check"))
+	} else {
+		c.Integrity.TransactionCheck = mode
+	}
+	for _, k := range []struct {
+		name string
+		n    int
+	}{{"max_intent_patterns", c.Integrity.MaxIntentPatterns}, {"max_intent_text_bytes", c.Integrity.MaxIntentTextBytes}, {"max_tainted_keys", c.Integrity.MaxTaintedKeys}, {"max_assumptions", c.Integrity.MaxAssumptions}, {"max_receipt_claims", c.Integrity.MaxReceiptClaims}} {
+		if k.n < 1 && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1", k.name)
+		}
+	}
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.MaxRunsPerAgent = r.integer("max_runs_per_agent")
 	c.MaxRunsInProgress = r.integer("max_runs_in_progress")

@@ -198,6 +198,12 @@ func TestEveryNameIsBound(t *testing.T) {
 		"events_spool_max_bytes":      {"7", "7", func(c *Config) any { return c.EventsSpoolMaxBytes }, nil},
 		"heartbeat":                   {"7", "7s", func(c *Config) any { return c.Heartbeat }, nil},
 		"max_starting_proposals":      {"7", "7", func(c *Config) any { return c.MaxStarting }, nil},
+		"transaction_check":           {"strict", "strict", func(c *Config) any { return c.Integrity.TransactionCheck }, nil},
+		"max_intent_patterns":         {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentPatterns }, nil},
+		"max_intent_text_bytes":       {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentTextBytes }, nil},
+		"max_tainted_keys":            {"7", "7", func(c *Config) any { return c.Integrity.MaxTaintedKeys }, nil},
+		"max_assumptions":             {"7", "7", func(c *Config) any { return c.Integrity.MaxAssumptions }, nil},
+		"max_receipt_claims":          {"7", "7", func(c *Config) any { return c.Integrity.MaxReceiptClaims }, nil},
 		"pprof":                       {"127.0.0.1:7", "127.0.0.1:7", func(c *Config) any { return c.Pprof }, nil},
 	}
 	if len(cases) != len(settings) {

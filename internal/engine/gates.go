@@ -59,4 +59,6 @@ type Submission struct {
 	// graph is the proposal's dependency graph, built once by Submit for
 	// the scheduler and the gates (only its edges and references are read).
 	graph *graph
+	// what the integrity gates found, for what the proposal leaves behind
+	submissionIntegrity
 }
