@@ -102,6 +102,7 @@ type Config struct {
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
 	IntentPath      string // the operator's intent (intent.json)
+	TaintPath       string // the intent gate's taint ledger
 	NodeIDPath      string // this state root's member id, generated once
 	EventsSpoolPath string // events waiting for the database (store postgres)
 	// InterruptedApprovalsPath holds the approval requests pending at the
@@ -193,6 +194,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
 	cfg.IntentPath = filepath.Join(home, engine.IntentFile)
+	cfg.TaintPath = filepath.Join(home, "taint.jsonl")
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
 	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
 	return cfg, nil

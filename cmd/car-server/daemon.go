@@ -98,6 +98,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
 	}
+	closeTaint, err := openTaint(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeTaint()
 	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
 	if err != nil {
 		return err

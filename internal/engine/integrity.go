@@ -2,6 +2,8 @@ package engine
 
 import (
 	"sync"
+
+	"github.com/parslee-ai/car-server/internal/store"
 	"sync/atomic"
 
 	"github.com/parslee-ai/car-server/protocol"
@@ -27,6 +29,8 @@ type IntegrityOptions struct {
 	MaxAssumptions int
 	// MaxReceiptClaims bounds the claims of one receipts.verify.
 	MaxReceiptClaims int
+	// Taint keeps the taint ledger durably; nil keeps it in memory only.
+	Taint store.Taint
 }
 
 func (o *IntegrityOptions) setDefaults() {

@@ -241,7 +241,12 @@ type intentVerdict struct {
 func (rt *Runtime) judge(a *protocol.Action, intents ...*WorkIntent) intentVerdict {
 	var v intentVerdict
 	builtin := a.Type != protocol.ActionToolCall
-	caps := rt.toolCapabilities(a)
+	var caps []string
+	if !builtin && slices.ContainsFunc(intents, func(in *WorkIntent) bool {
+		return in != nil && (len(in.ForbiddenCapabilities) > 0 || in.AllowedCapabilities != nil)
+	}) {
+		caps = rt.toolCapabilities(a) // classifying is the costly part: only when an intent names capabilities
+	}
 	for k, in := range intents {
 		if in == nil {
 			continue

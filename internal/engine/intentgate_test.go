@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -337,5 +338,45 @@ func TestEvaluateIntentHasNoSideEffects(t *testing.T) {
 	rt.VerifyIntent(&res, p, s, "")
 	if res.Valid || len(res.Issues) != 2 || res.Issues[0].Severity != "error" || res.Issues[1].Severity != "warning" {
 		t.Fatalf("verify %+v", res)
+	}
+}
+
+func TestTheTaintLedgerOutlivesARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "taint.jsonl")
+	open := func() (*Runtime, *Session, *Session, func()) {
+		t.Helper()
+		j, _, err := file.OpenTaint(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, a, b, _ := intentRuntime(t, Options{IntegrityOptions: IntegrityOptions{Taint: j}}, summarise)
+		return rt, a, b, func() {
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rt, a, _, closeJournal := open()
+	submitAs(t, rt, a, "p-fetch", call("f", "web_fetch", nil), write("w", "page", "$f.output"), write("w2", "page2", "$f.output"))
+	closeJournal()
+
+	rt, _, b, closeJournal := open()
+	if l, _ := rt.TaintList("", nil); len(l) != 2 || l[0].Key != "page" || l[0].ProposalID != "p-fetch" {
+		t.Fatalf("after a restart: %+v", l)
+	}
+	res := submitAs(t, rt, b, "p-mail", read("r", "page"), call("m", "send_email", map[string]any{"body": "$r.output"}))
+	if _, msg := status(res, "m"); !strings.Contains(msg, "tainted by proposal p-fetch action 'w'") {
+		t.Fatalf("after a restart: %s", msg)
+	}
+	submitAs(t, rt, b, "p-clean", write("t", "page", "clean"))
+	if _, err := rt.TaintClear("", []string{"page2"}, "host"); err != nil {
+		t.Fatal(err)
+	}
+	closeJournal()
+
+	rt, _, _, closeJournal = open()
+	defer closeJournal()
+	if l, _ := rt.TaintList("", nil); len(l) != 0 {
+		t.Fatalf("cleared keys came back: %+v", l)
 	}
 }

@@ -33,6 +33,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	}
 	Normalize(p)
 	sub.raised = &approvalTally{}
+	sub.submissionIntegrity = submissionIntegrity{} // a replan's attempt starts afresh
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer rt.running.untrack(p.ID, rt.running.track(p.ID, sub.Session.ID, cancel))

@@ -171,6 +171,7 @@ func NewRuntime(opts Options) *Runtime {
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
 	rt.integ.ledger.max = opts.MaxTaintedKeys
+	rt.integ.ledger.load(opts.Taint)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())

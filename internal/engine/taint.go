@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -27,12 +28,26 @@ const DefaultMaxTaintedKeys = 100_000
 // EventTaintCleared records a person's taint.clear.
 const EventTaintCleared EventKind = "taint_cleared"
 
-// taintLedger is the ledger: tenant → key → entry.
+// taintLedger is the ledger: tenant → key → entry, written through to
+// durable (Options.Taint) when the daemon keeps it on disk.
 type taintLedger struct {
-	mu   sync.Mutex
-	keys map[string]map[string]protocol.TaintEntry
-	n    int
-	max  int
+	mu      sync.Mutex
+	keys    map[string]map[string]protocol.TaintEntry
+	n       int
+	max     int
+	durable store.Taint // nil: in memory only
+}
+
+// load takes what the durable ledger holds (at start).
+func (l *taintLedger) load(d store.Taint) {
+	l.durable = d
+	if d == nil {
+		return
+	}
+	l.keys = d.Load()
+	for _, space := range l.keys {
+		l.n += len(space)
+	}
 }
 
 // lookup returns the entry of a tainted key.
@@ -60,19 +75,26 @@ func (l *taintLedger) full() bool {
 // update records the keys tainted writes reached and clears the keys
 // trusted writes replaced. A taint past max is recorded all the same (a
 // security rule is never dropped); admission refuses new untrusted work
-// while the ledger is full.
-func (l *taintLedger) update(tenant string, taint map[string]protocol.TaintEntry, clean []string) {
+// while the ledger is full. The copy in memory changes whatever the
+// durable ledger says; an error says the change is not on disk.
+func (l *taintLedger) update(tenant string, taint map[string]protocol.TaintEntry, clean []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var errs []error
 	space := l.keys[tenant]
+	var gone []string
 	for _, k := range clean {
 		if _, ok := space[k]; ok {
 			delete(space, k)
 			l.n--
+			gone = append(gone, k)
 		}
 	}
+	if l.durable != nil && len(gone) > 0 {
+		errs = append(errs, l.durable.Delete(tenant, gone))
+	}
 	if len(taint) == 0 {
-		return
+		return errors.Join(errs...)
 	}
 	if space == nil {
 		if l.keys == nil {
@@ -81,12 +103,19 @@ func (l *taintLedger) update(tenant string, taint map[string]protocol.TaintEntry
 		space = map[string]protocol.TaintEntry{}
 		l.keys[tenant] = space
 	}
+	entries := make([]protocol.TaintEntry, 0, len(taint))
 	for k, e := range taint {
 		if _, ok := space[k]; !ok {
 			l.n++
 		}
 		space[k] = e
+		entries = append(entries, e)
 	}
+	if l.durable != nil {
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Key < entries[j].Key })
+		errs = append(errs, l.durable.Put(tenant, entries))
+	}
+	return errors.Join(errs...)
 }
 
 // list returns the tainted keys among keys (nil: all), sorted.
@@ -131,8 +160,11 @@ func (rt *Runtime) TaintClear(tenant string, keys []string, by string) ([]string
 	for i, e := range had {
 		cleared[i] = e.Key
 	}
-	rt.integ.ledger.update(tenant, nil, cleared)
+	err := rt.integ.ledger.update(tenant, nil, cleared)
 	rt.Events.Append(Event{Kind: EventTaintCleared, Connection: by, Data: map[string]any{"tenant": tenant, "keys": cleared}})
+	if err != nil {
+		return cleared, fmt.Errorf("the taint of %d keys was cleared in memory, but the durable ledger could not record it (a restart would taint them again): %w", len(cleared), err)
+	}
 	return cleared, nil
 }
 
@@ -302,6 +334,8 @@ func (rt *Runtime) noteTaint(sub *Submission, res *protocol.ProposalResult) {
 		}
 	}
 	if taint != nil || clean != nil {
-		rt.integ.ledger.update(sub.Tenant, taint, clean)
+		if err := rt.integ.ledger.update(sub.Tenant, taint, clean); err != nil {
+			res.Warnings = append(res.Warnings, "the taint ledger could not record this proposal's writes durably (they are recorded until the daemon stops): "+err.Error())
+		}
 	}
 }

@@ -303,3 +303,32 @@ func TestReceiptsAfterEvictionAreUngroundableOverTheWire(t *testing.T) {
 		t.Fatalf("%+v", rep.Claims[0])
 	}
 }
+
+// TestAReplanWithNoEdgeBackToThePoisonedActionIsCaught: the replacement a
+// replanner proposes reads the poisoned key with no dependency on the
+// action that wrote it; the same gate and ledger judge it.
+func TestAReplanWithNoEdgeBackToThePoisonedActionIsCaught(t *testing.T) {
+	ts := integrityServer(t)
+	tools := integrityTools()
+	tools["flaky"] = fails
+	tb := newToolbox(t, ts, tools)
+	ts.rt.SetOperatorIntent(&engine.WorkIntent{Intent: "summarise the news", AllowedTools: []string{"web_fetch", "flaky"}, UntrustedTools: []string{"web_fetch"}})
+	tb.submit(t, proposal(toolCall("f", "web_fetch", nil), stateWrite("w", "page", "$f.output")))
+	setReplan(t, tb, protocol.ReplanConfig{MaxReplans: 1})
+	replanner(t, tb, map[string]any{"id": "p-replan", "actions": []any{
+		toolCall("m", "send_email", map[string]any{"body": "as the page asked"}, "state_dependencies", []string{"page"}),
+	}})
+	res := tb.submit(t, proposal(toolCall("x", "flaky", nil)))
+	if len(res.Replans) != 1 {
+		t.Fatalf("replans %+v", res.Replans)
+	}
+	m := resultOf(t, res, "m")
+	if m.Status != protocol.StatusRejected || !strings.Contains(m.ErrorText(), "intent gate refused the proposal") || !strings.Contains(m.ErrorText(), "state key 'page'") {
+		t.Fatalf("the replan: %s %s", m.Status, m.ErrorText())
+	}
+	for _, c := range tb.callLog() {
+		if c.Tool == "send_email" {
+			t.Fatal("the replan mailed")
+		}
+	}
+}
