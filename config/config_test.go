@@ -204,6 +204,10 @@ func TestEveryNameIsBound(t *testing.T) {
 		"max_tainted_keys":            {"7", "7", func(c *Config) any { return c.Integrity.MaxTaintedKeys }, nil},
 		"max_assumptions":             {"7", "7", func(c *Config) any { return c.Integrity.MaxAssumptions }, nil},
 		"max_receipt_claims":          {"7", "7", func(c *Config) any { return c.Integrity.MaxReceiptClaims }, nil},
+		"mcp_max_connectors":          {"7", "7", func(c *Config) any { return c.MCPMaxConnectors }, nil},
+		"mcp_max_tools":               {"7", "7", func(c *Config) any { return c.MCPMaxTools }, nil},
+		"mcp_max_result_bytes":        {"7", "7", func(c *Config) any { return c.MCPMaxResultBytes }, nil},
+		"mcp_connect_timeout":         {"7", "7s", func(c *Config) any { return c.MCPConnectTimeout }, nil},
 		"pprof":                       {"127.0.0.1:7", "127.0.0.1:7", func(c *Config) any { return c.Pprof }, nil},
 	}
 	if len(cases) != len(settings) {

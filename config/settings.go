@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/rpc"
@@ -112,6 +113,10 @@ var settings = []setting{
 	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", postgres.DefaultClaimLease},
 	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
+	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
+	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
+	{"mcp_max_result_bytes", "CAR_MCP_MAX_RESULT_BYTES", "largest message an MCP server may send, and largest tools/call result; past it the call fails and the connection is closed and made again", connectors.DefaultMaxResultBytes},
+	{"mcp_connect_timeout", "CAR_MCP_CONNECT_TIMEOUT", "how long an MCP server has to answer initialize and tools/list (seconds or a duration)", connectors.DefaultConnectTimeout},
 	{"log_format", "CAR_LOG_FORMAT", "log format: json or console", "json"},
 	{"log_level", "CAR_LOG_LEVEL", "log level: debug, info, warn or error", "info"},
 	{"pprof", "CAR_PPROF", "serve Go's profiler (/debug/pprof/) on this loopback host:port, for diagnosis; empty: off", ""},

@@ -144,6 +144,15 @@ var Methods = []MethodSpec{
 	{Name: MethodAgentPermissionsReset, Summary: "Remove an agent's override; host role.", Params: AgentIDParams{}, Result: AgentPostures{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodAgentPermissionsEvaluate, Summary: "The posture mode an agent's action at a tier gets.", Params: AgentPermissionsEvaluateParams{}, Result: AgentPermissionsEvaluateResult{}},
 	{Name: MethodAgentsRevoke, Summary: "Revoke an agent's token and close its connection; host role.", Params: AgentIDParams{}, Result: AgentsRevokeResult{}, Errors: []int{CodeApprovalDenied}},
+
+	{Name: MethodConnectorsAdd, Summary: "Add a Streamable HTTP MCP server as a connector; answers once connected. A person's, never an agent's.", Params: ConnectorsAddParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsAddStdio, Summary: "Add an MCP server the daemon runs as a child process over stdio; answers once connected.", Params: ConnectorsAddStdioParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsList, Summary: "The connectors, sorted by slug, with their health.", Result: ConnectorsListResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsTools, Summary: "A connector's tools, enabled or not, with their classification.", Params: ConnectorSlugParams{}, Result: []ConnectorTool{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsEnableTools, Summary: "Enable tools of a connector for every session, all or none; persisted.", Params: ConnectorToolsParams{}, Result: ConnectorEnableResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsDisableTools, Summary: "Disable tools of a connector; persisted.", Params: ConnectorToolsParams{}, Result: ConnectorDisableResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsRefresh, Summary: "List a connector's tools again, keeping the enabled ones enabled.", Params: ConnectorSlugParams{}, Result: []ConnectorTool{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodConnectorsRemove, Summary: "Remove a connector added over the wire and end its process.", Params: ConnectorSlugParams{}, Result: ConnectorRemoveResult{}, Errors: []int{CodeApprovalDenied}},
 }
 
 // ServerMethods are the server → client requests (with a Result the client

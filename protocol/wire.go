@@ -472,6 +472,14 @@ type ConnectionInfo struct {
 	Role   string `json:"role"` // host, client or unauthenticated
 	Tier   string `json:"tier"` // the standing permission tier
 	Remote string `json:"remote,omitempty"`
+	// Principal, AgentID and ClientName say who an authenticated
+	// connection is, as an approval's requested_by does (agent, plain or
+	// host; the agent it is bound to; what server.handshake called its
+	// client), so that a person can tell a reviewer's or a submitter's
+	// connection by more than its id. Only a host-role caller is told.
+	Principal  string `json:"principal,omitempty"`
+	AgentID    string `json:"agent_id,omitempty"`
+	ClientName string `json:"client_name,omitempty"`
 }
 
 // ServerConnectionsResult is the reply to server.connections; Self is the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/flow"
 	"github.com/parslee-ai/car-server/internal/host"
@@ -113,15 +114,36 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	// serves the host.* methods from the same one (Runtime.Desk).
 	desk := host.New(host.Options{EventRingBytes: cfg.HostEventRingBytes})
 	restoreInterrupted(cfg.InterruptedApprovalsPath, desk, log)
+	schemaLimits := engine.SchemaLimits{
+		MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
+		MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
+	}
+	// The MCP connectors publish their enabled tools here, for every
+	// session; a malformed connectors.toml stops the start like a bad
+	// policy file.
+	daemonTools := engine.NewDaemonTools(schemaLimits)
+	var reaper []string
+	if exe, err := os.Executable(); err == nil {
+		reaper = []string{exe, connectors.ReaperCommand}
+	} else {
+		log.Warn("the daemon cannot find its own binary; stdio connectors run without the reaper that ends their children when the daemon is killed", zap.Error(err))
+	}
+	conns := connectors.New(connectors.Options{
+		Reaper: reaper,
+		Home:   cfg.Home, Tools: daemonTools, MaxConnectors: cfg.MCPMaxConnectors, MaxTools: cfg.MCPMaxTools,
+		MaxResultBytes: cfg.MCPMaxResultBytes, ConnectTimeout: cfg.MCPConnectTimeout, Version: version, Logger: log,
+	})
+	if err := conns.Start(); err != nil {
+		return err
+	}
+	defer conns.Close()
 	rt := engine.NewRuntime(engine.Options{
-		Desk:                   desk,
-		MaxActions:             cfg.MaxActions,
-		MaxTools:               cfg.MaxTools,
-		MaxResolvedActionBytes: cfg.MaxResolvedAction,
-		Schemas: engine.SchemaLimits{
-			MaxBytes: cfg.MaxSchemaBytes, MaxKeywords: cfg.MaxSchemaKeywords, MaxRefDepth: cfg.MaxSchemaRefDepth,
-			MaxExpansion: uint64(cfg.MaxSchemaExpansion), MaxEvaluations: uint64(cfg.MaxSchemaEvaluations),
-		},
+		Desk:                     desk,
+		MaxActions:               cfg.MaxActions,
+		MaxTools:                 cfg.MaxTools,
+		MaxResolvedActionBytes:   cfg.MaxResolvedAction,
+		Schemas:                  schemaLimits,
+		DaemonTools:              daemonTools,
 		MaxResolvedProposalBytes: cfg.MaxResolvedTotal,
 		MaxStateValueBytes:       cfg.MaxStateValueBytes,
 		EventBytes:               cfg.EventLogBytes,
@@ -186,6 +208,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		AgentTokens:        shared.AgentTokens,
 		Postures:           postures,
 		Store:              shared,
+		Connectors:         conns,
 		Node:               shared.Node,
 		Bus:                clusterBus(shared),
 	})
@@ -281,6 +304,7 @@ loop:
 			reloadPolicies(rt, cfg.PoliciesDir, log)
 			reloadToolLabels(rt, cfg.ToolLabelsPath, log)
 			reloadIntent(rt, cfg, log)
+			reloadConnectors(conns, cfg.Home, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))
 			break loop
@@ -329,6 +353,16 @@ func reloadPolicies(rt *engine.Runtime, dir string, log *zap.Logger) {
 	}
 	rt.SetOperatorPolicies(e)
 	log.Info("operator policies reloaded", zap.String("dir", dir), zap.Int("files", files), zap.Int("rules", e.Len()))
+}
+
+// reloadConnectors re-reads connectors.toml, as reloadPolicies does the
+// policies: a bad file keeps the connectors running.
+func reloadConnectors(conns *connectors.Manager, home string, log *zap.Logger) {
+	if err := conns.Reload(); err != nil {
+		log.Error("connectors reload failed; the connectors running stay", zap.String("path", connectors.FilePath(home)), zap.Error(err))
+		return
+	}
+	log.Info("connectors reloaded", zap.String("path", connectors.FilePath(home)), zap.Int("connectors", len(conns.List().Connectors)))
 }
 
 // reloadToolLabels re-reads the information-flow gate's labels file, as

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/parslee-ai/car-server/config"
+	"github.com/parslee-ai/car-server/internal/connectors"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -24,6 +25,9 @@ func main() {
 // run is main with an exit code: 0 on a clean stop, 1 on a runtime failure,
 // 2 on a usage or configuration error.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == connectors.ReaperCommand {
+		return connectors.RunReaper(args[1:])
+	}
 	if code, ok := runSubcommand(args); ok {
 		return code
 	}

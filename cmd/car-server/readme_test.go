@@ -92,30 +92,109 @@ func TestDocumentLinksResolve(t *testing.T) {
 	}
 }
 
-// hasAnchor reports whether a heading of the Markdown file md makes anchor,
-// as GitHub makes them (lower case, spaces to dashes, punctuation dropped).
+// hasAnchor reports whether a heading of the Markdown file md makes anchor.
 func hasAnchor(t *testing.T, md, anchor string) bool {
 	b, err := os.ReadFile(md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "#") {
-			continue
-		}
-		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
-		var a strings.Builder
-		for _, r := range h {
-			switch {
-			case r == ' ':
-				a.WriteRune('-')
-			case r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r > 127:
-				a.WriteRune(r)
-			}
-		}
-		if a.String() == anchor {
+	for _, h := range headings(string(b)) {
+		if anchorOf(h.text) == anchor {
 			return true
 		}
 	}
 	return false
+}
+
+// heading is one Markdown heading: its level (number of #) and text.
+type heading struct {
+	level int
+	text  string
+}
+
+// headings are the headings of a Markdown text, outside code fences.
+func headings(md string) []heading {
+	var out []heading
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		out = append(out, heading{level, strings.TrimSpace(line[level:])})
+	}
+	return out
+}
+
+// anchorOf is the anchor GitHub makes of a heading: lower case, spaces to
+// dashes, punctuation dropped.
+func anchorOf(text string) string {
+	var a strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			a.WriteRune('-')
+		case r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r > 127:
+			a.WriteRune(r)
+		}
+	}
+	return a.String()
+}
+
+// The contents block every document in docs/ opens with, between these
+// markers, after its first paragraph.
+const (
+	contentsStart = "<!-- contents -->"
+	contentsEnd   = "<!-- /contents -->"
+)
+
+// contentsOf is the contents block of a document: a link to each ## and
+// ### heading, in order.
+func contentsOf(md string) string {
+	var b strings.Builder
+	b.WriteString(contentsStart + "\n**Contents**\n\n")
+	for _, h := range headings(md) {
+		if h.level < 2 || h.level > 3 {
+			continue
+		}
+		b.WriteString(strings.Repeat("  ", h.level-2) + "- [" + h.text + "](#" + anchorOf(h.text) + ")\n")
+	}
+	return b.String() + contentsEnd
+}
+
+// Every document in docs/ opens with a contents block that lists its
+// sections. CAR_UPDATE_CONTENTS=1 writes the blocks.
+func TestDocsHaveContents(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		want := contentsOf(text)
+		start, end := strings.Index(text, contentsStart), strings.Index(text, contentsEnd)
+		if start >= 0 && end > start && text[start:end+len(contentsEnd)] == want {
+			continue
+		}
+		if os.Getenv("CAR_UPDATE_CONTENTS") != "1" {
+			t.Errorf("%s: its contents block is missing or stale; run CAR_UPDATE_CONTENTS=1 go test -run TestDocsHaveContents ./cmd/car-server/", f)
+			continue
+		}
+		if start >= 0 && end > start {
+			text = text[:start] + want + text[end+len(contentsEnd):]
+		} else {
+			// After the title and the paragraph under it.
+			_, rest, _ := strings.Cut(text, "\n\n")
+			para, tail, _ := strings.Cut(rest, "\n\n")
+			text = text[:len(text)-len(rest)] + para + "\n\n" + want + "\n\n" + tail
+		}
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

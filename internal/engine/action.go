@@ -511,7 +511,9 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	case t.builtin:
 		out, err = r.rt.sendMessage(cctx, r.sub, call)
 	case t.exec != nil:
+		start := time.Now()
 		out, err = t.exec.ExecuteTool(cctx, call)
+		r.emit(EventToolDispatched, a.ID, map[string]any{"tool": a.Tool, "attempt": n, "source": t.source, "connector": t.owner, "latency_ms": time.Since(start).Milliseconds(), "ok": err == nil})
 	default:
 		out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
 	}

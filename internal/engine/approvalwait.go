@@ -134,9 +134,11 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			if _, err := rt.settleRow("", op.approval.ID, d.rec.Decision == approvals.Approved, d.rec.Reason, d.rec.Reviewer); err != nil && !errors.Is(err, host.ErrInvalid) {
 				return nil, fmt.Errorf("settle approval %s: %w", op.approval.ID, err)
 			}
-			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: map[string]any{
-				"fingerprint": d.fp, "approval_id": op.approval.ID, "decision": d.rec.Decision, "reviewer": d.rec.Reviewer,
-			}})
+			data := map[string]any{"fingerprint": d.fp, "approval_id": op.approval.ID, "decision": d.rec.Decision, "reviewer": d.rec.Reviewer}
+			if d.rec.Reason != "" {
+				data["reason"] = d.rec.Reason
+			}
+			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: data})
 		case <-timer.C:
 			return nil, rt.undecided(sub, ops, order, fmt.Sprintf("nobody decided within %s (approval_timeout)", rt.opts.ApprovalTimeout))
 		case <-rt.stopping:

@@ -36,6 +36,7 @@ type DaemonTools struct {
 	byName  map[string]*Tool
 	byOwner map[string][]string // owner → its tools' names
 	limits  SchemaLimits
+	hint    func(name string) string // completes "unknown tool" for a name under the prefix; nil: none
 }
 
 // NewDaemonTools returns an empty set whose schemas are held to limits
@@ -89,6 +90,30 @@ func (d *DaemonTools) Set(owner string, tools []DaemonTool) error {
 		d.byOwner[owner] = names
 	}
 	return nil
+}
+
+// Check says whether one schema would be taken by Set: its name under the
+// prefix, its schemas within the bounds. A provider checks each tool apart,
+// so one bad tool does not refuse its siblings.
+func (d *DaemonTools) Check(s protocol.ToolSchema) error {
+	if !strings.HasPrefix(s.Name, DaemonToolPrefix) {
+		return fmt.Errorf("daemon tool '%s' does not begin with %q", s.Name, DaemonToolPrefix)
+	}
+	_, err := compileTool(s, d.limits)
+	return err
+}
+
+// SetMissingHint sets what completes the "unknown tool" message for a name
+// under the prefix that no provider holds (a connector's disabled tool says
+// how to enable it). Call it before the set is shared.
+func (d *DaemonTools) SetMissingHint(hint func(name string) string) { d.hint = hint }
+
+// missing is the hint for an unknown name under the prefix, or "".
+func (d *DaemonTools) missing(name string) string {
+	if d == nil || d.hint == nil {
+		return ""
+	}
+	return d.hint(name)
 }
 
 // Remove drops every tool of owner.

@@ -34,6 +34,7 @@ const (
 	EventStateChanged           EventKind = "state_changed"
 	EventStateRolledBack        EventKind = "state_rolled_back"
 	EventToolCancelled          EventKind = "tool_cancelled"
+	EventToolDispatched         EventKind = "tool_dispatched"     // a daemon tool (an MCP connector's) answered: its source, connector and latency
 	EventToolStreamStarted      EventKind = "tool_stream_started" // a detached tool started: its handle
 	EventToolStreamEnded        EventKind = "tool_stream_ended"   // a handle ended: succeeded, failed or cancelled
 	EventPolicyViolation        EventKind = "policy_violation"

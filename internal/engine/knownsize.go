@@ -42,11 +42,11 @@ func knownSizes(g *graph, actionLimit, proposalLimit int64) error {
 	if !slices.Contains(g.hasRefs, true) {
 		return nil // the run charges nothing
 	}
-	k := newKnownSizer(g)
+	k := newKnownSizer(g, actionLimit)
 	sorted, _ := g.order()
 	var total int64
 	for _, i := range sorted {
-		charge := k.action(i, actionLimit)
+		charge := k.action(i)
 		if charge > actionLimit {
 			return fmt.Errorf("proposal refused before any action ran: with its references resolved, action '%s' would pass more than %d bytes of parameters and expected_effects (max_resolved_action_bytes): at least %d, known from the proposal alone; refer to smaller outputs (a field: $id.output.field) or raise the limit",
 				g.actions[i].ID, actionLimit, charge)
@@ -59,9 +59,10 @@ func knownSizes(g *graph, actionLimit, proposalLimit int64) error {
 	return nil
 }
 
-func newKnownSizer(g *graph) *knownSizer {
+func newKnownSizer(g *graph, actionLimit int64) *knownSizer {
 	k := &knownSizer{
 		g:      g,
+		limit:  actionLimit,
 		byID:   make(map[string]int, len(g.actions)),
 		output: make([]int64, len(g.actions)),
 	}
@@ -75,7 +76,7 @@ func newKnownSizer(g *graph) *knownSizer {
 // resolved parameters and effects (0 for an action without references,
 // which the run does not charge) and records its output's known size.
 // Every action i depends on must have been sized first.
-func (k *knownSizer) action(i int, actionLimit int64) (charge int64) {
+func (k *knownSizer) action(i int) (charge int64) {
 	a := &k.g.actions[i]
 	valueSize := int64(-1)
 	if k.g.hasRefs[i] {
@@ -86,14 +87,14 @@ func (k *knownSizer) action(i int, actionLimit int64) (charge int64) {
 	switch a.Type {
 	case protocol.ActionStateWrite:
 		// The output is the value; one without references is counted
-		// as the run counts it, up to the action bound.
+		// when it is first referred to (outputSize).
 		switch {
 		case valueSize >= 0:
 			k.output[i] = valueSize
 		case k.g.hasRefs[i]:
 			k.output[i] = jsonvalue.Size(nil, math.MaxInt64)
 		default:
-			k.output[i] = jsonvalue.Size(a.Parameters["value"], actionLimit)
+			k.output[i] = unsized
 		}
 	case protocol.ActionAssertion:
 		k.output[i] = jsonvalue.Size(true, math.MaxInt64)
@@ -104,10 +105,15 @@ func (k *knownSizer) action(i int, actionLimit int64) (charge int64) {
 // knownSizer holds the known output sizes of the actions walked so far.
 type knownSizer struct {
 	g      *graph
+	limit  int64 // max_resolved_action_bytes, how far a value without references is counted
 	byID   map[string]int
 	output []int64            // a lower bound of each action's output size; 0 when only running it tells
 	fields map[fieldKey]int64 // the same of the fields referred to, once each
 }
+
+// unsized is the output size of a state_write whose value has no
+// references, until it is first referred to.
+const unsized = -1
 
 // fieldKey names a field of an action's output: its index and path.
 type fieldKey struct {
@@ -190,7 +196,7 @@ func (k *knownSizer) ref(x string, loc []int) int64 {
 	case kind != "output" || !ok:
 		return 0
 	case path == "":
-		return k.output[j]
+		return k.outputSize(j)
 	}
 	key := fieldKey{j, path}
 	n, ok := k.fields[key]
@@ -202,6 +208,16 @@ func (k *knownSizer) ref(x string, loc []int) int64 {
 		k.fields[key] = n
 	}
 	return n
+}
+
+// outputSize is the known size of action j's output. A state_write's
+// value without references is counted as the run counts it
+// (run.outputSize), up to the action bound, once.
+func (k *knownSizer) outputSize(j int) int64 {
+	if k.output[j] == unsized {
+		k.output[j] = jsonvalue.Size(k.g.actions[j].Parameters["value"], k.limit)
+	}
+	return k.output[j]
 }
 
 // field is the known size of a field of state_write j's output, path

@@ -70,10 +70,10 @@ func TestKnownSizesAreTheSizesTheRunBuilds(t *testing.T) {
 	p.Actions = acts
 	res, _ := submitMeasured(t, Options{}, p)
 	g := buildGraph(acts)
-	k := newKnownSizer(g)
+	k := newKnownSizer(g, math.MaxInt64)
 	sorted, _ := g.order()
 	for _, i := range sorted {
-		k.action(i, math.MaxInt64)
+		k.action(i)
 	}
 	for i, r := range res.Results {
 		if r.Status != protocol.StatusSucceeded {
@@ -82,12 +82,12 @@ func TestKnownSizesAreTheSizesTheRunBuilds(t *testing.T) {
 		built := jsonvalue.Size(r.Output, math.MaxInt64)
 		switch id := acts[i].ID; id {
 		case "s", "w", "h": // an object's JSON inside text, a field through a reference: at most what was built
-			if k.output[i] > built || k.output[i] < 40 {
-				t.Errorf("%s: known %d, built %d", id, k.output[i], built)
+			if k.outputSize(i) > built || k.outputSize(i) < 40 {
+				t.Errorf("%s: known %d, built %d", id, k.outputSize(i), built)
 			}
 		default:
-			if k.output[i] != built {
-				t.Errorf("%s: known %d, built %d", id, k.output[i], built)
+			if k.outputSize(i) != built {
+				t.Errorf("%s: known %d, built %d", id, k.outputSize(i), built)
 			}
 		}
 	}
@@ -117,14 +117,14 @@ func TestKnownSizesRefuseOnlyWhatTheRunRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := buildGraph(acts)
-		k := newKnownSizer(g)
+		k := newKnownSizer(g, math.MaxInt64)
 		sorted, _ := g.order()
 		for _, i := range sorted {
-			k.action(i, math.MaxInt64)
+			k.action(i)
 		}
 		for i, r := range res.Results {
-			if built := jsonvalue.Size(r.Output, math.MaxInt64); r.Status == protocol.StatusSucceeded && k.output[i] > built {
-				t.Fatalf("round %d: %s built an output of %d bytes, known as at least %d", round, r.ActionID, built, k.output[i])
+			if built := jsonvalue.Size(r.Output, math.MaxInt64); r.Status == protocol.StatusSucceeded && k.outputSize(i) > built {
+				t.Fatalf("round %d: %s built an output of %d bytes, known as at least %d", round, r.ActionID, built, k.outputSize(i))
 			}
 		}
 		if staticErr == nil {
@@ -262,9 +262,9 @@ func TestAFieldReferredToOftenIsCountedOnce(t *testing.T) {
 		{ID: "a", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "a", "value": map[string]any{"s": strings.Repeat("x", 1<<20)}}},
 		{ID: "b", Type: protocol.ActionStateWrite, Parameters: map[string]any{"key": "b", "value": refs}},
 	})
-	k := newKnownSizer(g)
-	k.action(0, math.MaxInt64)
-	if charge := k.action(1, math.MaxInt64); charge < 10_000*(1<<20) {
+	k := newKnownSizer(g, math.MaxInt64)
+	k.action(0)
+	if charge := k.action(1); charge < 10_000*(1<<20) {
 		t.Fatalf("10,000 references to a 1 MiB field charged %d", charge)
 	}
 	if len(k.fields) != 1 {

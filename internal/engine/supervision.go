@@ -370,7 +370,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 				s.removeLocked(in.ID)
 				s.mu.Unlock()
 				if still {
-					g.emit(sub, in, "unreachable", "")
+					g.emit(sub, in, "unreachable", "", "")
 					return fmt.Errorf("the supervisors of this proposal are on other daemons, and intent %s could not be sent to them: %w; the proposal is rejected (fail-closed)", in.ID, err)
 				}
 			}
@@ -394,7 +394,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		s.mu.Unlock()
 		if still {
 			outcome = "timeout"
-			g.emit(sub, in, "timeout", "")
+			g.emit(sub, in, "timeout", "", "")
 			return fmt.Errorf("no supervisor decided on intent %s within %s; the proposal is rejected (fail-closed)", in.ID, s.timeout)
 		}
 		d = <-p.decided // decided in the same instant
@@ -409,7 +409,7 @@ func (g supervisionGate) Admit(ctx context.Context, sub *Submission) error {
 		d = <-p.decided // decided in the same instant: honour it
 	}
 	outcome, winner = d.Kind, p.decisionID
-	g.emit(sub, in, d.Kind, p.reviewer)
+	g.emit(sub, in, d.Kind, p.reviewer, d.Reason)
 	switch d.Kind {
 	case "allow":
 		return nil
@@ -443,8 +443,10 @@ func (rt *Runtime) escalated(ctx context.Context, sub *Submission, reviewer, rea
 	return fmt.Errorf("supervisor %s escalated to the approval ledger (%s): %s; then re-submit", reviewer, reason, strings.Join(missing, "; "))
 }
 
-func (g supervisionGate) emit(sub *Submission, in Intent, decision, reviewer string) {
-	g.rt.Events.Append(Event{Kind: EventSupervisionDecision, ProposalID: sub.Proposal.ID, Connection: sub.Session.ID, Data: map[string]any{
-		"intent_id": in.ID, "decision": decision, "reviewer": reviewer,
-	}})
+func (g supervisionGate) emit(sub *Submission, in Intent, decision, reviewer, reason string) {
+	data := map[string]any{"intent_id": in.ID, "decision": decision, "reviewer": reviewer}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	g.rt.Events.Append(Event{Kind: EventSupervisionDecision, ProposalID: sub.Proposal.ID, Connection: sub.Session.ID, Data: data})
 }

@@ -282,6 +282,11 @@ const maxNamesInMessage = 20
 // UnknownTool is the message for a call to a tool the registry lacks: the
 // first registered names, sorted, and how many there are.
 func (r *ToolRegistry) UnknownTool(name string) string {
+	if strings.HasPrefix(name, DaemonToolPrefix) {
+		if hint := r.daemon.missing(name); hint != "" {
+			return fmt.Sprintf("unknown tool '%s': %s", name, hint)
+		}
+	}
 	names := r.Names()
 	switch {
 	case len(names) == 0:

@@ -26,6 +26,11 @@ func FromDefinition(d protocol.PolicyDefinition) (Policy, error) {
 			return Policy{}, err
 		}
 		return Policy{Name: d.Name, Description: fmt.Sprintf("deny tool '%s'", d.Target), Rule: DenyTool{Tool: d.Target}}, nil
+	case "deny_connector":
+		if err := need("target", d.Target); err != nil {
+			return Policy{}, err
+		}
+		return Policy{Name: d.Name, Description: fmt.Sprintf("deny every tool of connector '%s'", d.Target), Rule: DenyConnector{Slug: d.Target}}, nil
 	case "deny_tool_param":
 		for _, f := range [][2]string{{"target", d.Target}, {"key", d.Key}, {"pattern", d.Pattern}} {
 			if err := need(f[0], f[1]); err != nil {
@@ -52,7 +57,7 @@ func FromDefinition(d protocol.PolicyDefinition) (Policy, error) {
 	case "deny_tool_callback":
 		return Policy{}, fmt.Errorf("policy '%s': rule deny_tool_callback is not supported by the daemon; use deny_tool or deny_tool_param", d.Name)
 	case "":
-		return Policy{}, fmt.Errorf("policy '%s': field 'rule' is required (deny_tool, deny_tool_param or require_state)", d.Name)
+		return Policy{}, fmt.Errorf("policy '%s': field 'rule' is required (deny_tool, deny_connector, deny_tool_param or require_state)", d.Name)
 	}
-	return Policy{}, fmt.Errorf("policy '%s': unknown rule '%s' (use deny_tool, deny_tool_param or require_state)", d.Name, d.Rule)
+	return Policy{}, fmt.Errorf("policy '%s': unknown rule '%s' (use deny_tool, deny_connector, deny_tool_param or require_state)", d.Name, d.Rule)
 }

@@ -21,6 +21,7 @@ import (
 // fileRules is one operator policy file.
 type fileRules struct {
 	DenyTool              []string                `toml:"deny_tool"`
+	DenyConnector         []string                `toml:"deny_connector"`
 	DenyKeyword           []string                `toml:"deny_keyword"`
 	DenyToolParam         []fileDenyToolParam     `toml:"deny_tool_param"`
 	AllowToolParam        []fileAllowToolParam    `toml:"allow_tool_param"`
@@ -114,7 +115,7 @@ func LoadFile(path string) ([]Policy, error) {
 			keys[i] = k.String()
 		}
 		if len(fr.TraceRule) == 0 {
-			return nil, fail("unknown key %s (known: deny_tool, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool)", strings.Join(keys, ", "))
+			return nil, fail("unknown key %s (known: deny_tool, deny_connector, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool)", strings.Join(keys, ", "))
 		}
 	}
 	if len(fr.TraceRule) > 0 {
@@ -127,6 +128,12 @@ func LoadFile(path string) ([]Policy, error) {
 			return nil, fail("deny_tool[%d] is empty", i)
 		}
 		out = append(out, Policy{Name: "deny_tool:" + t, Description: fmt.Sprintf("deny tool '%s' (%s)", t, path), Rule: DenyTool{Tool: t}})
+	}
+	for i, slug := range fr.DenyConnector {
+		if slug == "" {
+			return nil, fail("deny_connector[%d] is empty", i)
+		}
+		out = append(out, Policy{Name: "deny_connector:" + slug, Description: fmt.Sprintf("deny every tool of connector '%s' (%s)", slug, path), Rule: DenyConnector{Slug: slug}})
 	}
 	for i, kw := range fr.DenyKeyword {
 		if kw == "" {

@@ -26,6 +26,20 @@ func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (stri
 	return "", false
 }
 
+// DenyConnector denies every tool of one MCP connector: the daemon tools
+// named mcp_<slug>_<tool>. The daemon refuses a connector whose slug would
+// make another's names ambiguous (one slug, then '_', beginning another), so
+// the prefix names exactly this connector's tools.
+type DenyConnector struct{ Slug string }
+
+// Evaluate implements Rule.
+func (r DenyConnector) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
+	if a.Type == protocol.ActionToolCall && strings.HasPrefix(a.Tool, "mcp_"+r.Slug+"_") {
+		return fmt.Sprintf("connector '%s' is denied (tool '%s')", r.Slug, a.Tool), true
+	}
+	return "", false
+}
+
 // DenyToolParam denies a call to Tool whose parameter Param matches: equals
 // Equals (when HasEquals) and contains Contains (when non-empty); with
 // neither set, carrying the parameter at all is denied. An absent parameter

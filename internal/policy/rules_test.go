@@ -30,6 +30,9 @@ func TestRules(t *testing.T) {
 	}{
 		{"deny_tool hit", DenyTool{Tool: "shell"}, call("shell", nil), noState, true, "tool 'shell' is denied"},
 		{"deny_tool other tool", DenyTool{Tool: "shell"}, call("read", nil), noState, false, ""},
+		{"deny_connector hit", DenyConnector{Slug: "files"}, call("mcp_files_write_file", nil), noState, true, "connector 'files' is denied"},
+		{"deny_connector other connector", DenyConnector{Slug: "files"}, call("mcp_filesx_read", nil), noState, false, ""},
+		{"deny_connector a client's tool", DenyConnector{Slug: "files"}, call("files_read", nil), noState, false, ""},
 		{"deny_tool_param contains", DenyToolParam{Tool: "shell", Param: "command", Contains: "rm -rf"}, call("shell", map[string]any{"command": "sudo rm -rf /"}), noState, true, "contains a denied pattern"},
 		{"deny_tool_param coerces", DenyToolParam{Tool: "t", Param: "n", Contains: "42"}, call("t", map[string]any{"n": json.Number("1428")}), noState, true, ""},
 		{"deny_tool_param absent", DenyToolParam{Tool: "shell", Param: "command", Contains: "rm"}, call("shell", map[string]any{}), noState, false, ""},
@@ -117,6 +120,7 @@ func TestFromDefinition(t *testing.T) {
 	}{
 		{protocol.PolicyDefinition{Rule: "deny_tool", Target: "x"}, "'name' is required"},
 		{protocol.PolicyDefinition{Name: "n", Rule: "deny_tool"}, "needs field 'target'"},
+		{protocol.PolicyDefinition{Name: "n", Rule: "deny_connector"}, "needs field 'target'"},
 		{protocol.PolicyDefinition{Name: "n", Rule: "deny_tool_param", Target: "t", Key: "k"}, "needs field 'pattern'"},
 		{protocol.PolicyDefinition{Name: "n", Rule: "require_state", Key: "k"}, "needs field 'value'"},
 		{protocol.PolicyDefinition{Name: "n", Rule: "deny_tool_callback", Target: "t"}, "not supported"},
@@ -127,6 +131,10 @@ func TestFromDefinition(t *testing.T) {
 		if _, err := FromDefinition(tc.def); err == nil || !strings.Contains(err.Error(), tc.contains) {
 			t.Errorf("%+v: want %q, got %v", tc.def, tc.contains, err)
 		}
+	}
+	dc, err := FromDefinition(protocol.PolicyDefinition{Name: "no_files", Rule: "deny_connector", Target: "files"})
+	if err != nil || dc.Rule != (DenyConnector{Slug: "files"}) {
+		t.Fatalf("deny_connector: %+v %v", dc, err)
 	}
 	p, err := FromDefinition(protocol.PolicyDefinition{Name: "gate", Rule: "require_state", Key: "ok", Value: true})
 	if err != nil || p.Description != "require state 'ok' to be true" {
@@ -170,6 +178,7 @@ max_calls = 10
 interval_secs = 60.0
 `)
 	writeFile(t, dir, "10-base.toml", `deny_tool = ["rm"]
+deny_connector = ["tracker"]
 deny_keyword = ["DROP TABLE"]
 `)
 	writeFile(t, dir, "notes.txt", "not a policy file")
@@ -181,7 +190,7 @@ deny_keyword = ["DROP TABLE"]
 	for _, p := range e.List() {
 		names = append(names, p.Name)
 	}
-	want := "deny_tool:rm,deny_keyword:DROP TABLE,deny_tool_param:http_request.url,deny_tool_param:shell.retries,allow_tool_param:deploy.target,deny_tool_param_matching:http_request.body,rate_limit_tool:http_request"
+	want := "deny_tool:rm,deny_connector:tracker,deny_keyword:DROP TABLE,deny_tool_param:http_request.url,deny_tool_param:shell.retries,allow_tool_param:deploy.target,deny_tool_param_matching:http_request.body,rate_limit_tool:http_request"
 	if files != 2 || strings.Join(names, ",") != want {
 		t.Fatalf("%d files, rules\n %s\nwant\n %s", files, strings.Join(names, ","), want)
 	}

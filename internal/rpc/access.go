@@ -178,6 +178,18 @@ var methodAccess = map[string]access{
 	protocol.MethodAgentPermissionsReset:      accessHost,
 	protocol.MethodAgentPermissionsEvaluate:   accessAny,
 	protocol.MethodAgentsRevoke:               accessHost,
+
+	// Connector management runs programs on the daemon's machine
+	// (connectors.add_stdio) and decides which tools every agent sees:
+	// a person's, never an agent's.
+	protocol.MethodConnectorsAdd:          accessDecide,
+	protocol.MethodConnectorsAddStdio:     accessDecide,
+	protocol.MethodConnectorsList:         accessDecide,
+	protocol.MethodConnectorsTools:        accessDecide,
+	protocol.MethodConnectorsEnableTools:  accessDecide,
+	protocol.MethodConnectorsDisableTools: accessDecide,
+	protocol.MethodConnectorsRefresh:      accessDecide,
+	protocol.MethodConnectorsRemove:       accessDecide,
 }
 
 // principal names who the connection is, for logs and refusals.

@@ -114,6 +114,14 @@ var governingCalls = []struct {
 	{protocol.MethodAgentPermissionsSet, map[string]any{"agent_id": "other", "mode": "always_allow"}},
 	{protocol.MethodAgentPermissionsSetDefault, map[string]any{"preset": "trusting"}},
 	{protocol.MethodAgentsRevoke, map[string]any{"agent_id": "other"}},
+	{protocol.MethodConnectorsAdd, map[string]any{"name": "x", "url": "http://127.0.0.1:1/mcp"}},
+	{protocol.MethodConnectorsAddStdio, map[string]any{"name": "x", "command": "true"}},
+	{protocol.MethodConnectorsList, nil},
+	{protocol.MethodConnectorsTools, map[string]any{"slug": "x"}},
+	{protocol.MethodConnectorsEnableTools, map[string]any{"slug": "x", "tools": []string{"t"}}},
+	{protocol.MethodConnectorsDisableTools, map[string]any{"slug": "x", "tools": []string{"t"}}},
+	{protocol.MethodConnectorsRefresh, map[string]any{"slug": "x"}},
+	{protocol.MethodConnectorsRemove, map[string]any{"slug": "x"}},
 }
 
 func TestAnAgentCanNeverGovern(t *testing.T) {

@@ -129,6 +129,15 @@ func init() {
 		protocol.MethodAgentPermissionsReset:      {handle: (*conn).agentPermissionsReset},
 		protocol.MethodAgentPermissionsEvaluate:   {handle: (*conn).agentPermissionsEvaluate},
 		protocol.MethodAgentsRevoke:               {handle: (*conn).agentsRevoke},
+
+		protocol.MethodConnectorsAdd:          {handle: (*conn).connectorsAdd},
+		protocol.MethodConnectorsAddStdio:     {handle: (*conn).connectorsAddStdio},
+		protocol.MethodConnectorsList:         {handle: (*conn).connectorsList},
+		protocol.MethodConnectorsTools:        {handle: (*conn).connectorsTools},
+		protocol.MethodConnectorsEnableTools:  {handle: (*conn).connectorsEnableTools},
+		protocol.MethodConnectorsDisableTools: {handle: (*conn).connectorsDisableTools},
+		protocol.MethodConnectorsRefresh:      {handle: (*conn).connectorsRefresh},
+		protocol.MethodConnectorsRemove:       {handle: (*conn).connectorsRemove},
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // says scope "global", as upstream does; here that means "this connection",
 // never the whole daemon: one connection's rules never touch another's.
 
-const policyDefinitionShape = "PolicyDefinition {name, rule: deny_tool|deny_tool_param|require_state, target?, key?, pattern?, value?, session_id?}"
+const policyDefinitionShape = "PolicyDefinition {name, rule: deny_tool|deny_connector|deny_tool_param|require_state, target?, key?, pattern?, value?, session_id?}"
 
 // policyScope is the reply's scope: "global" or {session_id}.
 func policyScope(sessionID string) protocol.PolicyScope {

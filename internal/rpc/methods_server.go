@@ -60,7 +60,8 @@ func (c *conn) approvalsList(context.Context, *json.RawMessage) (any, error) {
 }
 
 // serverConnections lists the open connections for the dashboard's roster:
-// who is connected, with which role and standing tier.
+// who is connected, with which role and standing tier, and for a host-role
+// caller which principal each authenticated one is.
 func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error) {
 	c.srv.mu.Lock()
 	conns := make([]*conn, 0, len(c.srv.conns))
@@ -82,7 +83,12 @@ func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error)
 		case !o.authed.Load():
 			role = "unauthenticated"
 		}
-		list = append(list, protocol.ConnectionInfo{ID: o.id, Role: role, Tier: o.sess.Tier().String(), Remote: o.remote})
+		info := protocol.ConnectionInfo{ID: o.id, Role: role, Tier: o.sess.Tier().String(), Remote: o.remote}
+		if c.isHost() && o.authed.Load() {
+			by := o.requester()
+			info.Principal, info.AgentID, info.ClientName = by.Principal, by.AgentID, by.ClientName
+		}
+		list = append(list, info)
 	}
 	slices.SortFunc(list, func(a, b protocol.ConnectionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return protocol.ServerConnectionsResult{Connections: list, Self: c.id}, nil

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/checkpoint"
+	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/openrpc"
 	"github.com/parslee-ai/car-server/internal/runs"
@@ -210,9 +214,19 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(home, "agent-tokens.json")
+	// An MCP server in process, for the connectors.* round trips.
+	mcpServer := mcp.NewServer(&mcp.Implementation{Name: "doc", Version: "1"}, nil)
+	mcp.AddTool(mcpServer, &mcp.Tool{Name: "ping", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+	})
+	mcpHTTP := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpServer }, nil))
+	defer mcpHTTP.Close()
+	daemonTools := engine.NewDaemonTools(engine.SchemaLimits{})
+	conns := connectors.New(connectors.Options{Home: home, Tools: daemonTools})
+	defer conns.Close()
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
-		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures},
-		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures},
+		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns},
+		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools},
 		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close()) },
 	})}
 	c := rs.hostClient(t)
@@ -427,17 +441,28 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 			return map[string]any{"claims": []map[string]any{{"tool": "echo", "result_count": 1}, {"tool": "nope", "found_nothing": true}}}
 		}},
 		{method: protocol.MethodSessionCapabilitiesSet, params: func() any { return map[string]any{"tools": []string{"echo"}, "max_actions": 10} }},
+
+		{method: protocol.MethodConnectorsAdd, params: func() any {
+			return map[string]any{"name": "doc", "url": mcpHTTP.URL, "headers": map[string]string{"X-Key": "k"}}
+		}},
+		{method: protocol.MethodConnectorsList},
+		{method: protocol.MethodConnectorsTools, params: func() any { return map[string]any{"slug": "doc"} }},
+		{method: protocol.MethodConnectorsEnableTools, params: func() any { return map[string]any{"slug": "doc", "tools": []string{"ping"}} }},
+		{method: protocol.MethodConnectorsDisableTools, params: func() any { return map[string]any{"slug": "doc", "tools": []string{"ping"}} }},
+		{method: protocol.MethodConnectorsRefresh, params: func() any { return map[string]any{"slug": "doc"} }},
+		{method: protocol.MethodConnectorsRemove, params: func() any { return map[string]any{"slug": "doc"} }},
 	}
 	// Not exercised here, each for its reason; every other method must be.
 	notExercised := map[string]string{
-		protocol.MethodSessionAuth:       "auth is off on this server; auth_test.go covers it",
-		protocol.MethodSupervisionDecide: "needs a parked intent; supervision tests cover it",
-		protocol.MethodMultiSwarm:        "needs agents that answer multi.run_agent; multi_doc_test.go validates every multi.* reply",
-		protocol.MethodMultiPipeline:     "as multi.swarm",
-		protocol.MethodMultiSupervisor:   "as multi.swarm",
-		protocol.MethodMultiMapReduce:    "as multi.swarm",
-		protocol.MethodMultiVote:         "as multi.swarm",
-		protocol.MethodMultiTournament:   "as multi.swarm",
+		protocol.MethodSessionAuth:        "auth is off on this server; auth_test.go covers it",
+		protocol.MethodSupervisionDecide:  "needs a parked intent; supervision tests cover it",
+		protocol.MethodMultiSwarm:         "needs agents that answer multi.run_agent; multi_doc_test.go validates every multi.* reply",
+		protocol.MethodMultiPipeline:      "as multi.swarm",
+		protocol.MethodMultiSupervisor:    "as multi.swarm",
+		protocol.MethodMultiMapReduce:     "as multi.swarm",
+		protocol.MethodMultiVote:          "as multi.swarm",
+		protocol.MethodMultiTournament:    "as multi.swarm",
+		protocol.MethodConnectorsAddStdio: "runs a program; internal/connectors and cmd/car-server run real servers with it, and its reply is connectors.add's ConnectorStatus, checked here",
 	}
 	exercised := map[string]bool{protocol.MethodToolsStreamChunk: true} // sent by tail
 	for _, s := range steps {

@@ -58,6 +58,7 @@ type Options struct {
 	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
 	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Connectors       Connectors        // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
 	Logger           *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers

@@ -32,6 +32,16 @@ var layerRules = []struct {
 		forbidden: []string{"internal/store/file", "internal/store/postgres"},
 		why:       "the engine takes its state and stores from engine.Options; cmd/car-server (or a test helper) picks the backend",
 	},
+	{
+		from:      []string{"internal/connectors"},
+		forbidden: []string{"internal/rpc", "internal/store/file", "internal/store/postgres", "internal/journal"},
+		why:       "the connectors are handed to the rpc layer by cmd/car-server; they keep no store of the daemon's, only their own files under $CAR_HOME",
+	},
+	{
+		from:      []string{"internal/engine"},
+		forbidden: []string{"internal/connectors"},
+		why:       "the engine runs a connector's tool through engine.ToolExecutor and never speaks MCP itself",
+	},
 }
 
 // TestLayersImportOnlyDownward fails when one of layerRules' arrows

@@ -300,23 +300,3 @@ func TestOnAPhoneWidthTheKeyboardApproves(t *testing.T) {
 		t.Fatalf("approved from the keyboard: %+v %v", res, err)
 	}
 }
-
-// TestTheCardNamesWhoAsked: an approval card says which principal caused
-// it, by the name its client gave, and on which connection.
-func TestTheCardNamesWhoAsked(t *testing.T) {
-	d := startDaemon(t, hostToken)
-	p := openPage(t, d.pageURL())
-	p.ready()
-	r := newRunner(t, d, map[string]tool{"deploy_service": echo})
-	sub := r.submit(t, "p-who", "deploy_service", deployParams())
-	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval button.approve")))
-	asked := eval[string](p, `[...document.querySelectorAll("#approvals li.approval dt")].find(dt => dt.textContent === "asked by")?.nextElementSibling.textContent ?? ""`)
-	conn := eval[string](p, `[...document.querySelectorAll("#approvals li.approval dt")].find(dt => dt.textContent === "connection")?.nextElementSibling.textContent ?? ""`)
-	if conn == "" || asked != "plain client car-server-go-client · connection "+conn {
-		t.Fatalf("asked by %q, connection %q; want the plain client car-server-go-client on that connection", asked, conn)
-	}
-	p.do(chromedp.Click(chromedp.CSS("#approvals li.approval button.approve")))
-	if res, err := resultOf(sub.wait(t), "a1"); err != nil || res.Status != protocol.StatusSucceeded {
-		t.Fatalf("approved: %+v %v", res, err)
-	}
-}

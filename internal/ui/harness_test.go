@@ -61,7 +61,7 @@ func (d *daemon) start(addr string) {
 	d.ledger = ledger
 	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
 	d.rt = rt
-	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test"})
+	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile())})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
 }
@@ -97,6 +97,9 @@ func (d *daemon) restart(hostToken string) {
 
 func (d *daemon) wsURL() string { return "ws://" + d.addr + "/" }
 
+// tokenFile holds the agents' tokens.
+func (d *daemon) tokenFile() string { return filepath.Join(d.dir, "agent-tokens.json") }
+
 // pageURL is what car-server dashboard prints.
 func (d *daemon) pageURL() string { return "http://" + d.addr + "/ui/#host_token=" + d.hostToken }
 
@@ -112,9 +115,25 @@ type tool func(ctx context.Context, call protocol.ToolExecuteParams) (any, error
 
 func newRunner(t *testing.T, d *daemon, tools map[string]tool) *runner {
 	t.Helper()
-	c, err := client.Dial(ctxT(t), d.wsURL(), &client.Options{Token: authToken})
+	return newRunnerAs(t, d, &client.Options{Token: authToken}, tools)
+}
+
+// newAgentRunner is a runner bound to agent id, with a token issued for it.
+func newAgentRunner(t *testing.T, d *daemon, id string, tools map[string]tool) *runner {
+	t.Helper()
+	token := "token-of-" + id
+	if err := file.IssueToken(ctxT(t), d.tokenFile(), id, token); err != nil {
+		t.Fatal(err)
+	}
+	return newRunnerAs(t, d, &client.Options{Token: token, AgentID: id}, tools)
+}
+
+// newRunnerAs is a runner connected with opts.
+func newRunnerAs(t *testing.T, d *daemon, opts *client.Options, tools map[string]tool) *runner {
+	t.Helper()
+	c, err := client.Dial(ctxT(t), d.wsURL(), opts)
 	if err != nil {
-		t.Fatalf("dial the daemon as an agent: %v", err)
+		t.Fatalf("dial the daemon: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	r := &runner{Client: c, calls: make(chan protocol.ToolExecuteParams, 16), cancels: make(chan protocol.ToolCancelParams, 16)}

@@ -39,11 +39,19 @@ func TestReadmeScreenshot(t *testing.T) {
 		t.Fatalf("read_file: %+v %v", res, err)
 	}
 	startStream(t, r, "p-tests", "run_test_suite")
+	rollback := r.submit(t, "p-rollback", "deploy_service", map[string]any{"env": "prod", "version": "2.3.9"})
+	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval input.reason")),
+		chromedp.SendKeys(chromedp.CSS("#approvals li.approval input.reason"), "2.3.9 has the cache bug: roll forward"),
+		chromedp.WaitEnabled(chromedp.CSS("#approvals li.approval button.deny")),
+		chromedp.Click(chromedp.CSS("#approvals li.approval button.deny")))
+	rollback.wait(t)
+	p.until("the rejected proposal", `document.querySelector('#proposals li[data-id="p-rollback"]')?.dataset.status === "rejected"`)
 	waiting := r.submit(t, "p-deploy", "deploy_service", map[string]any{"env": "prod", "version": "2.4.1", "api_key": "sk-live-never-shown"})
 	p.do(chromedp.WaitVisible(chromedp.CSS("#approvals li.approval")))
 	p.until("the finished proposal", `document.querySelector('#proposals li[data-id="p-readme"]')?.dataset.status === "succeeded"`)
 	p.until("the running tool's progress", `document.querySelector("#tools progress")?.value === 0.42`)
 	p.until("the health counts", `document.getElementById("health").textContent.includes("100.0 %")`)
+	p.until("the runner in the roster", `document.getElementById("connections").tBodies[0].textContent.includes("plain client")`)
 	if os.Getenv("CAR_UPDATE_SCREENSHOT") == "1" {
 		p.screenshot(filepath.Join("..", "..", "docs", "dashboard.png"))
 	}

@@ -79,6 +79,8 @@ func TestRunningToolsShowProgressAndCancel(t *testing.T) {
 	// tools.handles carries the latest progress, not the text.
 	close(more)
 	p.until("the live progress and text", card+`?.querySelector("progress")?.value === 0.6 && `+card+`.textContent.includes("pod 6 of 10 ready")`)
+	// The owner is named by its principal once the page has read the roster.
+	p.until("the owner named by its principal", card+`?.textContent.includes("owner" + "plain client car-server-go-client, connection ")`)
 
 	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#tools li[data-id="%s"] button.cancel`, handle))))
 	select {

@@ -3,6 +3,7 @@ import { Daemon } from './rpc.js';
 import { el, fill, dl, short, clock } from './dom.js';
 import { drawBars } from './chart.js';
 import { RunningTools } from './tools.js';
+import { Directory, principalName, principalText } from './who.js';
 
 const TOKEN_KEY = 'car.host_token';
 const SUPERVISE_KEY = 'car.supervise';
@@ -29,9 +30,11 @@ const state = {
   unseen: 0,
   buckets: [],           // [{t, n}] event counts
   supervising: false,
-  me: '',
+  who: new Directory(),  // who each connection the page heard of is
+  loaded: new Set(),     // the panels that have had their first data
   pollTimer: 0,
   healthTimer: 0,
+  rosterTimer: 0,
   tools: null,           // the running tools panel
   toolsBusy: false,      // a tools.handles call is in flight
   toolsAgain: false,     // and another was asked for meanwhile
@@ -83,18 +86,29 @@ function start() {
       showHelp(`The daemon refused this page's host token (${msg}). It has probably restarted and minted a new one: run car-server dashboard again for a fresh link.`);
     },
   });
-  state.tools = new RunningTools({ list: $('tools'), count: $('tools-count'), empty: $('tools-empty'), call, refresh: refreshTools });
+  state.tools = new RunningTools({ list: $('tools'), count: $('tools-count'), empty: $('tools-empty'), call, refresh: refreshTools, who: (id) => state.who.conn(id) });
   wireControls();
+  $('main').hidden = false; // each panel says it is loading until its first data
   state.daemon.start();
 }
 
 const call = (method, params) => state.daemon.call(method, params);
 
+// loaded marks a panel as holding its first data: it stops saying it is
+// loading.
+function loaded(panel) {
+  if (state.loaded.has(panel)) return;
+  state.loaded.add(panel);
+  $(panel).removeAttribute('aria-busy');
+}
+
 // ready runs after every (re)connection: subscribe again, re-read what a
-// subscription does not replay, and backfill the event log's gap.
+// subscription does not replay, and backfill the event log's gap. The
+// polled panels are read at once, beside the subscriptions.
 async function ready() {
   $('help').hidden = true;
   $('main').hidden = false;
+  const polled = poll();
   const snap = await call('host.subscribe');
   const id = snap.identity || {};
   const same = state.identity && state.identity.pid === id.pid && state.identity.started_at === id.started_at;
@@ -120,8 +134,10 @@ async function ready() {
   }
   renderEvents();
   renderProposals();
+  loaded('proposals-panel');
+  loaded('events-panel');
   await call('tools.stream.subscribe');
-  await poll();
+  await polled;
   document.body.dataset.ready = 'true';
 }
 
@@ -161,6 +177,7 @@ async function hostEvent(ev) {
   }
   const p = ev.payload || {};
   if (p.approval) {
+    state.who.learn(p.approval.requested_by);
     if (p.approval.status === 'pending') state.approvals.set(p.approval.id, p.approval);
     else state.approvals.delete(p.approval.id);
     renderApprovals();
@@ -185,6 +202,20 @@ async function feedEvent(p) {
   renderChart();
   if (p.event?.kind === 'proposal_finished' || p.event?.kind === 'proposal_rejected') refreshHealthSoon();
   if (p.event?.kind === 'tool_stream_started' || p.event?.kind === 'tool_stream_ended') refreshTools();
+  if (p.event?.data?.reviewer && !state.who.knows(p.event.data.reviewer)) refreshRosterSoon();
+}
+
+// refreshRosterSoon re-reads server.connections once a decision names a
+// reviewer the page has not seen, at most once a second, so that a
+// reviewer still connected is named by its principal.
+function refreshRosterSoon() {
+  if (state.rosterTimer) return;
+  state.rosterTimer = setTimeout(async () => {
+    try {
+      renderConnections(await call('server.connections'));
+    } catch { /* the next poll tries again */ }
+    state.rosterTimer = 0;
+  }, 1000);
 }
 
 // refreshHealthSoon re-reads metrics.summary once a proposal ends, at most
@@ -240,7 +271,7 @@ function track(e) {
     p = undefined;
   }
   if (!p) {
-    p = { id: e.proposal_id, connection: e.connection, source: '', status: 'running', started: e.timestamp, finished: '', duration: null, actions: new Map(), note: '' };
+    p = { id: e.proposal_id, connection: e.connection, source: '', status: 'running', started: e.timestamp, finished: '', duration: null, actions: new Map(), note: '', rejection: null };
     state.proposals.set(e.proposal_id, p);
     while (state.proposals.size > MAX_PROPOSALS) {
       const old = [...state.proposals.values()].find((x) => x.status !== 'running');
@@ -250,7 +281,7 @@ function track(e) {
   }
   const d = e.data || {};
   const act = (id) => {
-    if (!p.actions.has(id)) p.actions.set(id, { id, tool: '', status: 'pending', duration: null });
+    if (!p.actions.has(id)) p.actions.set(id, { id, tool: '', status: 'pending', duration: null, error: '' });
     return p.actions.get(id);
   };
   switch (e.kind) {
@@ -263,10 +294,20 @@ function track(e) {
         a.tool = a.tool || d.tool || '';
       }
       break;
-    case 'proposal_rejected': p.status = 'rejected'; p.note = d.reason || ''; p.finished = e.timestamp; break;
+    // A person's no: who said it, and why. The first one names the proposal.
+    case 'approval_settled':
+    case 'supervision_decision':
+      if ((d.decision === 'rejected' || d.decision === 'deny') && !p.rejection) p.rejection = { by: d.reviewer || '', reason: d.reason || '' };
+      break;
+    case 'proposal_rejected':
+      p.status = 'rejected';
+      if (!p.rejection) p.note = d.reason || '';
+      p.finished = e.timestamp;
+      break;
     case 'proposal_cancelled': p.note = `cancelled: ${d.reason || ''}`; p.cancelled = true; break;
     case 'proposal_finished':
-      if (p.status === 'running') p.status = p.cancelled ? 'cancelled' : (d.executed >= 0 && !d.rejected && ![...p.actions.values()].some((a) => a.status === 'failed') ? 'succeeded' : 'failed');
+      if (p.status === 'running') p.status = finalStatus(p, d);
+      if (p.status === 'rejected' && !p.rejection && !p.note) p.note = [...p.actions.values()].find((a) => a.status === 'rejected' && a.error)?.error || '';
       p.finished = e.timestamp;
       p.duration = d.duration_ms;
       break;
@@ -276,8 +317,27 @@ function track(e) {
         a.status = FINAL[e.kind];
         a.tool = a.tool || d.tool || d.type || '';
         a.duration = d.duration_ms;
+        a.error = d.error || '';
       }
   }
+}
+
+// finalStatus is how a finished proposal ended: cancelled; failed when an
+// action failed; rejected when an action was rejected (by a person, a
+// policy or a gate) and none failed; else succeeded.
+function finalStatus(p, d) {
+  const acts = [...p.actions.values()];
+  if (p.cancelled) return 'cancelled';
+  if (acts.some((a) => a.status === 'failed')) return 'failed';
+  if (d.rejected > 0 || p.rejection || acts.some((a) => a.status === 'rejected')) return 'rejected';
+  return 'succeeded';
+}
+
+// rejectionText says who turned a proposal down and why.
+function rejectionText(p) {
+  if (!p.rejection) return '';
+  const by = state.who.reviewer(p.rejection.by) || 'a reviewer';
+  return `rejected by ${by}${p.rejection.reason ? `: ${p.rejection.reason}` : ''}`;
 }
 
 function intentArrived(p) {
@@ -320,6 +380,7 @@ async function poll() {
     renderHealth(m);
     renderConnections(conns);
     renderPolicies(pol);
+    loaded('tools-panel');
   } catch { /* the status line says why; the next poll tries again */ }
   renderChart();
   state.pollTimer = setTimeout(() => { if (state.daemon.connected) poll(); }, POLL_MS);
@@ -328,8 +389,10 @@ async function poll() {
 // ---- approvals ----
 
 function setApprovals(list) {
+  for (const a of list || []) state.who.learn(a.requested_by);
   state.approvals = new Map((list || []).filter((a) => a.status === 'pending').map((a) => [a.id, a]));
   renderApprovals();
+  loaded('approvals-panel');
 }
 
 function renderApprovals() {
@@ -356,16 +419,15 @@ function syncCards(ol, items, make) {
   }
 }
 
-// whoAsked names the principal behind an approval (requested_by): an agent
-// by its id and name, a plain client by the name it gave in
-// server.handshake, or the host, each with its connection.
-function whoAsked(r) {
-  if (!r) return '';
-  let who = 'plain client';
-  if (r.principal === 'agent') who = `agent ${r.agent_id}${r.agent_name ? ` (${r.agent_name})` : ''}`;
-  if (r.principal === 'host') who = 'host';
-  if (r.client_name) who += r.principal === 'agent' || r.principal === 'host' ? ` via ${r.client_name}` : ` ${r.client_name}`;
-  return `${who} · connection ${r.connection}`;
+// whoAsked names the principal behind an approval (requested_by) as
+// car-server approvals watch does: an agent by its id and name, a plain
+// client by the name it gave in server.handshake, or the host, each with
+// its connection; a row that names nobody, by the connection its context
+// names, else as the daemon's own.
+function whoAsked(a) {
+  if (a.requested_by) return principalText(a.requested_by);
+  const conn = a.context?.connection;
+  return conn ? state.who.conn(conn) : 'the daemon';
 }
 
 function approvalCard(a) {
@@ -375,7 +437,7 @@ function approvalCard(a) {
   li.append(
     el('h3', {}, c.tool ? `${c.tool}` : a.title),
     dl([
-      ['asked by', whoAsked(a.requested_by)],
+      ['asked by', whoAsked(a)],
       ['request', a.title],
       ['tier', c.required_tier ? `${c.required_tier} (granted ${c.granted_tier || '?'})` : ''],
       ['reversibility', c.reversibility],
@@ -494,10 +556,13 @@ function proposalCard(li, p) {
     el('tr', {}, el('td', {}, a.id), el('td', {}, a.tool), el('td', { class: `st-${a.status.split(' ')[0]}` }, a.status),
       el('td', {}, a.duration == null ? '' : `${Number(a.duration).toFixed(1)} ms`)));
   const head = el('h3', {}, `${p.id} `, el('span', { class: 'muted' }, p.status));
-  const parts = [head,
-    dl([['from', `connection ${short(p.connection)}${p.source && p.source !== 'unknown' ? ` (${p.source})` : ''}`], ['started', clock(p.started)],
+  const rejected = p.status === 'rejected' ? rejectionText(p) : '';
+  const parts = [head];
+  if (rejected) parts.push(el('p', { class: 'verdict', title: `recorded as ${p.rejection.by}` }, rejected));
+  parts.push(
+    dl([['from', `${state.who.conn(p.connection)}${p.source && p.source !== 'unknown' ? ` (${p.source})` : ''}`], ['started', clock(p.started)],
       ['took', p.duration == null ? '' : `${Number(p.duration).toFixed(1)} ms`], ['note', p.note]]),
-    el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'action'), el('th', {}, 'tool'), el('th', {}, 'status'), el('th', {}, 'duration'))), el('tbody', {}, rows)))];
+    el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'action'), el('th', {}, 'tool'), el('th', {}, 'status'), el('th', {}, 'duration'))), el('tbody', {}, rows))));
   let keepFocus = false;
   if (p.status === 'running') {
     const old = li.querySelector('button.cancel');
@@ -539,6 +604,7 @@ function renderHealth(m) {
     ['callback p99', ms(m.callback_p99_ms)],
   ];
   fill($('health'), items.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', {}, String(v ?? '—')))));
+  loaded('health-panel');
 }
 
 function renderChart() {
@@ -549,12 +615,17 @@ function renderChart() {
   drawBars($('chart'), values, `events per 10 seconds, last 5 minutes; latest ${values[values.length - 1]}`);
 }
 
+// renderConnections shows each connection by its short id over its remote
+// address, who it is (its principal and client, which wrap, so that a long
+// client name does not widen the table) and its standing tier.
 function renderConnections(r) {
-  state.me = r.self || '';
+  if (state.who.learnConnections(r)) renderProposals();
   const tb = $('connections').tBodies[0];
   fill(tb, (r.connections || []).map((c) => el('tr', { 'data-id': c.id },
-    el('td', { title: c.id }, short(c.id), c.id === state.me ? ' (this page)' : ''),
-    el('td', {}, c.role), el('td', {}, c.tier), el('td', {}, c.remote || ''))));
+    el('td', { title: c.id }, short(c.id), el('div', { class: 'muted' }, c.remote || '')),
+    el('td', { class: 'wrap' }, c.principal ? principalName(c) : c.role, c.id === r.self ? ' (this page)' : ''),
+    el('td', {}, c.tier))));
+  loaded('roster-panel');
 }
 
 function setAgents(list) {
@@ -571,6 +642,7 @@ function renderAgents() {
 }
 
 function renderPolicies(r) {
+  loaded('policies-panel');
   const groups = new Map();
   for (const p of r.policies || []) {
     if (!groups.has(p.layer)) groups.set(p.layer, []);

@@ -1,7 +1,7 @@
 // The running tools panel: streaming and long-running tool handles with
 // their latest progress, fed by tools.handles and tools.stream.event, each
 // with a Cancel that sends tools.cancel {handle}.
-import { el, fill, dl, short, clock } from './dom.js';
+import { el, fill, dl, clock } from './dom.js';
 
 const MAX_TEXT = 200; // characters of the latest text chunk shown
 
@@ -16,8 +16,10 @@ function elapsed(since) {
 }
 
 export class RunningTools {
-  // call sends a request to the daemon; refresh asks for tools.handles.
-  constructor({ list, count, empty, call, refresh }) {
+  // call sends a request to the daemon; refresh asks for tools.handles;
+  // who names a connection id by its principal.
+  constructor({ list, count, empty, call, refresh, who }) {
+    this.who = who;
     this.list = list;
     this.count = count;
     this.empty = empty;
@@ -141,7 +143,7 @@ export class RunningTools {
     fill(li.querySelector('.body'),
       el('h3', {}, `${h.tool} `, el('span', { class: 'muted' }, h.mode)),
       dl([
-        ['owner', el('span', { title: h.owner_connection }, `connection ${short(h.owner_connection)}`)],
+        ['owner', el('span', { title: h.owner_connection }, this.who(h.owner_connection))],
         ['proposal', h.proposal_id ? `${h.proposal_id}${h.action_id ? ` · action ${h.action_id}` : ''}` : ''],
         ['running for', el('span', { class: 'elapsed' }, elapsed(h.started_at))],
         ['last chunk', h.last_chunk_at ? clock(h.last_chunk_at) : ''],
