@@ -380,3 +380,25 @@ func TestTheTaintLedgerOutlivesARestart(t *testing.T) {
 		t.Fatalf("cleared keys came back: %+v", l)
 	}
 }
+
+// TestAConnectorsToolIsJudgedByNameLikeAnyTool: a daemon-wide tool from an
+// MCP connector matches the intent's patterns and untrusted_tools by its
+// mcp_<slug>_<tool> name.
+func TestAConnectorsToolIsJudgedByNameLikeAnyTool(t *testing.T) {
+	dt := NewDaemonTools(SchemaLimits{})
+	if err := dt.Set("web", []DaemonTool{{Schema: protocol.ToolSchema{Name: "mcp_web_fetch"}, Source: "mcp", Exec: &fetchExecutor{}}}); err != nil {
+		t.Fatal(err)
+	}
+	rt, s, _, _ := intentRuntime(t, Options{DaemonTools: dt}, &WorkIntent{Intent: "research", AllowedTools: []string{"mcp_web_*", "read_*"}, UntrustedTools: []string{"mcp_web_*"}})
+	res := submitAs(t, rt, s, "p1", call("f", "mcp_web_fetch", nil), write("w", "page", "$f.output"))
+	if st, msg := status(res, "w"); st != protocol.StatusSucceeded {
+		t.Fatalf("%s %s", st, msg)
+	}
+	if l, _ := rt.TaintList("", nil); len(l) != 1 || !strings.Contains(l[0].Origin, "untrusted tool 'mcp_web_fetch'") {
+		t.Fatalf("ledger %+v", l)
+	}
+	res = submitAs(t, rt, s, "p2", read("r", "page"), call("m", "send_email", map[string]any{"body": "$r.output"}))
+	if _, msg := status(res, "m"); !strings.Contains(msg, "untrusted tool 'mcp_web_fetch'") {
+		t.Fatalf("%s", msg)
+	}
+}

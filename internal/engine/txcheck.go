@@ -25,10 +25,6 @@ const EventTransactionConflict EventKind = "transaction_conflict"
 // each is a state read at admission.
 const DefaultMaxAssumptions = 1024
 
-// maxConflictsNamed bounds the conflicts a refusal or a result names; the
-// rest are counted.
-const maxConflictsNamed = 20
-
 // ParseTransactionCheck checks a mode name.
 func ParseTransactionCheck(mode string) (string, error) {
 	switch mode {
@@ -250,7 +246,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// describeConflicts names at most maxConflictsNamed conflicts.
+// describeConflicts names at most 20 conflicts (limitList) and counts the
+// rest.
 func describeConflicts(cs []protocol.TransactionConflict) string {
 	parts := make([]string, len(cs))
 	for i, c := range cs {
