@@ -127,6 +127,13 @@ func TestTrustedOverwriteClearsTaintAndTaintClearIsTheHostRoles(t *testing.T) {
 	if len(tainted.Tainted) != 1 || tainted.Tainted[0].Key != "page2" {
 		t.Fatalf("after a trusted overwrite: %+v", tainted)
 	}
+	// A connection restricted to other keys does not see these.
+	narrow := newToolbox(t, ts, integrityTools())
+	mustCall(t, narrow, protocol.MethodSessionCapabilitiesSet, map[string]any{"state_keys": []string{"notes/*"}}, nil)
+	mustCall(t, narrow, protocol.MethodTaintList, nil, &tainted)
+	if len(tainted.Tainted) != 0 {
+		t.Fatalf("outside the capability set: %+v", tainted)
+	}
 	code, msg := rpcCode(t, tb.Call(ctxT(t), protocol.MethodTaintClear, map[string]any{"keys": []string{"page2"}}, nil))
 	if code != protocol.CodeApprovalDenied || !strings.Contains(msg, "taint.clear") {
 		t.Fatalf("a plain client clearing taint: %d %s", code, msg)

@@ -69,7 +69,16 @@ func (c *conn) taintList(_ context.Context, params *json.RawMessage) (any, error
 	if err != nil {
 		return nil, invalidParams("taint.list: %v", err)
 	}
-	return protocol.TaintListResult{Tainted: list}, nil
+	// Keys outside the connection's capability set are left out, as
+	// state.keys leaves them out.
+	caps := c.sess.Capabilities()
+	visible := list[:0]
+	for _, e := range list {
+		if caps.AllowsKey(e.Key) == nil {
+			visible = append(visible, e)
+		}
+	}
+	return protocol.TaintListResult{Tainted: visible}, nil
 }
 
 func (c *conn) taintClear(_ context.Context, params *json.RawMessage) (any, error) {
