@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load fuzz clean openrpc ts-types
+.PHONY: run build test check bench load fuzz crashtest clean openrpc ts-types
 
 ## run: build, then replace make with the daemon on the embedded defaults
 ## (127.0.0.1:9100, state in ~/.car), so that Ctrl-C stops it cleanly
@@ -19,6 +19,15 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+CRASH_CUTS ?= 300
+
+## crashtest: the power-loss crash test, not part of test: the daemon on a
+## FUSE file system that keeps only what was made durable, the power cut
+## CRASH_CUTS times at seeded random points (the seed is logged; replay with
+## CAR_CRASH_SEED=<seed>). Needs /dev/fuse and fusermount3 (Debian fuse3).
+crashtest:
+	CAR_CRASH_CUTS=$(CRASH_CUTS) $(GO) test -tags crashtest -count=1 -timeout 60m -run '^TestPowerLoss' -v ./cmd/car-server/
 
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck

@@ -36,7 +36,7 @@ func runJournalCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: ok: %d records, %d live, %d dead\n", path, rep.Lines, rep.Live, rep.Lines-rep.Live)
 		if rep.TruncatedBytes > 0 {
-			fmt.Fprintf(stdout, "%s: the last line is torn (%d bytes of crash residue); the daemon cuts it off when it opens the file\n", path, rep.TruncatedBytes)
+			fmt.Fprintf(stdout, "%s: it ends in a torn tail (%d bytes of crash residue, never acknowledged); the daemon cuts it off when it opens the file\n", path, rep.TruncatedBytes)
 		}
 		return 0
 	default:

@@ -48,7 +48,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	}
 	torn := func(what, path string, r journal.Report) {
 		if r.TruncatedBytes > 0 {
-			log.Warn(what+" ended in a torn line (crash residue); cut it off", zap.String("path", path), zap.Int("bytes", r.TruncatedBytes))
+			log.Warn(what+" ended in a torn tail (crash residue, never acknowledged); cut it off", zap.String("path", path), zap.Int("bytes", r.TruncatedBytes))
 		}
 	}
 	torn("idempotency journal", cfg.IdempotencyPath, rep.Idempotency)

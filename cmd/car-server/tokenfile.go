@@ -12,7 +12,7 @@ import (
 
 // ensureDir creates dir (and parents) and makes it 0700.
 func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {

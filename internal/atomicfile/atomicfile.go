@@ -2,7 +2,9 @@
 // file or the new one, never a part of either: the one way the daemon
 // writes its token files, postures, agent tokens and checkpoints. Its
 // OpenFile and ReadFile are how the daemon opens its own files: a symbolic
-// link at their path is refused, never followed.
+// link at their path is refused, never followed. MkdirAll and OpenDurable
+// make new directories and files durable by name (an fsync of the directory
+// that holds them), which an fsync of a file's data does not.
 package atomicfile
 
 import (
@@ -13,11 +15,11 @@ import (
 
 // Write replaces path with data, mode 0600: a temp file beside it, written
 // and fsynced, renamed over it, and the directory fsynced. The directory is
-// created 0700 when it is missing. A symbolic link at path is refused
+// created 0700 when it is missing, durably (MkdirAll). A symbolic link at path is refused
 // (ErrSymlink), not replaced.
 func Write(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := MkdirAll(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := refuseSymlink(path); err != nil {
@@ -44,22 +46,8 @@ func Write(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := SyncDir(dir); err != nil {
+	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// SyncDir fsyncs a directory, so that a rename or removal in it survives a
-// crash.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }

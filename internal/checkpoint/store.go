@@ -94,7 +94,7 @@ type Store struct {
 // Open creates dir (0700) if needed. maxCount and maxBytes bound the number
 // of checkpoints kept and the size of one file.
 func Open(dir string, maxCount int, maxBytes int64) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("create checkpoint directory %s: %w", dir, err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {

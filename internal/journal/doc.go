@@ -13,6 +13,13 @@
 // the new file before it is renamed over the old one. A failed compaction is
 // counted (car_journal_compaction_failures_total) and logged (WithErrorLog).
 //
+// A power loss can damage the last write only (the one not yet fsynced): the
+// file may end inside it, and its lost pages read as zero bytes. Replay cuts
+// such a torn tail off (scan.go, tornTail); an unreadable line anywhere
+// else refuses the open. The format has no checksum: a zero byte is never
+// JSON, and a file system that keeps what was fsynced leaves no other
+// damage.
+//
 // Append returns only after its record is on disk (fsync). Concurrent
 // appends share one write and one fsync: the first appender to find no
 // flush in progress writes everything queued so far (group commit).

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ const OpTombstone = "tombstone"
 type Report struct {
 	Lines          int // records replayed
 	Live           int // keys with a value
-	TruncatedBytes int // a torn last line that was cut off (crash residue)
+	TruncatedBytes int // a torn tail that was cut off (crash residue, see tornTail)
 }
 
 // Journal is an open journal file. It is safe for concurrent use.
@@ -99,13 +98,14 @@ func (g *flushGroup) end(err error) {
 
 // Open replays the journal at path (creating it, 0600, in a 0700 directory)
 // and opens it for appending. A symbolic link at path is refused
-// (atomicfile.ErrSymlink), as by Verify and Read. A last line without its newline is cut off and
-// reported; any other unreadable line is an error naming the file and line.
+// (atomicfile.ErrSymlink), as by Verify and Read. A torn tail (see
+// tornTail: bytes after the last newline, or from a line holding a zero
+// byte, or a last line that is no record) is cut off and reported; any
+// other unreadable line is an error naming the file and line.
 func Open(path string, opts ...Option) (*Journal, Report, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
-	}
-	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Durable: the file's name (and its directory's, when created) survive
+	// a power loss before any record is appended.
+	f, err := atomicfile.OpenDurable(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, Report{}, fmt.Errorf("journal %s: %w", path, err)
 	}
@@ -166,7 +166,7 @@ func (j *Journal) replay() (Report, error) {
 	if torn > 0 {
 		// Crash residue: the append of this line never returned.
 		if err := j.f.Truncate(offset); err != nil {
-			return rep, fmt.Errorf("journal %s: cut off the torn last line: %w", j.path, err)
+			return rep, fmt.Errorf("journal %s: cut off the torn tail: %w", j.path, err)
 		}
 		if err := j.f.Sync(); err != nil {
 			return rep, fmt.Errorf("journal %s: %w", j.path, err)
@@ -222,7 +222,7 @@ func (j *Journal) repack(read int64, hint int) {
 }
 
 // Verify reads the journal at path without changing it and reports what it
-// holds. A torn last line is reported (Open would cut it off); any other
+// holds. A torn tail is reported (Open would cut it off); any other
 // unreadable line is an error naming the line.
 func Verify(path string) (Report, error) {
 	f, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)
@@ -245,7 +245,7 @@ func Verify(path string) (Report, error) {
 
 // Read calls f with every record of the journal at path (without its
 // newline; f may keep it), in file order, without changing the file. A torn
-// last line is skipped and reported; any other unreadable line is an error
+// tail is skipped and reported; any other unreadable line is an error
 // naming the line.
 func Read(path string, f func(key string, rec []byte)) (Report, error) {
 	file, err := atomicfile.OpenFile(path, os.O_RDONLY, 0)

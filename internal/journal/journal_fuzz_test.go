@@ -17,6 +17,9 @@ func FuzzOpen(f *testing.F) {
 		`{"key":"k0","op":"put"}` + "\n" + `{"key":"k1","op":"put"`,
 		"not json\n",
 		`{"op":"put"}` + "\n",
+		`{"key":"k0","op":"put"}` + "\n\x00\x00\x00\n" + `{"key":"k1","op":"put"}` + "\n",
+		`{"key":"k0","op":"put"}` + "\n\x00\x00\x00\nnot json\n",
+		`{"key":"k0","op":"put"}` + "\nnot json\n",
 	} {
 		f.Add([]byte(s))
 	}

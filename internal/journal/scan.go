@@ -119,8 +119,8 @@ const batchSize = 1024
 // keep a record's key, and with keep its rec too, which stays valid and
 // unchanged (its capacity ends with it); without keep a rec is valid only
 // during the call. A batch's keys share one string. scan returns the number
-// of records, the offset after the last whole line, and the length of a
-// torn last line (0 when the file ends with a newline).
+// of records, the offset after the last record it handed over, and the
+// length of the torn tail after it (0 when there is none; see tornTail).
 func scan(r io.Reader, size int64, keep bool, path string, apply func([]record)) (lines int, offset int64, torn int, err error) {
 	var (
 		batch []record
@@ -142,18 +142,26 @@ func scan(r io.Reader, size int64, keep bool, path string, apply func([]record))
 	lr := newLineReader(r, size, keep)
 	lr.beforeFill = flush // without keep, a fill overwrites the lines read
 	defer flush()         // the records before a bad line are applied too
+	var tail tornTail
 	for n := 1; ; n++ {
 		line, rerr := lr.next()
 		if rerr == io.EOF {
-			return lines, offset, len(line), nil
+			if tail.first > 0 && !tail.zero && len(line) > 0 {
+				return lines, offset, 0, tail.corrupt(path)
+			}
+			return lines, offset, tail.bytes + len(line), nil
 		}
 		if rerr != nil {
 			return lines, offset, 0, fmt.Errorf("journal %s: %w", path, rerr)
 		}
 		body := line[: len(line)-1 : len(line)-1]
 		key, tomb, perr := parse(body)
-		if perr != nil {
-			return lines, offset, 0, fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", path, n, perr, path)
+		if tail.first > 0 || perr != nil {
+			if err := tail.add(n, body, perr); err != nil {
+				return lines, offset, 0, tail.corrupt(path)
+			}
+			tail.bytes += len(line)
+			continue
 		}
 		offset += int64(len(line))
 		keys = append(keys, key...)
@@ -164,6 +172,52 @@ func scan(r io.Reader, size int64, keep bool, path string, apply func([]record))
 			flush()
 		}
 	}
+}
+
+// tornTail follows the lines from the first unreadable one to the end of
+// the file, to tell a torn write from a corrupt record. An append returns
+// only after its write is fsynced, and the next write starts only then; so
+// a power loss can damage the last write only, and a file system that
+// loses part of it leaves zero bytes where the lost pages were (a hole),
+// never other bytes. A line holding a zero byte is therefore never JSON
+// and never acknowledged, and neither is anything after it: the torn tail
+// starts at the first unreadable line when that line holds a zero byte or
+// is the last line of the file, and no unreadable line after it is free of
+// zero bytes (the later pages of a write can survive without the earlier
+// ones, so whole records after the hole are dropped with it). Bytes after
+// the last newline are a torn tail too. Any other unreadable line is
+// corrupt: the start is refused.
+type tornTail struct {
+	first int   // the first unreadable line, 0 while none was seen
+	cause error // why it is unreadable
+	zero  bool  // it holds a zero byte
+	bytes int   // the bytes of the lines from the first unreadable one
+}
+
+// corrupt is the error of a tail that is no torn write.
+func (t *tornTail) corrupt(path string) error {
+	return fmt.Errorf("journal %s line %d: %v; the file is corrupt: move it aside, or repair the line, before starting (car-server journal verify %s)", path, t.first, t.cause, path)
+}
+
+// add takes line n (its body, and why it is unreadable, or nil) into the
+// tail, and returns an error once the tail cannot be a torn write; the
+// caller then reports the first unreadable line (corrupt), t.cause saying
+// why, and why a later line is unreadable too when it is that line that
+// makes the tail no torn write.
+func (t *tornTail) add(n int, body []byte, perr error) error {
+	hasZero := bytes.IndexByte(body, 0) >= 0
+	if t.first == 0 {
+		t.first, t.cause, t.zero = n, perr, hasZero
+		return nil
+	}
+	if !t.zero {
+		return t.cause // an unreadable line without a zero byte, followed by more: no torn write
+	}
+	if perr != nil && !hasZero {
+		t.cause = fmt.Errorf("%v; line %d after it is unreadable too, without a zero byte: %v", t.cause, n, perr)
+		return t.cause
+	}
+	return nil
 }
 
 // parse reads a record's key and whether it is a tombstone. body is the

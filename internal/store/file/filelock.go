@@ -22,7 +22,7 @@ const lockRetryMax = 50 * time.Millisecond
 // lock is free or ctx ends; the returned function releases it.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 	lockPath := path + ".lock"
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	f, err := atomicfile.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)

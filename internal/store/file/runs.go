@@ -130,7 +130,7 @@ func OpenRuns(root string, opts ...RunsOption) (*Runs, RunsReport, error) {
 		o(l)
 	}
 	var rep RunsReport
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(root); err != nil {
 		return nil, rep, fmt.Errorf("runs directory %s: %w", root, err)
 	}
 	agents, err := os.ReadDir(root)
@@ -176,7 +176,18 @@ func (l *Runs) index(agentID, runID, path string, rep *RunsReport) error {
 		Op string `json:"op"`
 	}
 	if err := json.Unmarshal(last, &tail); err != nil {
-		return fmt.Errorf("run file %s: its last line: %v", path, err)
+		// A torn tail (a power loss can leave a whole line of zero bytes),
+		// or corruption: the journal's rules tell them apart as the run is
+		// loaded. A file holding no record before its torn tail was never
+		// acknowledged, as an empty one.
+		rep, err := journal.Verify(path)
+		if err != nil {
+			return err
+		}
+		if rep.Lines == 0 {
+			return os.Remove(path)
+		}
+		tail.Op = ""
 	}
 	r := &fileRun{runID: runID, agentID: agentID, path: path, lock: make(chan struct{}, 1)}
 	rep.Runs++

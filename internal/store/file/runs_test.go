@@ -432,3 +432,51 @@ func TestAppendsThatRaceAcrossEvictionsAllLand(t *testing.T) {
 		t.Fatalf("the head after the race: %+v %v", h, err)
 	}
 }
+
+// A power loss can leave the last line of a run file as zero bytes and a
+// newline (the write's first page lost, its last one kept): the run loads
+// as one left in progress, the torn line is cut off, and a file with
+// nothing before such a line is removed, as an empty one is.
+func TestALineOfZeroBytesAtTheEndIsATornTail(t *testing.T) {
+	root := t.TempDir()
+	s, _ := openRunStore(t, root, runs.Options{})
+	run := startRun(t, s, "alice", "r1")
+	if _, err := s.Append(context.Background(), run, promptTurns(2, "t")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, encodeID("alice"))
+	path := filepath.Join(dir, encodeID("r1")+".jsonl")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Repeat("\x00", 300) + `"index":2}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	never := filepath.Join(dir, encodeID("r2")+".jsonl")
+	if err := os.WriteFile(never, []byte(strings.Repeat("\x00", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, rep := openRunStore(t, root, runs.Options{})
+	closeOnCleanup(t, s2)
+	if rep != (RunsReport{Runs: 1, Incomplete: 1, Torn: 1}) {
+		t.Fatalf("load report %+v, want 1 run, 1 incomplete, 1 torn", rep)
+	}
+	recs, err := s2.Trace(context.Background(), run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || len(turnsOf(recs)) != 2 || recs[3].Record != runs.KindEnded || recs[3].Status != runs.StatusIncomplete {
+		t.Fatalf("trace after recovery: %+v", recs)
+	}
+	if _, err := os.Stat(never); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a run file holding only a torn line is still there: %v", err)
+	}
+}

@@ -79,9 +79,9 @@ func openSpool(path string, maxBytes int64) (*spool, spoolScan, error) {
 	if path == "" {
 		return s, scan, nil
 	}
-	f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := atomicfile.OpenDurable(path, os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, scan, fmt.Errorf("open the event spool: %w; check that its directory exists and is writable", err)
+		return nil, scan, fmt.Errorf("open the event spool: %w; check that its directory can be created and written", err)
 	}
 	s.f = f
 	br := bufio.NewReaderSize(f, 64<<10)
