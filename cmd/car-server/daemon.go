@@ -99,7 +99,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
 	}
-	closeTaint, err := openTaint(cfg, log)
+	closeTaint, err := openTaint(cfg, log, compactionLog)
 	if err != nil {
 		return err
 	}

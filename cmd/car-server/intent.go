@@ -7,6 +7,7 @@ import (
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
@@ -36,8 +37,8 @@ func logIntent(log *zap.Logger, msg, path string, in *engine.WorkIntent) {
 // openTaint opens the taint ledger's journal into cfg.Integrity.Taint, so
 // the keys untrusted data reached stay tainted across a restart. The
 // returned function closes it.
-func openTaint(cfg *config.Config, log *zap.Logger) (func(), error) {
-	t, rep, err := file.OpenTaint(cfg.TaintPath)
+func openTaint(cfg *config.Config, log *zap.Logger, jopts ...journal.Option) (func(), error) {
+	t, rep, err := file.OpenTaint(cfg.TaintPath, jopts...)
 	if err != nil {
 		return nil, fmt.Errorf("open the taint ledger %s: %w", cfg.TaintPath, err)
 	}
