@@ -16,8 +16,9 @@ COPY --from=build /out/car-server /car-server
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV CAR_HOME=/data HOME=/data
 VOLUME ["/data"]
-EXPOSE 9100
+EXPOSE 9100 9102
 USER 65532:65532
 # Inside the container the daemon listens on every interface so the published
-# port works; it refuses to do so with auth off.
-ENTRYPOINT ["/car-server", "--bind", "0.0.0.0"]
+# ports work (9100 the WebSocket, 9102 the MCP endpoint); it refuses to do so
+# with auth off.
+ENTRYPOINT ["/car-server", "--bind", "0.0.0.0", "--mcp-bind", "0.0.0.0:9102"]

@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: run build test check bench load fuzz crashtest clean openrpc ts-types
+.PHONY: run build test check bench bench-peers load fuzz crashtest clean openrpc ts-types
 
 ## run: build, then replace make with the daemon on the embedded defaults
 ## (127.0.0.1:9100, state in ~/.car), so that Ctrl-C stops it cleanly
@@ -84,6 +84,11 @@ ts-types:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+## bench-peers: a durable step beside DBOS, in one run, interleaved rounds (opt-in; bench/peers is a module of its own; PostgreSQL rows with CAR_TEST_POSTGRES_URL; see BENCHMARKS.md)
+bench-peers: build
+	CGO_ENABLED=0 $(GO) build -o bin/car-bench ./cmd/car-bench
+	cd bench/peers && $(GO) run . --car-bench ../../bin/car-bench --car-server ../../bin/car-server --rounds 5 --chains 4 --steps 100
+
 ## load: the load tool against a daemon it starts and stops itself (see BENCHMARKS.md)
 load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 20 --actions 1000 --baseline 2000
@@ -91,6 +96,10 @@ load: build
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 1 --proposals 1 --actions 1 --baseline 10 --idle 10000
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --connections 10000 --proposals 3 --actions 3 --baseline 3
 	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --chain 300 --proposals 10 --baseline 3000
+	$(GO) run ./cmd/car-bench --spawn ./bin/car-server --durable-chain 100 --proposals 20 --baseline 2000 --fsync-probes 400
+	@if [ -n "$$CAR_TEST_POSTGRES_URL" ]; then \
+		$(GO) run ./cmd/car-bench --spawn ./bin/car-server --store postgres --postgres-url "$$CAR_TEST_POSTGRES_URL" --durable-chain 100 --proposals 20 --baseline 2000 --fsync-probes 400; \
+	else echo "load: CAR_TEST_POSTGRES_URL is not set, so the durable chain on the PostgreSQL store is not run"; fi
 
 clean:
 	rm -rf bin

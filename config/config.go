@@ -19,6 +19,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // Config is every setting of the daemon, resolved.
@@ -40,6 +41,10 @@ type Config struct {
 	AuthTimeout             time.Duration           // an unauthenticated connection is closed after this
 	MaxUnauthenticated      int                     // unauthenticated connections before the oldest is closed
 	MaxInFlight             int                     // concurrent requests per connection
+	MCPBind                 string                  // host:port of the MCP endpoint; "" when disabled
+	MCPMaxBodyBytes         int64                   // largest MCP request body
+	MCPMaxSessions          int                     // MCP sessions per principal
+	MCPMaxCalls             int                     // MCP calls in flight per principal
 	HandlerTimeout          time.Duration           // deadline of one request
 	ToolTimeout             time.Duration           // default budget of one tool callback
 	ShutdownGrace           time.Duration           // how long in-flight requests may finish on shutdown
@@ -90,6 +95,10 @@ type Config struct {
 	PostgresStatementTimeout time.Duration // deadline of one statement
 	ClaimLease               time.Duration // an idempotency claim's lease
 	EventsSpoolMaxBytes      int64         // bound of the events spool
+	EventsRetention          time.Duration // the durable event log's age bound (store file)
+	EventsMaxBytes           int64         // its byte bound
+	AuditHeadEvery           int           // events between two signed heads
+	AuditHeadInterval        time.Duration // the longest wait for a signed head
 	Heartbeat                time.Duration // how often the member row is stamped
 
 	ConfigFile      string // the config file that was read, if any
@@ -112,8 +121,14 @@ type Config struct {
 	// InterruptedApprovalsPath holds the approval requests pending at the
 	// last shutdown, shown as expired at the next start.
 	InterruptedApprovalsPath string
-	ShowVersion              bool // --version was given
+	EventsDir                string // the durable event log's segments (store file)
+	AuditKeyPath             string // the key that signs the event log's heads
+	ShowVersion              bool   // --version was given
 }
+
+// DefaultMCPBind is where the MCP endpoint listens unless mcp_bind says
+// otherwise: upstream's address.
+const DefaultMCPBind = "127.0.0.1:9102"
 
 // Stores (Config.Store).
 const (
@@ -201,6 +216,8 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.TaintPath = filepath.Join(home, "taint.jsonl")
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
 	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
+	cfg.EventsDir = filepath.Join(home, "events")
+	cfg.AuditKeyPath = filepath.Join(home, "audit-key")
 	return cfg, nil
 }
 
@@ -308,6 +325,18 @@ func (c *Config) resolve(r *reader) error {
 	c.AuthTimeout = r.duration("auth_timeout")
 	c.MaxUnauthenticated = r.integer("max_unauthenticated")
 	c.MaxInFlight = r.integer("max_in_flight")
+	c.MCPBind = strings.TrimSpace(r.str("mcp_bind"))
+	switch c.MCPBind {
+	case "disabled", "off", "none":
+		c.MCPBind = ""
+	default:
+		if _, port, err := net.SplitHostPort(c.MCPBind); err != nil || port == "" {
+			r.fail("mcp_bind", "mcp_bind must be host:port (%s) or disabled, got %q", DefaultMCPBind, c.MCPBind)
+		}
+	}
+	c.MCPMaxBodyBytes = int64(r.integer("mcp_max_body_bytes"))
+	c.MCPMaxSessions = r.integer("mcp_max_sessions_per_principal")
+	c.MCPMaxCalls = r.integer("mcp_max_calls_per_principal")
 	c.HandlerTimeout = r.duration("handler_timeout")
 	c.ToolTimeout = r.duration("tool_timeout")
 	c.ShutdownGrace = r.duration("shutdown_grace")
@@ -350,6 +379,13 @@ func (c *Config) resolve(r *reader) error {
 	c.ClaimLease = r.duration("claim_lease")
 	c.EventsSpoolMaxBytes = int64(r.integer("events_spool_max_bytes"))
 	c.Heartbeat = r.duration("heartbeat")
+	c.EventsRetention = r.duration("events_retention")
+	c.EventsMaxBytes = int64(r.integer("events_max_bytes"))
+	c.AuditHeadEvery = r.integer("audit_head_every")
+	c.AuditHeadInterval = r.duration("audit_head_interval")
+	if c.EventsMaxBytes > 0 && c.EventsMaxBytes < file.MinEventsMaxBytes && !r.bad["events_max_bytes"] {
+		r.fail("events_max_bytes", "events_max_bytes must be at least %d (16 segments of 16 KiB), got %d", file.MinEventsMaxBytes, c.EventsMaxBytes)
+	}
 	switch c.Store {
 	case StoreFile:
 	case StorePostgres:
@@ -377,7 +413,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

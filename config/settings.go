@@ -9,6 +9,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/connectors"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/mcpserve"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/internal/store/file"
@@ -77,6 +78,10 @@ var settings = []setting{
 	{"auth_timeout", "CAR_AUTH_TIMEOUT", "an unauthenticated connection is closed (1008) after this (seconds or a duration)", rpc.DefaultAuthTimeout},
 	{"max_unauthenticated", "CAR_MAX_UNAUTHENTICATED", "unauthenticated connections; past it the oldest silent one older than 2 s is closed (1008) to admit the newcomer, never one that has sent its session.auth", rpc.DefaultMaxUnauthenticated},
 	{"max_in_flight", "CAR_MAX_IN_FLIGHT", "concurrent requests per connection", rpc.DefaultMaxInFlight},
+	{"mcp_bind", "CAR_MCP_BIND", `host:port of the MCP endpoint (Streamable HTTP at /mcp, GET /mcp/health); "disabled" turns it off; beyond loopback needs auth on`, DefaultMCPBind},
+	{"mcp_max_body_bytes", "CAR_MCP_MAX_BODY_BYTES", "largest request body the MCP endpoint reads; a larger one gets 413", mcpserve.DefaultMaxBodyBytes},
+	{"mcp_max_sessions_per_principal", "CAR_MCP_MAX_SESSIONS_PER_PRINCIPAL", "MCP sessions one principal (the plain client, or one agent) may hold open; past it initialize is refused", mcpserve.DefaultMaxSessionsPerPrincipal},
+	{"mcp_max_calls_per_principal", "CAR_MCP_MAX_CALLS_PER_PRINCIPAL", "MCP tools/call requests of one principal in flight at once, waits for approval included; past it a call is refused", mcpserve.DefaultMaxCallsPerPrincipal},
 	{"handler_timeout", "CAR_HANDLER_TIMEOUT", "deadline of one request (seconds or a duration like 30m)", rpc.DefaultHandlerTimeout},
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
@@ -112,6 +117,10 @@ var settings = []setting{
 	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", postgres.DefaultStatementTimeout},
 	{"claim_lease", "CAR_CLAIM_LEASE", "with store postgres, how long an idempotency claim outlives the daemon holding it before a waiting daemon takes it over (seconds or a duration)", postgres.DefaultClaimLease},
 	{"heartbeat", "CAR_HEARTBEAT", "with store postgres, how often this daemon stamps its row in the member list; a member that misses 3 is listed dead, and its supervisors stop counting (seconds or a duration)", postgres.DefaultHeartbeat},
+	{"events_retention", "CAR_EVENTS_RETENTION", "with store file, how long the durable event log under $CAR_HOME/events keeps events: whole segments whose newest event is older go (a duration like 720h)", file.DefaultEventsRetention},
+	{"events_max_bytes", "CAR_EVENTS_MAX_BYTES", "with store file, the most bytes the durable event log keeps; past it the oldest whole segments go (at least 256 KiB)", file.DefaultEventsMaxBytes},
+	{"audit_head_every", "CAR_AUDIT_HEAD_EVERY", "with store file, events between two signed heads of the event log's chain: at most this many events can be cut off the end of the log undetected", file.DefaultAuditHeadEvery},
+	{"audit_head_interval", "CAR_AUDIT_HEAD_INTERVAL", "with store file, the longest time events wait for a signed head (seconds or a duration)", file.DefaultAuditHeadPeriod},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
 	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
 	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
@@ -147,9 +156,11 @@ Commands:
   approvals list|watch|approve|reject   the approval ledger; watch prints requests as they arrive
   policy check [DIR]            validate a policy directory offline
   journal verify|compact FILE   check or compact a state journal
+  audit verify|pubkey|export    check the durable event log's signed chain offline, print its key, export its events
   migrate status|up             the database's schema migrations (store postgres)
   agents issue-token|revoke|list  per-agent tokens
   dashboard                     open the dashboard with a host-role login
+  mcp [--agent ID]              a stdio MCP server forwarding to the daemon's MCP endpoint
 
 Every setting can come from a flag, a CAR_* environment variable or the
 config file ($CAR_HOME/config.yaml); flags win over the environment, which

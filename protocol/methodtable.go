@@ -121,9 +121,9 @@ var Methods = []MethodSpec{
 
 	{Name: MethodEventsCount, Summary: "How many events the log holds.", Result: 0},
 	{Name: MethodEventsQuery, Summary: "Events matching a filter, newest first.", Params: EventsQueryParams{}, Result: EventsQueryResult{}},
-	{Name: MethodEventsChainEnable, Summary: "Hash-chain the events from now on.", Result: OKResult{}},
+	{Name: MethodEventsChainEnable, Summary: "Kept for compatibility: every event is hash-chained always; it changes nothing.", Result: OKResult{}},
 	{Name: MethodEventsChainVerify, Summary: "Check the hash chain: verified, or where it breaks.", Result: ChainVerifyResult{}},
-	{Name: MethodEventsRetention, Summary: "Read or set the event log's retention.", Params: RetentionParams{}, Result: RetentionResult{}},
+	{Name: MethodEventsRetention, Summary: "Read or set the in-memory event log's retention (host role; the durable log keeps its settings).", Params: RetentionParams{}, Result: RetentionResult{}},
 	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
 	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: SubscriptionResult{}},
 	{Name: MethodMetricsSummary, Summary: "Counts and rates over the event log.", Result: MetricsSummary{}},

@@ -105,6 +105,7 @@ func runLoad(ctx context.Context, o options) (*report, error) {
 	if rep.Baseline.Count > 0 && rep.Latency.Count > 0 {
 		rep.ActionToRoundTrip = rep.Latency.MeanMs / float64(o.Actions) / rep.Baseline.MeanMs
 		rep.P99ToRoundTripP99 = rep.Latency.P99Ms / rep.Baseline.P99Ms
+		rep.P99ToMean = rep.Latency.P99Ms / rep.Latency.MeanMs
 		if rep.CPU != nil && rep.CPU.ProposalToRoundTrip > 0 {
 			rep.CPU.P99RatioToCPURatio = rep.P99ToRoundTripP99 / rep.CPU.ProposalToRoundTrip
 		}

@@ -4,7 +4,10 @@
 // answered by car-bench itself. It talks to loopback only and is bounded in
 // connections, proposals, actions and time. With --chain it measures the
 // per-action cost of actions that run one after another instead: a chain of
-// tool calls, each depending on the one before.
+// tool calls, each depending on the one before. With --durable-chain it
+// sets a chain of idempotent calls, whose every result is on the store
+// before the next step, against the same chain without idempotency, a raw
+// round trip and a flush of the journal's disk, all in the same run.
 package main
 
 import (
@@ -42,18 +45,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	if opts.Spawn != "" {
-		d, err := spawnDaemon(ctx, opts.Spawn, opts.Connections+opts.Idle+16)
+		d, err := spawnDaemon(ctx, opts.Spawn, opts.Connections+opts.Idle+16, opts.Store, opts.PostgresURL)
 		if err != nil {
 			fmt.Fprintln(stderr, "car-bench:", err)
 			return 1
 		}
 		defer d.stop()
-		opts.URLs, opts.Token, opts.PID = []string{d.url}, d.token, d.pid
+		opts.URLs, opts.Token, opts.PID, opts.Home = []string{d.url}, d.token, d.pid, d.home
 	}
 	var rep *report
-	if opts.Chain > 0 {
+	switch {
+	case opts.DurableChain > 0:
+		rep, err = runDurableChain(ctx, opts)
+	case opts.Chain > 0:
 		rep, err = runChain(ctx, opts)
-	} else {
+	default:
 		rep, err = runLoad(ctx, opts)
 	}
 	if rep != nil {

@@ -41,6 +41,15 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--chain", "300", "--actions", "5"}, "drop --actions, --connections and --idle"},
 		{[]string{"--chain", "300", "--connections", "2"}, "drop --actions, --connections and --idle"},
 		{[]string{"--chain", "300", "--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"}, "--chain runs on one connection to one daemon; give one --url"},
+		{[]string{"--durable-chain", "20000", "--spawn", "bin/car-server"}, "--durable-chain must be 1 to 10000"},
+		{[]string{"--durable-chain", "10", "--chain", "10"}, "give --chain or --durable-chain, not both"},
+		{[]string{"--durable-chain", "10", "--connections", "3"}, "drop --actions, --connections and --idle"},
+		{[]string{"--durable-chain", "10", "--spawn", "bin/car-server", "--fsync-probes", "0"}, "--fsync-probes must be 1 to 100000"},
+		{[]string{"--durable-chain", "10", "--url", "ws://127.0.0.1:9100/"}, "needs --fsync-dir"},
+		{[]string{"--durable-chain", "10", "--fsync-dir", "/tmp", "--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"}, "--durable-chain runs on one connection to one daemon"},
+		{[]string{"--spawn", "bin/car-server", "--store", "sqlite"}, "--store must be file or postgres"},
+		{[]string{"--store", "postgres", "--postgres-url", "postgres://x"}, "it needs --spawn"},
+		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", ""}, "--store postgres needs --postgres-url"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)
@@ -53,6 +62,7 @@ func TestArgumentChecks(t *testing.T) {
 		{"--spawn", "bin/car-server", "--idle", "10000", "--connections", "10000", "--proposals", "3"},
 		{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"},
 		{"--spawn", "bin/car-server", "--chain", "300", "--baseline", "3000"},
+		{"--spawn", "bin/car-server", "--durable-chain", "100", "--store", "postgres", "--postgres-url", "postgres://car@/postgres?host=/tmp"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {
 			t.Errorf("%v: %v", ok, err)
@@ -79,7 +89,7 @@ func TestSummarizeAndReport(t *testing.T) {
 		t.Fatal("empty input")
 	}
 	r := &report{Connections: 2, Daemons: 2, ProposalsPerConnection: 3, ActionsPerProposal: 4, ProposalsDone: 6, WallSecs: 1.5,
-		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25, P99ToRoundTripP99: 99,
+		Latency: s, Baseline: stats{Count: 10, MeanMs: 0.5, P99Ms: 1}, ActionToRoundTrip: 1.25, P99ToRoundTripP99: 99, P99ToMean: 99.0 / 50.5,
 		Beside: stats{Count: 6, P99Ms: 33}, P99ToBesideP99: 3,
 		CPU:  &cpuReport{PerRoundTrip: cpuCost{DaemonUs: 30, BenchUs: 20}, PerProposal: cpuCost{DaemonUs: 250, BenchUs: 150}, ProposalToRoundTrip: 8, P99RatioToCPURatio: 99.0 / 8},
 		Idle: &idleReport{Connections: 10, RSSBeforeKiB: 100, RSSAfterKiB: 500, PerConnectionKiB: 40}}
@@ -89,7 +99,7 @@ func TestSummarizeAndReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"2 connections over 2 daemons × 3 proposals × 4 actions", "p99 99.000", "1.25×", "99.000 ms / 1.000 ms = 99.00×", "p99 33.000 (6 calls, same connection, same moment)", "99.000 ms / 33.000 ms = 3.00×",
-		"daemon 30.0 µs + car-bench 20.0 µs = 50.0 µs (baseline phase)", "daemon 250.0 µs + car-bench 150.0 µs = 400.0 µs = 8.0 round trips", "99.00× / 8.0 = 12.38", "40.0 KiB per connection", "errors", "boom"} {
+		"daemon 30.0 µs + car-bench 20.0 µs = 50.0 µs (baseline phase)", "daemon 250.0 µs + car-bench 150.0 µs = 400.0 µs = 8.0 round trips", "99.00× / 8.0 = 12.38", "proposal p99 / round-trip p99 99.00× beside CPU ratio 8.0; p99 / mean 1.96 (target ≤ 2.0); p99 ratio / CPU ratio 12.38 (target ≤ 1.0)", "40.0 KiB per connection", "errors", "boom"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

@@ -33,11 +33,19 @@ type options struct {
 	Proposals   int // per connection
 	Actions     int // per proposal
 	Chain       int // actions per chained proposal (0: independent actions)
-	Baseline    int // raw round trips per connection
-	Idle        int // idle connections for the memory measurement
-	PID         int // the daemon's pid, for its memory (set by --spawn)
-	Duration    time.Duration
-	JSON        bool
+	// DurableChain is the actions of a chain of idempotent calls, run
+	// beside the same chain without idempotency (0: not this mode).
+	DurableChain int
+	FsyncProbes  int    // flushes of the journal's disk, timed between the chains
+	FsyncDir     string // where to time them (default: the spawned daemon's state root)
+	Store        string // the spawned daemon's store: file or postgres
+	PostgresURL  string // with --store postgres
+	Home         string // the spawned daemon's state root (set by --spawn)
+	Baseline     int    // raw round trips per connection
+	Idle         int    // idle connections for the memory measurement
+	PID          int    // the daemon's pid, for its memory (set by --spawn)
+	Duration     time.Duration
+	JSON         bool
 }
 
 func parseArgs(args []string, out io.Writer) (options, error) {
@@ -51,6 +59,11 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.Proposals, "proposals", 10, fmt.Sprintf("proposals per connection (1-%d in all)", maxProposals))
 	fs.IntVar(&o.Actions, "actions", 10, fmt.Sprintf("independent tool calls per proposal (1-%d)", maxActions))
 	fs.IntVar(&o.Chain, "chain", 0, fmt.Sprintf("instead: proposals of N tool calls, each depending on the one before, on one connection, with the baseline taken before each (1-%d)", maxActions))
+	fs.IntVar(&o.DurableChain, "durable-chain", 0, fmt.Sprintf("instead: proposals of N idempotent tool calls, each depending on the one before, alternating with the same chain not idempotent, beside round trips and flushes of the journal's disk (1-%d)", maxActions))
+	fs.IntVar(&o.FsyncProbes, "fsync-probes", 300, "with --durable-chain: 8 kB flushes of the journal's disk timed in the run (1-100000)")
+	fs.StringVar(&o.FsyncDir, "fsync-dir", "", "with --durable-chain: the directory whose disk is flushed (default: the spawned daemon's state root, where its journals are)")
+	fs.StringVar(&o.Store, "store", "file", "with --spawn: the daemon's store, file or postgres")
+	fs.StringVar(&o.PostgresURL, "postgres-url", os.Getenv("CAR_POSTGRES_URL"), "with --spawn --store postgres: the database (default $CAR_POSTGRES_URL); it must be on this machine")
 	fs.IntVar(&o.Baseline, "baseline", 200, "raw round trips per connection for the baseline (0 skips it)")
 	fs.IntVar(&o.Idle, "idle", 0, fmt.Sprintf("idle connections to open for the memory-per-connection figure (0-%d; needs --spawn or --pid)", maxIdle))
 	fs.IntVar(&o.PID, "pid", 0, "the daemon's process id, to read its memory (Linux)")
@@ -68,7 +81,13 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	if o.Chain != 0 && (fs.Changed("actions") || fs.Changed("connections") || fs.Changed("idle")) {
 		return o, errors.New("--chain runs on one connection and sets the actions per proposal; drop --actions, --connections and --idle")
 	}
-	if o.Chain != 0 {
+	if o.Chain != 0 && o.DurableChain != 0 {
+		return o, errors.New("give --chain or --durable-chain, not both")
+	}
+	if o.DurableChain != 0 && (fs.Changed("actions") || fs.Changed("connections") || fs.Changed("idle")) {
+		return o, errors.New("--durable-chain runs on one connection and sets the actions per proposal; drop --actions, --connections and --idle")
+	}
+	if o.Chain != 0 || o.DurableChain != 0 {
 		o.Connections = 1
 	}
 	return o, o.validate()
@@ -89,6 +108,24 @@ func (o *options) validate() error {
 		check("chain", o.Chain, 1, maxActions)
 	}
 	check("idle", o.Idle, 0, maxIdle)
+	if o.DurableChain != 0 {
+		check("durable-chain", o.DurableChain, 1, maxActions)
+		check("fsync-probes", o.FsyncProbes, 1, 100_000)
+		if o.Spawn == "" && o.FsyncDir == "" {
+			errs = append(errs, "--durable-chain without --spawn needs --fsync-dir: the directory of the daemon's journals")
+		}
+	}
+	switch o.Store {
+	case "file":
+	case "postgres":
+		if o.Spawn == "" {
+			errs = append(errs, "--store sets the spawned daemon's store; it needs --spawn")
+		} else if o.PostgresURL == "" {
+			errs = append(errs, "--store postgres needs --postgres-url (or $CAR_POSTGRES_URL)")
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("--store must be file or postgres, got %q", o.Store))
+	}
 	if o.Connections*o.Proposals > maxProposals {
 		errs = append(errs, fmt.Sprintf("--connections × --proposals is %d; at most %d proposals in all", o.Connections*o.Proposals, maxProposals))
 	}
@@ -106,6 +143,9 @@ func (o *options) validate() error {
 	}
 	if o.Chain != 0 && len(o.URLs) > 1 {
 		errs = append(errs, "--chain runs on one connection to one daemon; give one --url")
+	}
+	if o.DurableChain != 0 && len(o.URLs) > 1 {
+		errs = append(errs, "--durable-chain runs on one connection to one daemon; give one --url")
 	}
 	if o.Idle > 0 && len(o.URLs) > 1 {
 		errs = append(errs, "--idle reads one daemon's memory; give one --url (with --pid), or --spawn")

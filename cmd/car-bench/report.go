@@ -50,14 +50,18 @@ type report struct {
 	// saturated. P99ToBesideP99 sets it against the round trips sent
 	// beside the proposals: how much longer a proposal waits than a
 	// single call under the same load.
-	P99ToRoundTripP99 float64  `json:"p99_to_round_trip_p99"`
-	P99ToBesideP99    float64  `json:"p99_to_beside_p99"`
-	Errors            int      `json:"errors"`
-	ErrorSamples      []string `json:"error_samples,omitempty"`
+	P99ToRoundTripP99 float64 `json:"p99_to_round_trip_p99"`
+	P99ToBesideP99    float64 `json:"p99_to_beside_p99"`
+	// P99ToMean is the proposals' p99 over their mean: how far the
+	// slowest proposals wait beyond the typical one.
+	P99ToMean    float64  `json:"p99_to_mean"`
+	Errors       int      `json:"errors"`
+	ErrorSamples []string `json:"error_samples,omitempty"`
 	// CPU is what the two phases cost in CPU time, when it can be read.
-	CPU   *cpuReport   `json:"cpu,omitempty"`
-	Idle  *idleReport  `json:"idle,omitempty"`
-	Chain *chainReport `json:"chain,omitempty"`
+	CPU     *cpuReport     `json:"cpu,omitempty"`
+	Idle    *idleReport    `json:"idle,omitempty"`
+	Chain   *chainReport   `json:"chain,omitempty"`
+	Durable *durableReport `json:"durable_chain,omitempty"`
 
 	mu sync.Mutex
 }
@@ -106,6 +110,9 @@ func (r *report) writeText(w io.Writer) error {
 	if r.Daemons > 1 {
 		over = fmt.Sprintf(" over %d daemons", r.Daemons)
 	}
+	if r.Durable != nil {
+		return r.writeDurable(tw)
+	}
 	if r.Chain != nil {
 		fmt.Fprintf(tw, "chain\t%d proposals of %d tool calls, each depending on the one before (GOMAXPROCS %d)\n", r.ProposalsPerConnection, r.Chain.Actions, r.GoMaxProcs)
 	} else {
@@ -132,10 +139,36 @@ func (r *report) writeText(w io.Writer) error {
 		fmt.Fprintf(tw, "CPU per proposal\t%s = %.1f round trips\n", c.PerProposal.text(), c.ProposalToRoundTrip)
 		if c.P99RatioToCPURatio > 0 {
 			fmt.Fprintf(tw, "p99 ratio / CPU ratio\t%.2f× / %.1f = %.2f (1 or below: no wait beyond the proposals' work)\n", r.P99ToRoundTripP99, c.ProposalToRoundTrip, c.P99RatioToCPURatio)
+			fmt.Fprintf(tw, "fairness\tproposal p99 / round-trip p99 %.2f× beside CPU ratio %.1f; p99 / mean %.2f (target ≤ 2.0); p99 ratio / CPU ratio %.2f (target ≤ 1.0)\n", r.P99ToRoundTripP99, c.ProposalToRoundTrip, r.P99ToMean, c.P99RatioToCPURatio)
 		}
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(tw, "idle connections\t%d: daemon RSS %d → %d KiB, %.1f KiB per connection\n", r.Idle.Connections, r.Idle.RSSBeforeKiB, r.Idle.RSSAfterKiB, r.Idle.PerConnectionKiB)
+	}
+	fmt.Fprintf(tw, "errors\t%d\n", r.Errors)
+	for _, e := range r.ErrorSamples {
+		fmt.Fprintf(tw, "\t%s\n", e)
+	}
+	return tw.Flush()
+}
+
+// writeDurable is the text report of --durable-chain.
+func (r *report) writeDurable(tw *tabwriter.Writer) error {
+	d := r.Durable
+	fmt.Fprintf(tw, "durable chain\t%d proposals of %d idempotent tool calls, each depending on the one before, %s store, alternating with the same chain not idempotent (GOMAXPROCS %d)\n", r.ProposalsPerConnection, d.Actions, d.Store, r.GoMaxProcs)
+	fmt.Fprintf(tw, "done\t%d durable proposals in %.2fs (with everything between them)\n", r.ProposalsDone, r.WallSecs)
+	fmt.Fprintf(tw, "durable proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P95Ms, r.Latency.P99Ms, r.Latency.MaxMs)
+	fmt.Fprintf(tw, "plain proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", d.Plain.MeanMs, d.Plain.P50Ms, d.Plain.P95Ms, d.Plain.P99Ms, d.Plain.MaxMs)
+	fmt.Fprintf(tw, "baseline round trip\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d calls, same connection, same run)\n", r.Baseline.MeanMs, r.Baseline.P50Ms, r.Baseline.P95Ms, r.Baseline.P99Ms, r.Baseline.Count)
+	fmt.Fprintf(tw, "fdatasync, 8 kB in place\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d, in %s)\n", d.Fdatasync.MeanMs, d.Fdatasync.P50Ms, d.Fdatasync.P95Ms, d.Fdatasync.P99Ms, d.Fdatasync.Count, d.ProbeDir)
+	fmt.Fprintf(tw, "fsync, 8 kB appended\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f (%d, same directory)\n", d.AppendFsync.MeanMs, d.AppendFsync.P50Ms, d.AppendFsync.P95Ms, d.AppendFsync.P99Ms, d.AppendFsync.Count)
+	fmt.Fprintf(tw, "per step\tdurable %.3f ms, plain %.3f ms\n", d.DurableStepMs, d.PlainStepMs)
+	if r.Baseline.Count > 0 {
+		fmt.Fprintf(tw, "per step / round trip\tdurable %.2f×, plain %.2f×\n", d.DurableToRT, d.PlainToRT)
+	}
+	if d.FdatasyncMs > 0 {
+		fmt.Fprintf(tw, "durable step / fdatasync\t%.2f×\n", d.DurableToFlush)
+		fmt.Fprintf(tw, "(durable − plain) / fdatasync\t%.2f× (1: one flush per step and nothing else)\n", d.ExtraToFlush)
 	}
 	fmt.Fprintf(tw, "errors\t%d\n", r.Errors)
 	for _, e := range r.ErrorSamples {

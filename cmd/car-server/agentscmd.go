@@ -23,11 +23,13 @@ import (
 )
 
 const agentsUsage = `usage:
-  car-server agents issue-token AGENT_ID [--tenant T]...
+  car-server agents issue-token AGENT_ID [--tenant T]... [--mcp-config]
                                              mint AGENT_ID's token and print it (only it) on stdout; replaces any
                                              earlier one (and closes the connection bound with it). The agent may
                                              use only the tenants named (--tenant '' is the default tenant); with
-                                             no --tenant, the default tenant alone
+                                             no --tenant, the default tenant alone. --mcp-config prints instead a
+                                             ready-to-paste MCP client configuration (the endpoint's url and the
+                                             Authorization header with the token)
   car-server agents revoke AGENT_ID          refuse AGENT_ID's token from now on and close its live connection
   car-server agents list [--json]            the agents with a token and their tenants (never the tokens)
 
@@ -49,6 +51,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
 	tenants := fs.StringArray("tenant", nil, "a tenant the agent may use (repeatable)")
+	mcpConfig := fs.Bool("mcp-config", false, "print an MCP client configuration with the token")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "car-server agents: %v\n%s\n", err, agentsUsage)
 		return exitUsage
@@ -71,9 +74,23 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "car-server agents %s: --tenant belongs to issue-token (a token's tenants are set when it is issued)\n", rest[0])
 		return exitUsage
 	}
+	if *mcpConfig && rest[0] != "issue-token" {
+		fmt.Fprintf(stderr, "car-server agents %s: --mcp-config belongs to issue-token\n", rest[0])
+		return exitUsage
+	}
 	cfg, code := loadConfig(command{}, nil, stdout, stderr)
 	if cfg == nil {
 		return code
+	}
+	var endpoint string
+	if *mcpConfig {
+		// Checked before the token is minted: a token nobody printed
+		// would replace the agent's current one for nothing.
+		var err error
+		if endpoint, err = mcpURL(cfg); err != nil {
+			fmt.Fprintf(stderr, "car-server agents issue-token: --mcp-config: %v\n", err)
+			return exitUsage
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), agentsLockWait)
 	defer cancel()
@@ -92,6 +109,14 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			return agentsFailed(stderr, rest[0], err)
+		}
+		if *mcpConfig {
+			b, err := mcpClientConfig(endpoint, token)
+			if err != nil {
+				return agentsFailed(stderr, rest[0], err)
+			}
+			fmt.Fprintln(stdout, string(b))
+			return exitOK
 		}
 		fmt.Fprintln(stdout, token)
 		return exitOK

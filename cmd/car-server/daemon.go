@@ -70,7 +70,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
-	shared, err := openStore(ctx, cfg, node, log, compactionLog)
+	heads := &headSink{}
+	shared, err := openStore(ctx, cfg, node, log, heads, compactionLog)
 	if err != nil {
 		return err
 	}
@@ -166,6 +167,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
+	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
+		return err
+	}
 	leaveCluster, err := joinCluster(ctx, rt, shared, log)
 	if err != nil {
 		return err
@@ -227,10 +231,23 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		listeners = append(listeners, ul)
 	}
 
+	var mcpL net.Listener
+	if cfg.MCPBind != "" {
+		if mcpL, err = listenMCP(cfg); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
+
 	if token != "" {
 		if err := writeTokenFile(cfg.TokenPath, token); err != nil {
 			for _, l := range listeners {
 				l.Close()
+			}
+			if mcpL != nil {
+				mcpL.Close()
 			}
 			return err
 		}
@@ -266,8 +283,14 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		defer stopPprof()
 	}
 
-	errs := make(chan error, len(listeners))
+	errs := make(chan error, len(listeners)+1)
 	var wg sync.WaitGroup
+	var mcpAddr string
+	stopMCP := func(context.Context) {}
+	if mcpL != nil {
+		mcpAddr = mcpL.Addr().String()
+		stopMCP = serveMCP(cfg, srv, mcpL, version, log, errs)
+	}
 	for _, l := range listeners {
 		wg.Add(1)
 		go func() {
@@ -280,6 +303,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	log.Info("car-server listening",
 		zap.String("version", version),
 		zap.String("addr", tcp.Addr().String()),
+		zap.String("mcp_addr", mcpAddr),
 		zap.String("socket", cfg.Socket),
 		zap.Bool("auth", token != ""),
 		zap.String("token_file", tokenFileField(token, cfg.TokenPath)),
@@ -320,6 +344,9 @@ loop:
 	defer saveInterrupted(cfg.InterruptedApprovalsPath, interrupted, log)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
+	// The MCP endpoint first: its calls in flight finish within the grace
+	// while the engine is still there.
+	stopMCP(sctx)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("grace period ended before every request finished", zap.Error(err))
 	}

@@ -48,6 +48,9 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build car-server: %v\n%s", err, out)
 		return 1
 	}
+	// Every daemon a test starts serves MCP on a free port, read from its
+	// log (mcp_addr): several run at once, and 9102 is one port.
+	os.Setenv("CAR_MCP_BIND", "127.0.0.1:0")
 	code := m.Run()
 	pgtest.Stop()
 	if code == 0 {
@@ -74,6 +77,7 @@ func ctxT(t *testing.T) context.Context {
 type daemon struct {
 	cmd     *exec.Cmd
 	addr    string
+	mcpAddr string // host:port of the MCP endpoint
 	token   string
 	home    string
 	logPath string        // everything the daemon wrote to stderr
@@ -124,6 +128,7 @@ func startDaemon(t *testing.T, home string, extraEnv ...string) *daemon {
 	})
 	line := d.waitLog(t, "car-server listening")
 	d.addr = line["addr"].(string)
+	d.mcpAddr, _ = line["mcp_addr"].(string)
 	if tf, _ := line["token_file"].(string); tf != "" {
 		b, err := os.ReadFile(tf)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // openStore opens the store the shared parts live in: the journals under
 // $CAR_HOME (store: file), or the database (store: postgres), which must
 // answer now: a daemon does not start on a store it cannot reach.
-func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Logger, jopts ...journal.Option) (*store.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Logger, heads *headSink, jopts ...journal.Option) (*store.Store, error) {
 	if cfg.Store == config.StorePostgres {
 		url := postgres.Redact(cfg.PostgresURL)
 		db, err := postgres.Open(ctx, postgresConfig(cfg, node, log))
@@ -42,6 +42,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,
+		Events:          eventsConfig(cfg, log, heads),
 	})
 	if err != nil {
 		return nil, err

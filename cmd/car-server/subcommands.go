@@ -28,6 +28,8 @@ var subcommands = map[string]subcommand{
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runPolicyCommand(a, o, e) }},
 	"journal": {"verify or compact a journal file offline", journalUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runJournalCommand(a, o, e) }},
+	"audit": {"verify, export and sign-check the durable event log offline", auditUsage,
+		func(a []string, _ io.Reader, o, e io.Writer) int { return runAuditCommand(a, o, e) }},
 	"migrate": {"show or apply the PostgreSQL schema migrations", migrateUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runMigrateCommand(a, o, e) }},
 	"agents": {"issue, revoke and list the agents' own tokens", agentsUsage,
@@ -41,6 +43,8 @@ var subcommands = map[string]subcommand{
 	"approvals": {"list, watch and decide approvals", approvalsUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runOpsCommand("approvals", a, o, e) }},
 	"call": {"send one JSON-RPC request to the running daemon", callUsage, runCallCommand},
+	"mcp": {"a stdio MCP server in front of the running daemon's MCP endpoint", mcpUsage,
+		func(a []string, _ io.Reader, _, e io.Writer) int { return runMCPCommand(a, os.Stdin, os.Stdout, e) }},
 }
 
 // wantsHelp reports whether args ask for help: -h or --help before a "--".

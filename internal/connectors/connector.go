@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,7 +42,8 @@ type discovered struct {
 	description string
 	schema      protocol.ToolSchema // canonical name, input schema, idempotent
 	class       policy.Classification
-	err         string // why it cannot be enabled; "" when it can
+	annotations json.RawMessage // the server's annotations, passed on to the daemon's MCP clients
+	err         string          // why it cannot be enabled; "" when it can
 }
 
 // connector is one MCP server: a goroutine (run) keeps it connected,
@@ -325,6 +327,11 @@ func (c *connector) discover(ctx context.Context, cs *mcp.ClientSession) ([]disc
 func (c *connector) judge(t *mcp.Tool) discovered {
 	d := discovered{name: t.Name, description: t.Description}
 	d.class, d.schema.Idempotent = classify(t.Annotations)
+	if t.Annotations != nil {
+		if raw, err := json.Marshal(t.Annotations); err == nil {
+			d.annotations = raw
+		}
+	}
 	if tier, ok := c.spec.Classify[t.Name]; ok {
 		d.class = operatorClass(tier)
 	}
@@ -356,7 +363,7 @@ func (c *connector) publish() error {
 			continue
 		}
 		class := d.class
-		tools = append(tools, engine.DaemonTool{Schema: d.schema, Source: "mcp", Class: &class, Exec: &toolExec{c: c, tool: d.name}})
+		tools = append(tools, engine.DaemonTool{Schema: d.schema, Source: "mcp", Class: &class, Annotations: d.annotations, Exec: &toolExec{c: c, tool: d.name}})
 	}
 	c.mu.Unlock()
 	if err := c.m.opts.Tools.Set(c.slug, tools); err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,7 +27,10 @@ type DaemonTool struct {
 	// annotations); the classifier's signals from the parameters still
 	// raise it. Nil: the classifier's, as for a client's tool.
 	Class *policy.Classification
-	Exec  ToolExecutor // runs it; never nil
+	// Annotations are the provider's MCP tool annotations as it sent them
+	// (a JSON object; nil: none), passed on to MCP clients of the daemon.
+	Annotations json.RawMessage
+	Exec        ToolExecutor // runs it; never nil
 }
 
 // DaemonTools are the daemon-wide tools every session sees beside its own,
@@ -66,7 +70,7 @@ func (d *DaemonTools) Set(owner string, tools []DaemonTool) error {
 		if err != nil {
 			return err
 		}
-		t.exec, t.source, t.owner, t.class = dt.Exec, dt.Source, owner, dt.Class
+		t.exec, t.source, t.owner, t.class, t.annotations = dt.Exec, dt.Source, owner, dt.Class, dt.Annotations
 		compiled = append(compiled, t)
 	}
 	d.mu.Lock()
@@ -155,6 +159,10 @@ func (t *Tool) listed() protocol.ToolSchema {
 
 // Source is where a daemon tool comes from ("mcp"); "" for a client's tool.
 func (t *Tool) Source() string { return t.source }
+
+// Annotations are a daemon tool's MCP annotations as its provider sent
+// them; nil for a client's tool or a tool without them.
+func (t *Tool) Annotations() json.RawMessage { return t.annotations }
 
 // Owner is who provides a daemon tool (a connector's slug); "" for a
 // client's tool.

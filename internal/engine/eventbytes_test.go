@@ -9,7 +9,12 @@ import (
 // its count allows, keeps the newest however large, and counts the bytes
 // of what it holds exactly as retention drops them.
 func TestEventLogBoundedByBytes(t *testing.T) {
-	one := EventBytes(&Event{Kind: EventActionStarted, ActionID: "a", Data: map[string]any{"pad": strings.Repeat("x", 1000)}})
+	// An event as the log keeps it, with its hash and its link.
+	probe := newEventLog(1, 0)
+	for range 2 {
+		probe.Append(Event{Kind: EventActionStarted, ActionID: "a", Data: map[string]any{"pad": strings.Repeat("x", 1000)}})
+	}
+	one := probe.Bytes()
 	l := newEventLog(1000, 10*one)
 	for range 25 {
 		l.Append(Event{Kind: EventActionStarted, ActionID: "a", Data: map[string]any{"pad": strings.Repeat("x", 1000)}})

@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -43,6 +42,9 @@ const (
 	EventApprovalRecorded       EventKind = "approval_recorded"
 	EventSupervisionDecision    EventKind = "supervision_decision"
 	EventAgentRun               EventKind = "agent_run" // one multi.* agent run
+	// EventAuditHead is a signed head of the durable log's chain, delivered
+	// to subscribers (Announce) and never appended: a witness keeps them.
+	EventAuditHead EventKind = "audit.head"
 )
 
 // The event log's records and queries are the wire's: an event holds names
@@ -76,6 +78,7 @@ type EventLog struct {
 	// Set once by JoinCluster, before anything is appended.
 	node       string     // this daemon's id; "" alone
 	cluster    ClusterLog // nil: the log lives in memory only
+	raw        bool       // cluster keeps the data as encoded (an EventSyncer, the file store's): no jsonShaped
 	followFrom int64      // the cluster position Follow starts after
 	// cumulativeCost is every appended event's cost, counted at append:
 	// retention never lowers it.
@@ -122,7 +125,7 @@ func newEventLog(capacity int, maxBytes int64) *EventLog {
 	if maxBytes <= 0 {
 		maxBytes = DefaultEventBytes
 	}
-	l := &EventLog{capacity: capacity, maxBytes: maxBytes, now: time.Now}
+	l := &EventLog{capacity: capacity, maxBytes: maxBytes, now: time.Now, chained: true}
 	l.turn = sync.NewCond(&l.deliverMu)
 	return l
 }
@@ -202,16 +205,26 @@ func (l *EventLog) record(e Event) Event {
 	e.Seq = l.seq
 	e.Node = l.node
 	e.Timestamp = l.now().UTC()
-	if l.cluster != nil {
+	if l.cluster != nil && !l.raw {
 		e.Data = jsonShaped(e.Data)
 	}
+	var data []byte
 	if l.chained {
 		e.PrevHash = l.lastHash
-		e.Hash = eventHash(&e)
+		if l.raw {
+			data = encodeData(&e)
+			e.Hash = hashWith(&e, data)
+		} else {
+			e.Hash = eventHash(&e)
+		}
 	}
 	if l.cluster != nil {
 		kept := e // encoding it takes its address: a copy, so that e stays off the heap elsewhere
-		l.cluster.Append(durableRecord(&kept))
+		if l.raw {
+			l.cluster.Append(rawRecord(&kept, data))
+		} else {
+			l.cluster.Append(durableRecord(&kept))
+		}
 	}
 	if l.chained {
 		l.lastHash = e.Hash
@@ -335,12 +348,9 @@ func eventMatches(q *EventQuery, e *Event) bool {
 	return true
 }
 
-// EnableChain turns on hash chaining for events appended from now on.
-func (l *EventLog) EnableChain() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.chained = true
-}
+// EnableChain is kept for events.chain.enable: the chain is always on,
+// and it changes nothing.
+func (l *EventLog) EnableChain() {}
 
 // VerifyChain checks every chained event's hash and its link to the chained
 // event before it. It returns how many it verified, or the index of the
@@ -501,22 +511,18 @@ func observe(e *Event) {
 
 // eventHash is SHA-256 over the event's content and its link (and, in a
 // cluster, its daemon's id, so an event moved to another daemon's chain does
-// not verify). It is the one definition: the cluster's verification
-// recomputes it from the stored JSON, so Data holds JSON-shaped values only
-// (strings, numbers, booleans, maps and slices of them), which encode the
-// same once decoded.
+// not verify): over the JSON json.Marshal writes for the struct {seq, kind,
+// timestamp, proposal_id, action_id, connection, data, prev_hash, node
+// (when set)}, which appendHashInput writes without reflection. It is the
+// one definition: a cluster's verification recomputes it from the stored
+// JSON, so there Data holds JSON-shaped values only (strings, numbers,
+// booleans, maps and slices of them), which encode the same once decoded;
+// the file store's keeps the data as encoded (rawRecord, CheckRecord).
 func eventHash(e *Event) string {
-	b, _ := json.Marshal(struct {
-		Seq        uint64         `json:"seq"`
-		Kind       EventKind      `json:"kind"`
-		Timestamp  string         `json:"timestamp"`
-		ProposalID string         `json:"proposal_id"`
-		ActionID   string         `json:"action_id"`
-		Connection string         `json:"connection"`
-		Data       map[string]any `json:"data"`
-		PrevHash   string         `json:"prev_hash"`
-		Node       string         `json:"node,omitempty"`
-	}{e.Seq, e.Kind, e.Timestamp.Format(time.RFC3339Nano), e.ProposalID, e.ActionID, e.Connection, e.Data, e.PrevHash, e.Node})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	data, err := jsonvalue.Append(nil, e.Data)
+	if err != nil {
+		sum := sha256.Sum256(nil) // data that does not encode hashes as nothing
+		return hex.EncodeToString(sum[:])
+	}
+	return hashWith(e, data)
 }

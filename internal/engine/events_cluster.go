@@ -67,9 +67,37 @@ func (l *EventLog) JoinCluster(ctx context.Context, node string, cl ClusterLog) 
 		return fmt.Errorf("join the cluster's event log: %d events were appended before; join before anything is appended", l.seq)
 	}
 	l.node, l.cluster, l.followFrom = node, cl, head
+	_, l.raw = cl.(EventSyncer)
 	l.chained, l.seq, l.lastHash = true, seq, hash
 	return nil
 }
+
+// EventSyncer is a durable log that can say when what was appended is on
+// disk (the file store's): Sync returns once every record appended before
+// the call is durable.
+type EventSyncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Durable returns once every event appended before the call is in the
+// durable log, when the log can say so (EventSyncer); at once otherwise.
+// The reply to a proposal waits for it, so that a crash loses no event of
+// an answered proposal.
+func (l *EventLog) Durable(ctx context.Context) error {
+	s, ok := l.clusterLog().(EventSyncer)
+	if !ok {
+		return nil
+	}
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("write the events to the durable log: %w", err)
+	}
+	return nil
+}
+
+// Announce hands e to the subscribers whose filter it matches, in turn
+// with the appended events, without appending it: a notice about the log
+// itself (audit.head, a signed head of the chain).
+func (l *EventLog) Announce(e Event) { l.deliverRemote(e) }
 
 // Node is this daemon's id in its cluster, "" when it is alone.
 func (l *EventLog) Node() string {
@@ -369,6 +397,9 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 		}
 		return protocol.ChainVerifyResult{Verified: &verified}, nil
 	}
+	l.mu.Lock()
+	raw := l.raw
+	l.mu.Unlock()
 	type state struct {
 		protocol.NodeChain
 		prev string
@@ -391,7 +422,7 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 				nodes[r.Node] = st
 			}
 			if st.Tampered == nil {
-				if recordVerifies(r, st.Verified > 0, st.prev) {
+				if recordVerifies(r, raw, st.Verified > 0, st.prev) {
 					st.Verified++
 					st.prev = r.Hash
 					total++
@@ -420,8 +451,13 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 }
 
 // recordVerifies says whether r's body hashes to its hash with the engine's
-// eventHash, agrees with r's columns, and (linked) follows prev.
-func recordVerifies(r *store.EventRecord, linked bool, prev string) bool {
+// eventHash, agrees with r's columns, and (linked) follows prev. A raw
+// log's record (the file store's) is hashed over its data as kept
+// (CheckRecord).
+func recordVerifies(r *store.EventRecord, raw, linked bool, prev string) bool {
+	if raw {
+		return CheckRecord(r) == nil && (!linked || r.PrevHash == prev)
+	}
 	e, err := decodeRecord(r)
 	if err != nil || r.Hash == "" {
 		return false

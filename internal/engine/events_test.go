@@ -9,8 +9,8 @@ import (
 func chainedLog(t *testing.T, n int) *EventLog {
 	t.Helper()
 	l := NewEventLog(0)
-	l.Append(Event{Kind: EventProposalReceived}) // before chaining: skipped by verify
-	l.EnableChain()
+	l.Append(Event{Kind: EventProposalReceived}) // chained like every event
+	l.EnableChain()                              // kept for compatibility: changes nothing
 	for i := 0; i < n; i++ {
 		l.Append(Event{Kind: EventActionSucceeded, ActionID: string(rune('a' + i)), Data: map[string]any{"i": i}})
 	}
@@ -41,7 +41,7 @@ func TestChainDetectsTampering(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l := chainedLog(t, 5)
-			if v, at := l.VerifyChain(); at != -1 || v != 5 {
+			if v, at := l.VerifyChain(); at != -1 || v != 6 {
 				t.Fatalf("intact chain: verified %d, tampered at %d", v, at)
 			}
 			tc.tamper(l)

@@ -55,6 +55,16 @@ func (e *DeadlineError) Error() string {
 // be considered at all (LimitError) or an attempt past its deadline
 // (DeadlineError).
 func (rt *Runtime) Execute(ctx context.Context, sub *Submission, rec Recovery) (*protocol.ProposalResult, error) {
+	res, err := rt.execute(ctx, sub, rec)
+	// The reply waits for the proposal's events to be durable. A log that
+	// cannot write is reported by the store that holds it, and never fails
+	// the proposal: the audit log does not take the runtime down.
+	_ = rt.Events.Durable(context.WithoutCancel(ctx))
+	return res, err
+}
+
+// execute is Execute before the wait for the durable log.
+func (rt *Runtime) execute(ctx context.Context, sub *Submission, rec Recovery) (*protocol.ProposalResult, error) {
 	if err := rt.CheckActions(sub.Proposal); err != nil {
 		return nil, err
 	}

@@ -39,10 +39,11 @@ type Tool struct {
 	// A daemon tool (DaemonTools) is run by exec, not by a callback; source
 	// and owner say where it comes from, class is its provider's
 	// classification (nil: the classifier's).
-	exec   ToolExecutor
-	source string
-	owner  string
-	class  *policy.Classification
+	exec        ToolExecutor
+	source      string
+	owner       string
+	class       *policy.Classification
+	annotations json.RawMessage // its provider's MCP annotations; nil: none
 }
 
 // ValidateParams checks params (decoded JSON) against the tool's parameter

@@ -42,7 +42,7 @@ func (j *Journal) snapshotWritten() bool {
 // and are at least minDead. Called with mu held.
 func (j *Journal) maybeCompact() {
 	dead := j.lines - len(j.live)
-	if j.broken != nil || j.closing || j.compaction != nil || dead <= len(j.live) || dead < j.minDead || j.lines < j.retryAt {
+	if j.appendOnly || j.broken != nil || j.closing || j.compaction != nil || dead <= len(j.live) || dead < j.minDead || j.lines < j.retryAt {
 		return
 	}
 	j.startCompaction(false)

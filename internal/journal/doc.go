@@ -1,6 +1,7 @@
 // Package journal is the durable, append-only JSONL log under every journal
 // of the file store (store/file: the idempotency cache, the approval
-// ledger, the messaging dedup ledger, one journal per agent run): one
+// ledger, the messaging dedup ledger, one journal per agent run, the event
+// log's segments): one
 // implementation of append, fsync, replay, torn-tail recovery and
 // compaction.
 //
@@ -19,6 +20,9 @@
 // else refuses the open. The format has no checksum: a zero byte is never
 // JSON, and a file system that keeps what was fsynced leaves no other
 // damage.
+//
+// With AppendOnly the journal is a log instead (the event log's segments):
+// every record stays, none is kept in memory, nothing is compacted.
 //
 // Append returns only after its record is on disk (fsync). Concurrent
 // appends share one write and one fsync: the first appender to find no

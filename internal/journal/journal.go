@@ -42,6 +42,7 @@ type Journal struct {
 	spare      []pending   // the queue's other slice, reused batch after batch
 	broken     error       // a failed write: no append succeeds until reopened
 	minDead    int         // compaction waits for at least this many dead records
+	appendOnly bool        // a log: records are not kept by key and never compacted
 	retryAt    int         // after a failed automatic compaction, the next waits for this many records
 	compaction *compaction // the compaction in progress, if any
 	rewrites   sync.WaitGroup
@@ -65,6 +66,14 @@ type Option func(*Journal)
 // journal's writer: it must not block or call the journal.
 func WithErrorLog(log func(error)) Option {
 	return func(j *Journal) { j.errorLog = log }
+}
+
+// AppendOnly makes the journal a log: every record stays in the file,
+// none is kept in memory by its key (Get finds nothing, Each sees nothing)
+// and the file is never compacted. Replay and the cut of a torn tail are
+// the same.
+func AppendOnly() Option {
+	return func(j *Journal) { j.appendOnly = true }
 }
 
 // logError reports an error no caller receives.
@@ -141,7 +150,10 @@ func Open(path string, opts ...Option) (*Journal, Report, error) {
 func (j *Journal) replay() (Report, error) {
 	size := fileSize(j.f)
 	hint := 0
-	lines, offset, torn, err := scan(j.f, size, true, j.path, func(batch []record) {
+	lines, offset, torn, err := scan(j.f, size, !j.appendOnly, j.path, func(batch []record) {
+		if j.appendOnly {
+			return
+		}
 		if j.live == nil {
 			hint = sizeHint(batch, size)
 			j.live = make(map[string][]byte, hint)
@@ -270,6 +282,9 @@ func fileSize(f *os.File) int64 {
 }
 
 func (j *Journal) apply(key string, line []byte, tomb bool) {
+	if j.appendOnly {
+		return
+	}
 	if tomb {
 		delete(j.live, key)
 		return
@@ -368,7 +383,11 @@ func (j *Journal) flusher() {
 			j.recycle(batch)
 			continue
 		}
-		var buf []byte
+		size := 0
+		for _, p := range batch {
+			size += len(p.line)
+		}
+		buf := make([]byte, 0, size)
 		for _, p := range batch {
 			buf = append(buf, p.line...)
 		}

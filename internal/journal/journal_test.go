@@ -240,3 +240,32 @@ func TestAppendRefusesBadRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendOnlyKeepsEveryRecord: a log journal keeps every record in its
+// file across a reopen, however many share a key, and holds none in memory.
+func TestAppendOnlyKeepsEveryRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	j, _, err := Open(path, AppendOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := j.Append([]byte(fmt.Sprintf(`{"key":"e","op":"event","n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := j.Get("e"); ok {
+		t.Error("an append-only journal kept a record in memory")
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, rep, err := Open(path, AppendOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if rep.Lines != 200 {
+		t.Fatalf("reopened with %d records, want all 200 (none compacted away)", rep.Lines)
+	}
+}

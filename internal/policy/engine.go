@@ -38,6 +38,15 @@ type ToolScoped interface {
 	ScopeTool() string
 }
 
+// Wholesale is a Rule that denies every call of the tools it names,
+// whatever their parameters and the state: a tool it denies cannot run at
+// all, so it is not advertised to a client that could only be refused.
+type Wholesale interface {
+	// DeniesTool reports whether the rule denies every call of tool, which
+	// owner (a connector's slug, "" for a client's tool) provides.
+	DeniesTool(tool, owner string) bool
+}
+
 // Policy is a named rule with a human description.
 type Policy struct {
 	Name        string
@@ -155,4 +164,20 @@ func (e *Engine) Evaluate(a *protocol.Action, state StateReader) []Violation {
 		}
 	}
 	return out
+}
+
+// DeniesWholesale returns the first policy whose rule denies every call of
+// tool (Wholesale), and whether there is one.
+func (e *Engine) DeniesWholesale(tool, owner string) (Policy, bool) {
+	if e == nil {
+		return Policy{}, false
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, p := range e.policies {
+		if w, ok := p.Rule.(Wholesale); ok && w.DeniesTool(tool, owner) {
+			return p, true
+		}
+	}
+	return Policy{}, false
 }

@@ -18,6 +18,9 @@ type DenyTool struct{ Tool string }
 // ScopeTool implements ToolScoped.
 func (r DenyTool) ScopeTool() string { return r.Tool }
 
+// DeniesTool implements Wholesale: every call of its tool is denied.
+func (r DenyTool) DeniesTool(tool, _ string) bool { return tool == r.Tool }
+
 // Evaluate implements Rule.
 func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
 	if a.Type == protocol.ActionToolCall && a.Tool == r.Tool {
@@ -31,6 +34,11 @@ func (r DenyTool) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (stri
 // make another's names ambiguous (one slug, then '_', beginning another), so
 // the prefix names exactly this connector's tools.
 type DenyConnector struct{ Slug string }
+
+// DeniesTool implements Wholesale: every tool of its connector is denied.
+func (r DenyConnector) DeniesTool(tool, owner string) bool {
+	return owner == r.Slug || strings.HasPrefix(tool, "mcp_"+r.Slug+"_")
+}
 
 // Evaluate implements Rule.
 func (r DenyConnector) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {

@@ -154,7 +154,7 @@ var methodAccess = map[string]access{
 	protocol.MethodEventsQuery:       accessAny,
 	protocol.MethodEventsChainEnable: accessDecide,
 	protocol.MethodEventsChainVerify: accessAny,
-	protocol.MethodEventsRetention:   accessDecide,
+	protocol.MethodEventsRetention:   accessHost,
 	protocol.MethodEventsSubscribe:   accessAny,
 	protocol.MethodEventsUnsubscribe: accessAny,
 	protocol.MethodMetricsSummary:    accessAny,

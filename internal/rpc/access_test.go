@@ -155,7 +155,9 @@ func TestAPlainClientGovernsByDefaultButNotUnderApproverRoleHost(t *testing.T) {
 	plain := startServer(t, Options{}).dial(t, "")
 	call(t, plain, protocol.MethodSupervisionSubscribe, nil, nil)
 	call(t, plain, protocol.MethodEventsChainEnable, nil, nil)
-	call(t, plain, protocol.MethodEventsRetention, nil, nil)
+	if code, _ := rpcCode(t, plain.Call(ctxT(t), protocol.MethodEventsRetention, nil, nil)); code != protocol.CodeApprovalDenied {
+		t.Errorf("events.retention from a plain client: code %d; it is the operator's (host role)", code)
+	}
 
 	ts := startHostServer(t, testTimeout, Options{HostToken: "the-host-token", ApproverRole: ApproverHost})
 	governed, err := client.Dial(ctxT(t), ts.url, &client.Options{})

@@ -302,6 +302,7 @@ func (s *Server) watchTokens(tokens store.AgentTokens) (stop func()) {
 // revoked or replaced. A store that cannot answer closes nothing: the
 // next change asks again, and no new bind succeeds meanwhile.
 func (s *Server) recheckAgents(agents map[string]bool) {
+	s.recheckMCP(agents)
 	var conns []*conn
 	if agents[""] {
 		conns = s.bound.all()

@@ -115,7 +115,7 @@ func TestClientDisconnectMidCallback(t *testing.T) {
 }
 
 func TestEventsAndChainVerification(t *testing.T) {
-	ts := startServer(t, Options{})
+	ts := startServer(t, Options{HostToken: "the-host-token"})
 	tb := newToolbox(t, ts, map[string]toolFunc{"echo": echo})
 	ctx := ctxT(t)
 	tb.submit(t, proposal(toolCall("before", "echo", nil)))
@@ -139,8 +139,8 @@ func TestEventsAndChainVerification(t *testing.T) {
 	if err := tb.Call(ctx, protocol.MethodEventsChainVerify, nil, &verify); err != nil {
 		t.Fatal(err)
 	}
-	if _, tampered := verify["tampered_at"]; tampered || verify["verified"] != after-count {
-		t.Fatalf("verify %v; %d events appended since enabling", verify, after-count)
+	if _, tampered := verify["tampered_at"]; tampered || verify["verified"] != after {
+		t.Fatalf("verify %v; the chain is always on, and %d events were appended", verify, after)
 	}
 
 	var q struct {
@@ -177,7 +177,16 @@ func TestEventsAndChainVerification(t *testing.T) {
 		Policy  engine.RetentionPolicy `json:"policy"`
 		Removed int                    `json:"removed"`
 	}
-	if err := tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 3}}, &ret); err != nil {
+	// events.retention is the operator's: the host role only.
+	if code, _ := rpcCode(t, tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 3}}, &ret)); code != protocol.CodeApprovalDenied {
+		t.Fatalf("events.retention from a plain client: code %d, want it refused", code)
+	}
+	host, err := client.Dial(ctx, ts.url, &client.Options{HostToken: "the-host-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	if err := host.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 3}}, &ret); err != nil {
 		t.Fatal(err)
 	}
 	if ret.Removed != after-3 || *ret.Policy.MaxEvents != 3 {
@@ -186,7 +195,7 @@ func TestEventsAndChainVerification(t *testing.T) {
 	if err := tb.Call(ctx, protocol.MethodEventsCount, nil, &count); err != nil || count != 3 {
 		t.Fatalf("count after retention %d: %v", count, err)
 	}
-	code, msg := rpcCode(t, tb.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_age_secs": uint64(1) << 60}}, nil))
+	code, msg := rpcCode(t, host.Call(ctx, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_age_secs": uint64(1) << 60}}, nil))
 	if code != protocol.CodeInvalidParams || !strings.Contains(msg, "max_age_secs must be at most") {
 		t.Fatalf("an overflowing max_age_secs: %d %q", code, msg)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 
 	"go.uber.org/zap"
@@ -97,4 +99,44 @@ func (g *hostGuard) arrivedAt(r *http.Request, ip net.IP) bool {
 	}
 	ta, ok := local.(*net.TCPAddr)
 	return ok && ta.IP.Equal(ip)
+}
+
+// GuardOrigin applies the WebSocket listener's Origin rule to a plain HTTP
+// endpoint (the MCP endpoint): a request without Origin (not from a
+// browser) passes; one with an Origin passes when the Origin's host is the
+// request's Host, or matches one of allowed (allowed_origins: host
+// patterns, path.Match syntax, case-insensitive), as websocket.Accept
+// checks an upgrade. Anything else is 403, saying which setting admits it.
+func GuardOrigin(allowed []string, log *zap.Logger, next http.Handler) http.Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || originAdmitted(origin, r.Host, allowed) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		log.Warn("request refused: foreign Origin", zap.String("origin", origin), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = fmt.Fprintf(w, "car-server: Origin %q is not this daemon; to admit it, add its host to the allowed_origins setting (--allowed-origins, CAR_ALLOWED_ORIGINS)\n", origin)
+	})
+}
+
+// originAdmitted is websocket.Accept's rule for an Origin header.
+func originAdmitted(origin, host string, allowed []string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	for _, p := range allowed {
+		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(u.Host)); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }

@@ -101,7 +101,12 @@ func splitSubmit(params *json.RawMessage) (p protocol.SubmitParams, ok bool) {
 // has its own): its budget, when that is longer than the handler timeout,
 // so that an in-budget proposal is never cut off.
 func (c *conn) attemptTimeout(sub *engine.Submission) time.Duration {
-	return max(c.srv.opts.HandlerTimeout, c.srv.rt.Budget(sub))
+	return c.srv.attemptTimeout(sub)
+}
+
+// attemptTimeout is conn.attemptTimeout for any submitter (an MCP call).
+func (s *Server) attemptTimeout(sub *engine.Submission) time.Duration {
+	return max(s.opts.HandlerTimeout, s.rt.Budget(sub))
 }
 
 const cancelShape = "{proposal_id: string, reason?: string}"

@@ -733,7 +733,7 @@ func TestCostFoldsByAgentAndAnAlertFires(t *testing.T) {
 	}
 	rs.waitLog(t, "alert fired", 1)
 	// Retention never rolls the budget back.
-	call(t, c, protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 0}}, nil)
+	call(t, rs.hostClient(t), protocol.MethodEventsRetention, map[string]any{"policy": map[string]any{"max_events": 0}}, nil)
 	call(t, c, protocol.MethodMetricsAlerts, map[string]any{"max_cost_usd": 0.9}, &al)
 	if len(al.Alerts) != 1 || al.Summary.CostUSD != 0 || al.Summary.CumulativeCostUSD != 1.0 {
 		t.Fatalf("after a trim: alerts %+v summary %+v", al.Alerts, al.Summary)

@@ -167,6 +167,7 @@ type Server struct {
 	connWG   sync.WaitGroup
 
 	bound agentBindings // agent id → the one connection bound to it
+	mcp   mcpSessions   // the MCP endpoint's sessions (mcpgateway.go)
 
 	leaveHost  func() // stops the host surface's cross-daemon notifications; nil on one daemon
 	stopTokens func() // stops following the token store's changes; nil without agent tokens
@@ -339,5 +340,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.stopTokens != nil {
 		s.stopTokens()
 	}
+	s.closeMCP(errShuttingDown)
 	return ctx.Err()
 }

@@ -65,7 +65,7 @@ type Store struct {
 	Idempotency Idempotency
 	Messages    Messages
 	State       State
-	Events      Events // nil: the event log lives in memory only (file store)
+	Events      Events // nil: the event log lives in memory only
 	Bus         Bus
 	Members     Members
 	Supervisors Supervisors
@@ -327,6 +327,10 @@ type AgentTokens interface {
 	// Grant is Verify that also returns the tenants the token admits
 	// (agents.Tenants), read in the same look at the store.
 	Grant(ctx context.Context, agentID, token string) (tenants []string, ok bool, err error)
+	// Identify names the agent whose current token token is, with the
+	// tenants it admits: the token alone identifies the agent (the MCP
+	// endpoint's bearer token). ok is false when no agent holds it.
+	Identify(ctx context.Context, token string) (agentID string, tenants []string, ok bool, err error)
 	// Watch calls fn, on a goroutine of the store's, whenever a token may
 	// have been revoked or replaced, until cancel: with the agent's id when
 	// the store knows which, with "" when any may have been (a shared

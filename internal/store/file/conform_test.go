@@ -30,7 +30,6 @@ func TestConformance(t *testing.T) {
 // each.
 var fileDifferences = storetest.Options{
 	Without: map[string]string{
-		"Events":      "a single daemon's event log lives in its engine's memory; only daemons that share a store need a durable one",
 		"Supervisors": "a single daemon knows its own supervisors; there is no other daemon to tell",
 	},
 	BusListensAtOnce: true,

@@ -31,6 +31,9 @@ type Config struct {
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
+	// Events is the durable event log (events.go); nil: the event log lives
+	// in the engine's memory only.
+	Events *EventsConfig
 }
 
 // Report is what replaying each journal found.
@@ -67,6 +70,19 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		closeRuns = runLog.Close
 	}
+	var events *Events
+	closeEvents := func() error { return nil }
+	if cfg.Events != nil {
+		ec := *cfg.Events
+		if ec.Node == "" {
+			ec.Node = cfg.Node
+		}
+		events, err = OpenEvents(ec)
+		if err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+		}
+		closeEvents = events.Close
+	}
 	bus := NewBus()
 	st := &store.Store{
 		Kind:        Kind,
@@ -80,8 +96,11 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeRuns())
 		},
+	}
+	if events != nil {
+		st.Events = events
 	}
 	if runLog != nil {
 		st.Runs = runLog

@@ -26,6 +26,8 @@ func everyPart(dir string) Config {
 		RunsDir:         filepath.Join(dir, "runs"),
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
+		// The suite's events are dated March 2026: kept, whatever the date.
+		Events: &EventsConfig{Dir: filepath.Join(dir, "events"), KeyPath: filepath.Join(dir, "audit-key"), MaxAge: 100 * 365 * 24 * time.Hour},
 	}
 }
 

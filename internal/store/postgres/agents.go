@@ -159,6 +159,25 @@ func (a *agentTokens) Grant(ctx context.Context, agentID, token string) ([]strin
 	return agents.Tenants(tenants), true, nil
 }
 
+// Identify names the agent whose token hashes to token's hash.
+func (a *agentTokens) Identify(ctx context.Context, token string) (string, []string, bool, error) {
+	if token == "" {
+		return "", nil, false, nil
+	}
+	ctx, cancel := a.bound(ctx)
+	defer cancel()
+	var agentID string
+	var tenants []string
+	err := a.pool.QueryRow(ctx, "SELECT agent_id, tenants FROM car_agent_tokens WHERE hash = $1", store.HashToken(token)).Scan(&agentID, &tenants)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, false, nil
+	}
+	if err != nil {
+		return "", nil, false, fmt.Errorf("identify an agent token: %w", unavailable(err))
+	}
+	return agentID, agents.Tenants(tenants), true, nil
+}
+
 // Watch calls fn with the agent of every revoke and issue announced by any
 // daemon or command, and fn("") when the bus resyncs (a notification may
 // have been missed).

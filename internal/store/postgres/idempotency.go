@@ -214,10 +214,22 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 // does, in one statement. The read sees the statement's snapshot: a row that
 // a concurrent claim committed after it (the insert waited for that claim)
 // is not found, and neither is one deleted meanwhile; Begin then tries again.
+//
+// The claim's commit does not wait for its flush (synchronous_commit off for
+// its transaction alone, sent with it in one round trip): a step then waits
+// for one flush, its result's, whose synchronous commit flushes the log up to
+// itself and so the claim's record before it. What a database crash can take
+// is a claim not yet flushed, never a result: its holder's Commit then finds
+// no claim and acknowledges nothing, and the call is dispatched again when it
+// is submitted again — as it already was when the database crashed while the
+// call ran, since its holder could not store the result. See
+// docs/operations.md, *Idempotency claims*.
 func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
 	var holder, tok *string
 	var ms int64
-	err = s.pool.QueryRow(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	b.Queue(`
 		WITH claim AS (
 			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at)
 			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now())
@@ -228,7 +240,16 @@ func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, to
 		UNION ALL
 		SELECT false, done, output::text, holder, token, `+remainingMs+`
 		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
-		key, tool, proposalID, s.node, token, s.lease.Milliseconds()).Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms)
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds())
+	br := s.pool.SendBatch(ctx, b)
+	if _, err = br.Exec(); err == nil {
+		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms)
+	}
+	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
+		if cerr != nil {
+			err = cerr
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, r, false, nil
 	}

@@ -143,6 +143,18 @@ func testAgentTokens(t *testing.T, open Open, opts Options) {
 		if tenants, ok, err := tok.Grant(ctx(t), "scoped", "p"); ok || err != nil || tenants != nil {
 			t.Fatalf("Grant with another agent's token = %q %v %v", tenants, ok, err)
 		}
+		// The token alone names its agent, with the same tenants.
+		for agent, token := range map[string]string{"scoped": "s", "plain": "p"} {
+			id, tenants, ok, err := tok.Identify(ctx(t), token)
+			if err != nil || !ok || id != agent || !reflect.DeepEqual(tenants, want[agent]) {
+				t.Fatalf("Identify(%s's token) = %q %q %v %v, want %q %q", agent, id, tenants, ok, err, agent, want[agent])
+			}
+		}
+		for _, token := range []string{"nobody's", ""} {
+			if id, tenants, ok, err := tok.Identify(ctx(t), token); ok || err != nil || id != "" || tenants != nil {
+				t.Fatalf("Identify(%q) = %q %q %v %v, want nobody", token, id, tenants, ok, err)
+			}
+		}
 		d = b.restart(d)
 		list, err := d.AgentTokens.List(ctx(t))
 		if err != nil || len(list) != 2 || !reflect.DeepEqual(list[0].Tenants, want["plain"]) || !reflect.DeepEqual(list[1].Tenants, want["scoped"]) {
@@ -154,6 +166,9 @@ func testAgentTokens(t *testing.T, open Open, opts Options) {
 		}
 		if tenants, ok, _ := d.AgentTokens.Grant(ctx(t), "scoped", "s2"); !ok || !reflect.DeepEqual(tenants, []string{"a"}) {
 			t.Fatalf("Grant after a re-issue with fewer tenants = %q %v", tenants, ok)
+		}
+		if id, _, ok, _ := d.AgentTokens.Identify(ctx(t), "s"); ok {
+			t.Fatalf("Identify(the replaced token) = %q, want nobody", id)
 		}
 	})
 

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
+	"github.com/parslee-ai/car-server/internal/store"
+)
+
+// The encodings of one event, without reflection: what its hash covers,
+// and, for a durable log that keeps the data as encoded (the file
+// store's), its record. Both take the data already encoded, once.
+
+// appendHashInput appends what eventHash hashes, byte for byte what
+// json.Marshal writes for eventHash's struct, with data as encoded.
+func appendHashInput(b []byte, e *Event, data []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"kind":`...)
+	b = jsonvalue.AppendString(b, string(e.Kind))
+	b = append(b, `,"timestamp":`...)
+	b = jsonvalue.AppendString(b, e.Timestamp.Format(time.RFC3339Nano))
+	b = append(b, `,"proposal_id":`...)
+	b = jsonvalue.AppendString(b, e.ProposalID)
+	b = append(b, `,"action_id":`...)
+	b = jsonvalue.AppendString(b, e.ActionID)
+	b = append(b, `,"connection":`...)
+	b = jsonvalue.AppendString(b, e.Connection)
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	b = append(b, `,"prev_hash":`...)
+	b = jsonvalue.AppendString(b, e.PrevHash)
+	if e.Node != "" {
+		b = append(b, `,"node":`...)
+		b = jsonvalue.AppendString(b, e.Node)
+	}
+	return append(b, '}')
+}
+
+// hashWith is eventHash with the data already encoded.
+func hashWith(e *Event, data []byte) string {
+	sum := sha256.Sum256(appendHashInput(make([]byte, 0, 256+len(data)), e, data))
+	return hex.EncodeToString(sum[:])
+}
+
+// encodeData is e's data as JSON (json.Marshal's bytes); data that does not
+// encode (a NaN) is replaced, in e too, by the encoding error.
+func encodeData(e *Event) []byte {
+	b, err := jsonvalue.Append(nil, e.Data)
+	if err != nil {
+		e.Data = map[string]any{"unencodable_data": err.Error()}
+		b, _ = jsonvalue.Append(nil, e.Data)
+	}
+	return b
+}
+
+// appendBody appends e as its JSON (the fields of protocol.Event), with
+// data as encoded.
+func appendBody(b []byte, e *Event, data []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = appendOptional(b, "node", e.Node)
+	b = append(b, `,"kind":`...)
+	b = jsonvalue.AppendString(b, string(e.Kind))
+	b = append(b, `,"timestamp":"`...)
+	b = e.Timestamp.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = appendOptional(b, "proposal_id", e.ProposalID)
+	b = appendOptional(b, "action_id", e.ActionID)
+	b = appendOptional(b, "connection", e.Connection)
+	if e.Data != nil { // an empty object too: the hash covers it as {}
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	b = appendOptional(b, "prev_hash", e.PrevHash)
+	b = appendOptional(b, "hash", e.Hash)
+	return append(b, '}')
+}
+
+// appendOptional appends ,"name":value when value is set.
+func appendOptional(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return jsonvalue.AppendString(b, value)
+}
+
+// rawRecord is e as a durable log that keeps the data as encoded holds it.
+func rawRecord(e *Event, data []byte) store.EventRecord {
+	return store.EventRecord{Node: e.Node, Seq: e.Seq, At: e.Timestamp, Kind: string(e.Kind),
+		ProposalID: e.ProposalID, Hash: e.Hash, PrevHash: e.PrevHash, Body: appendBody(make([]byte, 0, 192+len(data)), e, data)}
+}
+
+// rawEvent is an event's JSON with its data kept as encoded.
+type rawEvent struct {
+	Seq        uint64          `json:"seq"`
+	Node       string          `json:"node"`
+	Kind       EventKind       `json:"kind"`
+	Timestamp  time.Time       `json:"timestamp"`
+	ProposalID string          `json:"proposal_id"`
+	ActionID   string          `json:"action_id"`
+	Connection string          `json:"connection"`
+	Data       json.RawMessage `json:"data"`
+	PrevHash   string          `json:"prev_hash"`
+	Hash       string          `json:"hash"`
+}
+
+// CheckRecord says why a record of a log that keeps the data as encoded
+// (the file store's) does not hold: its body does not decode, disagrees
+// with its columns, or does not hash to its hash (the engine's one
+// definition of an event's hash, over the data's bytes as kept). Links are
+// the caller's to check.
+func CheckRecord(r *store.EventRecord) error {
+	var x rawEvent
+	if err := json.Unmarshal(r.Body, &x); err != nil {
+		return fmt.Errorf("its body does not decode: %w", err)
+	}
+	if x.Node != r.Node || x.Seq != r.Seq || x.Hash != r.Hash || x.PrevHash != r.PrevHash || string(x.Kind) != r.Kind || x.ProposalID != r.ProposalID || !x.Timestamp.Equal(r.At) {
+		return errors.New("its columns disagree with its body")
+	}
+	data := []byte(x.Data)
+	if len(data) == 0 {
+		data = []byte("null") // an event without data: omitted from its body, null in its hash
+	}
+	e := Event{Seq: x.Seq, Node: x.Node, Kind: x.Kind, Timestamp: x.Timestamp, ProposalID: x.ProposalID, ActionID: x.ActionID, Connection: x.Connection, PrevHash: x.PrevHash}
+	if hashWith(&e, data) != x.Hash {
+		return errors.New("its body does not hash to its hash")
+	}
+	return nil
+}
