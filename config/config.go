@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store/file"
@@ -24,75 +25,76 @@ import (
 
 // Config is every setting of the daemon, resolved.
 type Config struct {
-	Home                    string        // state root; absolute
-	Bind                    string        // TCP listen host
-	Port                    int           // TCP listen port; 0 picks a free one
-	Socket                  string        // Unix socket path; empty disables it
-	NoAuth                  bool          // turn token auth off
-	RequireHandshake        bool          // server.handshake before any method but session.auth and rpc.discover
-	TrajectoryRetentionDays int           // days of trajectories kept; tools.feedback's largest window
-	AuthToken               string        // use this token instead of a fresh one
-	HostToken               string        // use this host token instead of a fresh one
-	ApproverRole            string        // who may approve: "any" or "host"
-	ApprovalTimeout         time.Duration // how long parked actions wait for a person
-	RunIncompleteGrace      time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
-	AllowedOrigins          []string      // Origin host patterns allowed besides same-host
-	AllowedHosts            []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
-	MaxFrameBytes           int64         // largest frame accepted
-	MaxConnections          int           // concurrent connections
-	AuthTimeout             time.Duration // an unauthenticated connection is closed after this
-	MaxUnauthenticated      int           // unauthenticated connections before the oldest is closed
-	MaxInFlight             int           // concurrent requests per connection
-	MCPBind                 string        // host:port of the MCP endpoint; "" when disabled
-	MCPMaxBodyBytes         int64         // largest MCP request body
-	MCPMaxSessions          int           // MCP sessions per principal
-	MCPMaxCalls             int           // MCP calls in flight per principal
-	HandlerTimeout          time.Duration // deadline of one request
-	ToolTimeout             time.Duration // default budget of one tool callback
-	ShutdownGrace           time.Duration // how long in-flight requests may finish on shutdown
-	SupervisionTimeout      time.Duration // how long a parked proposal waits for a supervisor
-	MaxActions              int           // actions per proposal
-	MaxTools                int           // tools a connection may register
-	MCPMaxConnectors        int           // MCP connectors at once
-	MCPMaxTools             int           // tools one MCP server may list
-	MCPMaxResultBytes       int64         // largest MCP message and tools/call result
-	MCPConnectTimeout       time.Duration // initialize and tools/list of an MCP server
-	MaxResolvedAction       int64         // one action's resolved parameters and effects, in bytes
-	MaxSchemaBytes          int           // one tool JSON Schema's size
-	MaxSchemaKeywords       int           // object members in one tool JSON Schema
-	MaxSchemaRefDepth       int           // $refs in a row one value passes through
-	MaxSchemaExpansion      int64         // subschemas one value is checked against in place
-	MaxSchemaEvaluations    int64         // subschema checks one validation may make
-	MaxResolvedTotal        int64         // a proposal's resolved actions together, in bytes
-	MaxConcurrency          int           // actions of one proposal running at once
-	MaxStarting             int           // proposals in their first 100 ms at once; 0: 16 per CPU
-	StreamIdleTimeout       time.Duration // a silent stream handle fails after this
-	MaxStreamHandles        int           // stream handles per connection
-	MaxStreamChunk          int           // largest stream chunk accepted, in bytes
-	MaxCheckpoints          int           // checkpoints kept
-	MaxCheckpointBytes      int64         // largest checkpoint file
-	LogFormat               string        // json or console
-	LogLevel                string        // debug, info, warn, error
-	Pprof                   string        // loopback host:port serving /debug/pprof/; empty: off
-	MaxApprovalsPerProposal int           // distinct operations one proposal may put to a person
-	MaxRunsPerAgent         int           // runs one agent has in progress on this daemon
-	MaxRunsInProgress       int           // runs in progress on this daemon
-	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
-	LeaseDefaultTTL         time.Duration // lease.acquire/renew without ttl_ms
-	LeaseMinTTL             time.Duration // the shortest ttl_ms accepted
-	LeaseMaxTTL             time.Duration // the longest ttl_ms accepted
-	MaxLeaseAgentIDBytes    int           // the longest agent_id lease.* accept
-	MaxRunOutcomeBytes      int           // largest runs.complete outcome
-	MaxOpenRunJournals      int           // run journals open at once (store file)
-	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
-	MaxActionIDBytes        int           // longest proposal or action id
-	StrictFields            bool          // reject proposals with fields the IR does not know
-	MaxNotifyBytes          int           // host.notify and host.set_status params
-	MaxContextBytes         int           // host.request_approval and host.register_agent params
-	MaxStateValueBytes      int64         // one state value as JSON
-	EventLogBytes           int64         // bytes of the in-memory event log
-	HostEventRingBytes      int64         // bytes of the host event ring
-	FeedQueueBytes          int64         // undelivered bytes of one feed per subscriber
+	Home                    string                  // state root; absolute
+	Bind                    string                  // TCP listen host
+	Port                    int                     // TCP listen port; 0 picks a free one
+	Socket                  string                  // Unix socket path; empty disables it
+	NoAuth                  bool                    // turn token auth off
+	RequireHandshake        bool                    // server.handshake before any method but session.auth and rpc.discover
+	TrajectoryRetentionDays int                     // days of trajectories kept; tools.feedback's largest window
+	AuthToken               string                  // use this token instead of a fresh one
+	HostToken               string                  // use this host token instead of a fresh one
+	ApproverRole            string                  // who may approve: "any" or "host"
+	ApprovalTimeout         time.Duration           // how long parked actions wait for a person
+	RunIncompleteGrace      time.Duration           // how long an orphaned run waits for runs.complete before it is marked incomplete
+	AllowedOrigins          []string                // Origin host patterns allowed besides same-host
+	AllowedHosts            []string                // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
+	MaxFrameBytes           int64                   // largest frame accepted
+	MaxConnections          int                     // concurrent connections
+	AuthTimeout             time.Duration           // an unauthenticated connection is closed after this
+	MaxUnauthenticated      int                     // unauthenticated connections before the oldest is closed
+	MaxInFlight             int                     // concurrent requests per connection
+	MCPBind                 string                  // host:port of the MCP endpoint; "" when disabled
+	MCPMaxBodyBytes         int64                   // largest MCP request body
+	MCPMaxSessions          int                     // MCP sessions per principal
+	MCPMaxCalls             int                     // MCP calls in flight per principal
+	HandlerTimeout          time.Duration           // deadline of one request
+	ToolTimeout             time.Duration           // default budget of one tool callback
+	ShutdownGrace           time.Duration           // how long in-flight requests may finish on shutdown
+	SupervisionTimeout      time.Duration           // how long a parked proposal waits for a supervisor
+	MaxActions              int                     // actions per proposal
+	MaxTools                int                     // tools a connection may register
+	MCPMaxConnectors        int                     // MCP connectors at once
+	MCPMaxTools             int                     // tools one MCP server may list
+	MCPMaxResultBytes       int64                   // largest MCP message and tools/call result
+	MCPConnectTimeout       time.Duration           // initialize and tools/list of an MCP server
+	MaxResolvedAction       int64                   // one action's resolved parameters and effects, in bytes
+	MaxSchemaBytes          int                     // one tool JSON Schema's size
+	MaxSchemaKeywords       int                     // object members in one tool JSON Schema
+	MaxSchemaRefDepth       int                     // $refs in a row one value passes through
+	MaxSchemaExpansion      int64                   // subschemas one value is checked against in place
+	MaxSchemaEvaluations    int64                   // subschema checks one validation may make
+	MaxResolvedTotal        int64                   // a proposal's resolved actions together, in bytes
+	MaxConcurrency          int                     // actions of one proposal running at once
+	MaxStarting             int                     // proposals in their first 100 ms at once; 0: 16 per CPU
+	StreamIdleTimeout       time.Duration           // a silent stream handle fails after this
+	MaxStreamHandles        int                     // stream handles per connection
+	MaxStreamChunk          int                     // largest stream chunk accepted, in bytes
+	MaxCheckpoints          int                     // checkpoints kept
+	MaxCheckpointBytes      int64                   // largest checkpoint file
+	LogFormat               string                  // json or console
+	LogLevel                string                  // debug, info, warn, error
+	Pprof                   string                  // loopback host:port serving /debug/pprof/; empty: off
+	MaxApprovalsPerProposal int                     // distinct operations one proposal may put to a person
+	MaxRunsPerAgent         int                     // runs one agent has in progress on this daemon
+	MaxRunsInProgress       int                     // runs in progress on this daemon
+	MaxRunIntentBytes       int                     // largest runs.start intent, agent_name, outcome_description
+	LeaseDefaultTTL         time.Duration           // lease.acquire/renew without ttl_ms
+	LeaseMinTTL             time.Duration           // the shortest ttl_ms accepted
+	LeaseMaxTTL             time.Duration           // the longest ttl_ms accepted
+	MaxLeaseAgentIDBytes    int                     // the longest agent_id lease.* accept
+	MaxRunOutcomeBytes      int                     // largest runs.complete outcome
+	MaxOpenRunJournals      int                     // run journals open at once (store file)
+	MaxStreamBuffered       int64                   // undrained stream bytes of all handles together
+	MaxActionIDBytes        int                     // longest proposal or action id
+	StrictFields            bool                    // reject proposals with fields the IR does not know
+	MaxNotifyBytes          int                     // host.notify and host.set_status params
+	MaxContextBytes         int                     // host.request_approval and host.register_agent params
+	MaxStateValueBytes      int64                   // one state value as JSON
+	EventLogBytes           int64                   // bytes of the in-memory event log
+	HostEventRingBytes      int64                   // bytes of the host event ring
+	FeedQueueBytes          int64                   // undelivered bytes of one feed per subscriber
+	Integrity               engine.IntegrityOptions // the intent gate, the taint ledger, the transaction check, receipts
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -123,6 +125,8 @@ type Config struct {
 	TrajectoriesDir string // day files of dispatched attempts (store file)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
+	IntentPath      string // the operator's intent (intent.json)
+	TaintPath       string // the intent gate's taint ledger
 	NodeIDPath      string // this state root's member id, generated once
 	EventsSpoolPath string // events waiting for the database (store postgres)
 	// InterruptedApprovalsPath holds the approval requests pending at the
@@ -221,6 +225,8 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.TrajectoriesDir = filepath.Join(home, "trajectories")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
+	cfg.IntentPath = filepath.Join(home, engine.IntentFile)
+	cfg.TaintPath = filepath.Join(home, "taint.jsonl")
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
 	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
 	cfg.EventsDir = filepath.Join(home, "events")
@@ -303,6 +309,23 @@ func (c *Config) resolve(r *reader) error {
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.MaxApprovalsPerProposal = r.integer("max_approvals_per_proposal")
+	c.Integrity = engine.IntegrityOptions{
+		MaxIntentPatterns: r.integer("max_intent_patterns"), MaxIntentTextBytes: r.integer("max_intent_text_bytes"),
+		MaxTaintedKeys: r.integer("max_tainted_keys"), MaxAssumptions: r.integer("max_assumptions"), MaxReceiptClaims: r.integer("max_receipt_claims"),
+	}
+	if mode, err := engine.ParseTransactionCheck(r.str("transaction_check")); err != nil {
+		r.fail("transaction_check", "transaction_check must be off, warn or strict, got %q", r.str("transaction_check"))
+	} else {
+		c.Integrity.TransactionCheck = mode
+	}
+	for _, k := range []struct {
+		name string
+		n    int
+	}{{"max_intent_patterns", c.Integrity.MaxIntentPatterns}, {"max_intent_text_bytes", c.Integrity.MaxIntentTextBytes}, {"max_tainted_keys", c.Integrity.MaxTaintedKeys}, {"max_assumptions", c.Integrity.MaxAssumptions}, {"max_receipt_claims", c.Integrity.MaxReceiptClaims}} {
+		if k.n < 1 && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1", k.name)
+		}
+	}
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.MaxRunsPerAgent = r.integer("max_runs_per_agent")
 	c.MaxRunsInProgress = r.integer("max_runs_in_progress")

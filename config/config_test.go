@@ -226,6 +226,12 @@ func TestEveryNameIsBound(t *testing.T) {
 		"lease_min_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMinTTL }, nil},
 		"lease_max_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMaxTTL }, nil},
 		"max_lease_agent_id_bytes":           {"7", "7", func(c *Config) any { return c.MaxLeaseAgentIDBytes }, nil},
+		"transaction_check":                  {"strict", "strict", func(c *Config) any { return c.Integrity.TransactionCheck }, nil},
+		"max_intent_patterns":                {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentPatterns }, nil},
+		"max_intent_text_bytes":              {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentTextBytes }, nil},
+		"max_tainted_keys":                   {"7", "7", func(c *Config) any { return c.Integrity.MaxTaintedKeys }, nil},
+		"max_assumptions":                    {"7", "7", func(c *Config) any { return c.Integrity.MaxAssumptions }, nil},
+		"max_receipt_claims":                 {"7", "7", func(c *Config) any { return c.Integrity.MaxReceiptClaims }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

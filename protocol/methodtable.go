@@ -77,6 +77,14 @@ var Methods = []MethodSpec{
 	{Name: MethodSessionCapabilitiesSet, Summary: "Narrow the connection's tools, state keys and action count; widening needs the host role.", Params: CapabilitiesSetParams{}, Result: CapabilitySet{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodSessionCapabilitiesGet, Summary: "The capabilities in force; null members are unrestricted.", Result: CapabilitySet{}},
 
+	{Name: MethodSessionIntentSet, Summary: "Narrow the operator's intent for this connection's proposals; it can never widen.", Params: IntentSetParams{}, Result: IntentState{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodSessionIntentGet, Summary: "The operator's and the connection's intents, and the capability names.", Result: IntentState{}},
+	{Name: MethodSessionIntentClear, Summary: "Drop the connection's own intent (the host role only).", Result: IntentState{}},
+	{Name: MethodTaintList, Summary: "The tainted state keys: which action's untrusted data reached each, and when.", Params: TaintListParams{}, Result: TaintListResult{}},
+	{Name: MethodTaintClear, Summary: "Clear keys' taint (the host role only; recorded).", Params: TaintClearParams{}, Result: TaintClearResult{}},
+	{Name: MethodSessionTransactionCheckSet, Summary: "The connection's transaction check mode; laxer than transaction_check needs the host role.", Params: TransactionCheckParams{}, Result: TransactionCheckParams{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodReceiptsVerify, Summary: "Check a model's tool claims against the daemon's own receipts.", Params: ReceiptsVerifyParams{}, Result: ReceiptReport{}},
+
 	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
 

@@ -114,6 +114,9 @@ type ClassifyResult struct {
 // EvaluateResult is the reply to permission.evaluate.
 type EvaluateResult struct {
 	Decisions []PermissionDecision `json:"decisions"`
+	// Intent is the intent gate's verdict on each action; omitted when no
+	// intent is in force.
+	Intent []IntentDecision `json:"intent,omitempty"`
 }
 
 // PendingResult is the reply to permission.pending: the rows that need an

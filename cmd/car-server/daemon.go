@@ -101,6 +101,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
+	intent, err := engine.LoadIntentFile(cfg.IntentPath, cfg.Integrity.MaxIntentPatterns, cfg.Integrity.MaxIntentTextBytes)
+	if err != nil {
+		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
+	}
+	closeTaint, err := openTaint(cfg, log, compactionLog)
+	if err != nil {
+		return err
+	}
+	defer closeTaint()
 	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
 	if err != nil {
 		return err
@@ -155,6 +164,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
+		IntegrityOptions:         cfg.Integrity,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
@@ -177,6 +187,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	rt.SetOperatorPolicies(operator)
 	rt.SetToolLabels(labels)
 	logToolLabels(log, "tool labels loaded", cfg.ToolLabelsPath, labels)
+	rt.SetOperatorIntent(intent)
+	logIntent(log, "operator intent loaded", cfg.IntentPath, intent)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	hostToken := cfg.HostToken
 	if hostToken == "" {
@@ -333,6 +345,7 @@ loop:
 		case <-hup:
 			reloadPolicies(rt, cfg.PoliciesDir, log)
 			reloadToolLabels(rt, cfg.ToolLabelsPath, log)
+			reloadIntent(rt, cfg, log)
 			reloadConnectors(conns, cfg.Home, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))

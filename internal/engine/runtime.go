@@ -19,6 +19,7 @@ import (
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
+	IntegrityOptions                      // the intent gate, the taint ledger, the transaction check, receipts
 	MaxActions         int                // actions per proposal (10,000)
 	MaxTools           int                // tools a connection may register, built-ins not counted (1,000)
 	MaxConcurrency     int                // actions of one proposal running at once (16)
@@ -123,6 +124,7 @@ func (o *Options) setDefaults() {
 	if o.Desk == nil {
 		o.Desk = host.New(host.Options{})
 	}
+	o.IntegrityOptions.setDefaults()
 }
 
 // CheckActions refuses a proposal over max_actions before anything is done
@@ -155,6 +157,7 @@ type Runtime struct {
 	workers     *workers      // goroutines for the actions of a run that run alongside others
 	stopping    chan struct{} // closed by BeginShutdown
 	stopOnce    sync.Once
+	integ       runtimeIntegrity // intents, the taint ledger, proposals in flight
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -174,10 +177,12 @@ func NewRuntime(opts Options) *Runtime {
 		stopping:  make(chan struct{}),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
+	rt.integ.ledger.max = opts.MaxTaintedKeys
+	rt.integ.ledger.load(opts.Taint)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
-	rt.gates = append([]AdmissionGate{resolvedSizeGate{rt}, policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
+	rt.gates = append([]AdmissionGate{resolvedSizeGate{rt}, policySessionGate{}, capabilityGate{}, flowGate{rt}, intentGate{rt}, permissionGate{rt}, supervisionGate{rt}, txGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
 }
@@ -236,6 +241,7 @@ type Session struct {
 	caps     atomic.Pointer[Capabilities]
 	capsMu   sync.Mutex // one capability change at a time
 	flowHist flowHistory
+	integ    sessionIntegrity
 	// RequestedBy says who the session's connection is now (its principal
 	// can change when it authenticates), for the approvals its proposals
 	// raise: set by the transport before the session serves anything; nil

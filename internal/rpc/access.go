@@ -89,6 +89,19 @@ var methodAccess = map[string]access{
 	protocol.MethodSessionCapabilitiesSet: accessAny,
 	protocol.MethodSessionCapabilitiesGet: accessAny,
 
+	// An intent only narrows (the handler refuses widening); clearing it
+	// widens, so an agent cannot shed the intent it was given. The taint
+	// ledger is read by anyone; clearing it is a person's host-role act.
+	protocol.MethodSessionIntentSet:   accessAny,
+	protocol.MethodSessionIntentGet:   accessAny,
+	protocol.MethodSessionIntentClear: accessHost,
+	protocol.MethodTaintList:          accessAny,
+	protocol.MethodTaintClear:         accessHost,
+	// Stricter than transaction_check by anyone; laxer by the host role
+	// only (the handler checks).
+	protocol.MethodSessionTransactionCheckSet: accessAny,
+	protocol.MethodReceiptsVerify:             accessAny,
+
 	protocol.MethodProposalSubmit: accessAny,
 	protocol.MethodProposalCancel: accessAny,
 

@@ -53,6 +53,14 @@ func init() {
 		protocol.MethodSessionCapabilitiesSet: {handle: (*conn).capabilitiesSet},
 		protocol.MethodSessionCapabilitiesGet: {handle: (*conn).capabilitiesGet},
 
+		protocol.MethodSessionIntentSet:           {handle: (*conn).intentSet},
+		protocol.MethodSessionIntentGet:           {handle: (*conn).intentGet},
+		protocol.MethodSessionIntentClear:         {handle: (*conn).intentClear},
+		protocol.MethodTaintList:                  {handle: (*conn).taintList},
+		protocol.MethodTaintClear:                 {handle: (*conn).taintClear},
+		protocol.MethodSessionTransactionCheckSet: {handle: (*conn).transactionCheckSet},
+		protocol.MethodReceiptsVerify:             {handle: (*conn).receiptsVerify},
+
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 

@@ -41,13 +41,15 @@ func (c *conn) decodeVerify(params *json.RawMessage, shape string) (*protocol.Ac
 	return prop, p.InitialState, nil
 }
 
-func (c *conn) verify(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) verify(ctx context.Context, params *json.RawMessage) (any, error) {
 	prop, state, err := c.decodeVerify(params, verifyShape)
 	if err != nil {
 		return nil, err
 	}
 	res := engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions())
 	c.srv.rt.VerifyFlow(&res, prop, c.sess)
+	c.srv.rt.VerifyIntent(&res, prop, c.sess, "")
+	c.srv.rt.VerifyTransactions(ctx, &res, prop, c.sess, "")
 	return res, nil
 }
 

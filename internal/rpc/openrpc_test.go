@@ -444,6 +444,17 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodMetricsSummary},
 		{method: protocol.MethodMetricsAlerts, params: func() any { return map[string]any{"max_error_rate": 0, "min_actions": 0, "max_cost_usd": 0} }},
 		{method: protocol.MethodEventsCostByAgent},
+		{method: protocol.MethodSessionIntentSet, params: func() any {
+			return map[string]any{"intent": "test", "forbidden_tools": []string{"shell"}, "untrusted_tools": []string{"web_fetch"}}
+		}},
+		{method: protocol.MethodSessionIntentGet},
+		{method: protocol.MethodSessionIntentClear},
+		{method: protocol.MethodTaintList},
+		{method: protocol.MethodTaintClear, params: func() any { return map[string]any{"keys": []string{"k"}} }},
+		{method: protocol.MethodSessionTransactionCheckSet, params: func() any { return map[string]any{"mode": "warn"} }},
+		{method: protocol.MethodReceiptsVerify, params: func() any {
+			return map[string]any{"claims": []map[string]any{{"tool": "echo", "result_count": 1}, {"tool": "nope", "found_nothing": true}}}
+		}},
 		{method: protocol.MethodSessionCapabilitiesSet, params: func() any { return map[string]any{"tools": []string{"echo"}, "max_actions": 10} }},
 
 		{method: protocol.MethodConnectorsAdd, params: func() any {
