@@ -59,7 +59,6 @@ func AppendEvent(b []byte, seq uint64, at time.Time, node, kind, proposalID, has
 	return append(b, "}\n"...)
 }
 
-
 // Marshal encodes a head or a retention record as its line, with its
 // newline.
 func (l *Line) Marshal() []byte {

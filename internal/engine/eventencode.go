@@ -83,7 +83,6 @@ func appendBody(b []byte, e *Event, data []byte) []byte {
 	return append(b, '}')
 }
 
-
 // rawRecord is e as a durable log that keeps the data as encoded holds it.
 func rawRecord(e *Event, data []byte) store.EventRecord {
 	return store.EventRecord{Node: e.Node, Seq: e.Seq, At: e.Timestamp, Kind: string(e.Kind),
