@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/netaddr"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store/file"
@@ -24,69 +25,76 @@ import (
 
 // Config is every setting of the daemon, resolved.
 type Config struct {
-	Home                    string        // state root; absolute
-	Bind                    string        // TCP listen host
-	Port                    int           // TCP listen port; 0 picks a free one
-	Socket                  string        // Unix socket path; empty disables it
-	NoAuth                  bool          // turn token auth off
-	AuthToken               string        // use this token instead of a fresh one
-	HostToken               string        // use this host token instead of a fresh one
-	ApproverRole            string        // who may approve: "any" or "host"
-	ApprovalTimeout         time.Duration // how long parked actions wait for a person
-	RunIncompleteGrace      time.Duration // how long an orphaned run waits for runs.complete before it is marked incomplete
-	AllowedOrigins          []string      // Origin host patterns allowed besides same-host
-	AllowedHosts            []string      // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
-	MaxFrameBytes           int64         // largest frame accepted
-	MaxConnections          int           // concurrent connections
-	AuthTimeout             time.Duration // an unauthenticated connection is closed after this
-	MaxUnauthenticated      int           // unauthenticated connections before the oldest is closed
-	MaxInFlight             int           // concurrent requests per connection
-	MCPBind                 string        // host:port of the MCP endpoint; "" when disabled
-	MCPMaxBodyBytes         int64         // largest MCP request body
-	MCPMaxSessions          int           // MCP sessions per principal
-	MCPMaxCalls             int           // MCP calls in flight per principal
-	HandlerTimeout          time.Duration // deadline of one request
-	ToolTimeout             time.Duration // default budget of one tool callback
-	ShutdownGrace           time.Duration // how long in-flight requests may finish on shutdown
-	SupervisionTimeout      time.Duration // how long a parked proposal waits for a supervisor
-	MaxActions              int           // actions per proposal
-	MaxTools                int           // tools a connection may register
-	MCPMaxConnectors        int           // MCP connectors at once
-	MCPMaxTools             int           // tools one MCP server may list
-	MCPMaxResultBytes       int64         // largest MCP message and tools/call result
-	MCPConnectTimeout       time.Duration // initialize and tools/list of an MCP server
-	MaxResolvedAction       int64         // one action's resolved parameters and effects, in bytes
-	MaxSchemaBytes          int           // one tool JSON Schema's size
-	MaxSchemaKeywords       int           // object members in one tool JSON Schema
-	MaxSchemaRefDepth       int           // $refs in a row one value passes through
-	MaxSchemaExpansion      int64         // subschemas one value is checked against in place
-	MaxSchemaEvaluations    int64         // subschema checks one validation may make
-	MaxResolvedTotal        int64         // a proposal's resolved actions together, in bytes
-	MaxConcurrency          int           // actions of one proposal running at once
-	MaxStarting             int           // proposals in their first 100 ms at once; 0: 16 per CPU
-	StreamIdleTimeout       time.Duration // a silent stream handle fails after this
-	MaxStreamHandles        int           // stream handles per connection
-	MaxStreamChunk          int           // largest stream chunk accepted, in bytes
-	MaxCheckpoints          int           // checkpoints kept
-	MaxCheckpointBytes      int64         // largest checkpoint file
-	LogFormat               string        // json or console
-	LogLevel                string        // debug, info, warn, error
-	Pprof                   string        // loopback host:port serving /debug/pprof/; empty: off
-	MaxApprovalsPerProposal int           // distinct operations one proposal may put to a person
-	MaxRunsPerAgent         int           // runs one agent has in progress on this daemon
-	MaxRunsInProgress       int           // runs in progress on this daemon
-	MaxRunIntentBytes       int           // largest runs.start intent, agent_name, outcome_description
-	MaxRunOutcomeBytes      int           // largest runs.complete outcome
-	MaxOpenRunJournals      int           // run journals open at once (store file)
-	MaxStreamBuffered       int64         // undrained stream bytes of all handles together
-	MaxActionIDBytes        int           // longest proposal or action id
-	StrictFields            bool          // reject proposals with fields the IR does not know
-	MaxNotifyBytes          int           // host.notify and host.set_status params
-	MaxContextBytes         int           // host.request_approval and host.register_agent params
-	MaxStateValueBytes      int64         // one state value as JSON
-	EventLogBytes           int64         // bytes of the in-memory event log
-	HostEventRingBytes      int64         // bytes of the host event ring
-	FeedQueueBytes          int64         // undelivered bytes of one feed per subscriber
+	Home                    string                  // state root; absolute
+	Bind                    string                  // TCP listen host
+	Port                    int                     // TCP listen port; 0 picks a free one
+	Socket                  string                  // Unix socket path; empty disables it
+	NoAuth                  bool                    // turn token auth off
+	RequireHandshake        bool                    // server.handshake before any method but session.auth and rpc.discover
+	TrajectoryRetentionDays int                     // days of trajectories kept; tools.feedback's largest window
+	AuthToken               string                  // use this token instead of a fresh one
+	HostToken               string                  // use this host token instead of a fresh one
+	ApproverRole            string                  // who may approve: "any" or "host"
+	ApprovalTimeout         time.Duration           // how long parked actions wait for a person
+	RunIncompleteGrace      time.Duration           // how long an orphaned run waits for runs.complete before it is marked incomplete
+	AllowedOrigins          []string                // Origin host patterns allowed besides same-host
+	AllowedHosts            []string                // Host names (or name:port) the TCP listeners answer besides loopback and the listen address
+	MaxFrameBytes           int64                   // largest frame accepted
+	MaxConnections          int                     // concurrent connections
+	AuthTimeout             time.Duration           // an unauthenticated connection is closed after this
+	MaxUnauthenticated      int                     // unauthenticated connections before the oldest is closed
+	MaxInFlight             int                     // concurrent requests per connection
+	MCPBind                 string                  // host:port of the MCP endpoint; "" when disabled
+	MCPMaxBodyBytes         int64                   // largest MCP request body
+	MCPMaxSessions          int                     // MCP sessions per principal
+	MCPMaxCalls             int                     // MCP calls in flight per principal
+	HandlerTimeout          time.Duration           // deadline of one request
+	ToolTimeout             time.Duration           // default budget of one tool callback
+	ShutdownGrace           time.Duration           // how long in-flight requests may finish on shutdown
+	SupervisionTimeout      time.Duration           // how long a parked proposal waits for a supervisor
+	MaxActions              int                     // actions per proposal
+	MaxTools                int                     // tools a connection may register
+	MCPMaxConnectors        int                     // MCP connectors at once
+	MCPMaxTools             int                     // tools one MCP server may list
+	MCPMaxResultBytes       int64                   // largest MCP message and tools/call result
+	MCPConnectTimeout       time.Duration           // initialize and tools/list of an MCP server
+	MaxResolvedAction       int64                   // one action's resolved parameters and effects, in bytes
+	MaxSchemaBytes          int                     // one tool JSON Schema's size
+	MaxSchemaKeywords       int                     // object members in one tool JSON Schema
+	MaxSchemaRefDepth       int                     // $refs in a row one value passes through
+	MaxSchemaExpansion      int64                   // subschemas one value is checked against in place
+	MaxSchemaEvaluations    int64                   // subschema checks one validation may make
+	MaxResolvedTotal        int64                   // a proposal's resolved actions together, in bytes
+	MaxConcurrency          int                     // actions of one proposal running at once
+	MaxStarting             int                     // proposals in their first 100 ms at once; 0: 16 per CPU
+	StreamIdleTimeout       time.Duration           // a silent stream handle fails after this
+	MaxStreamHandles        int                     // stream handles per connection
+	MaxStreamChunk          int                     // largest stream chunk accepted, in bytes
+	MaxCheckpoints          int                     // checkpoints kept
+	MaxCheckpointBytes      int64                   // largest checkpoint file
+	LogFormat               string                  // json or console
+	LogLevel                string                  // debug, info, warn, error
+	Pprof                   string                  // loopback host:port serving /debug/pprof/; empty: off
+	MaxApprovalsPerProposal int                     // distinct operations one proposal may put to a person
+	MaxRunsPerAgent         int                     // runs one agent has in progress on this daemon
+	MaxRunsInProgress       int                     // runs in progress on this daemon
+	MaxRunIntentBytes       int                     // largest runs.start intent, agent_name, outcome_description
+	LeaseDefaultTTL         time.Duration           // lease.acquire/renew without ttl_ms
+	LeaseMinTTL             time.Duration           // the shortest ttl_ms accepted
+	LeaseMaxTTL             time.Duration           // the longest ttl_ms accepted
+	MaxLeaseAgentIDBytes    int                     // the longest agent_id lease.* accept
+	MaxRunOutcomeBytes      int                     // largest runs.complete outcome
+	MaxOpenRunJournals      int                     // run journals open at once (store file)
+	MaxStreamBuffered       int64                   // undrained stream bytes of all handles together
+	MaxActionIDBytes        int                     // longest proposal or action id
+	StrictFields            bool                    // reject proposals with fields the IR does not know
+	MaxNotifyBytes          int                     // host.notify and host.set_status params
+	MaxContextBytes         int                     // host.request_approval and host.register_agent params
+	MaxStateValueBytes      int64                   // one state value as JSON
+	EventLogBytes           int64                   // bytes of the in-memory event log
+	HostEventRingBytes      int64                   // bytes of the host event ring
+	FeedQueueBytes          int64                   // undelivered bytes of one feed per subscriber
+	Integrity               engine.IntegrityOptions // the intent gate, the taint ledger, the transaction check, receipts
 
 	Store                    string        // StoreFile or StorePostgres
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
@@ -110,11 +118,15 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	LeasesPath      string // the agents' leases (lease.*)
 	RunsDir         string // run traces, one directory per agent
 	AgentTokensPath string // hashes of the agents' own tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
+	TrajectoriesDir string // day files of dispatched attempts (store file)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
+	IntentPath      string // the operator's intent (intent.json)
+	TaintPath       string // the intent gate's taint ledger
 	NodeIDPath      string // this state root's member id, generated once
 	EventsSpoolPath string // events waiting for the database (store postgres)
 	// InterruptedApprovalsPath holds the approval requests pending at the
@@ -206,11 +218,15 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.ApprovalsPath = filepath.Join(home, "approvals.jsonl")
 	cfg.InterruptedApprovalsPath = filepath.Join(home, "approvals-interrupted.json")
 	cfg.MessagesPath = filepath.Join(home, "messages.jsonl")
+	cfg.LeasesPath = filepath.Join(home, "leases.jsonl")
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
+	cfg.TrajectoriesDir = filepath.Join(home, "trajectories")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
+	cfg.IntentPath = filepath.Join(home, engine.IntentFile)
+	cfg.TaintPath = filepath.Join(home, "taint.jsonl")
 	cfg.NodeIDPath = filepath.Join(home, "node-id")
 	cfg.EventsSpoolPath = filepath.Join(home, "events-spool.jsonl")
 	cfg.EventsDir = filepath.Join(home, "events")
@@ -284,6 +300,7 @@ func (c *Config) resolve(r *reader) error {
 		c.Socket = ""
 	}
 	c.NoAuth = r.boolean("no_auth")
+	c.RequireHandshake = r.boolean("require_handshake")
 	c.AuthToken = strings.TrimSpace(r.str("auth_token"))
 	c.HostToken = strings.TrimSpace(r.str("host_token"))
 	c.ApproverRole = r.str("approver_role")
@@ -292,11 +309,43 @@ func (c *Config) resolve(r *reader) error {
 	}
 	c.ApprovalTimeout = r.duration("approval_timeout")
 	c.MaxApprovalsPerProposal = r.integer("max_approvals_per_proposal")
+	c.Integrity = engine.IntegrityOptions{
+		MaxIntentPatterns: r.integer("max_intent_patterns"), MaxIntentTextBytes: r.integer("max_intent_text_bytes"),
+		MaxTaintedKeys: r.integer("max_tainted_keys"), MaxAssumptions: r.integer("max_assumptions"), MaxReceiptClaims: r.integer("max_receipt_claims"),
+	}
+	if mode, err := engine.ParseTransactionCheck(r.str("transaction_check")); err != nil {
+		r.fail("transaction_check", "transaction_check must be off, warn or strict, got %q", r.str("transaction_check"))
+	} else {
+		c.Integrity.TransactionCheck = mode
+	}
+	for _, k := range []struct {
+		name string
+		n    int
+	}{{"max_intent_patterns", c.Integrity.MaxIntentPatterns}, {"max_intent_text_bytes", c.Integrity.MaxIntentTextBytes}, {"max_tainted_keys", c.Integrity.MaxTaintedKeys}, {"max_assumptions", c.Integrity.MaxAssumptions}, {"max_receipt_claims", c.Integrity.MaxReceiptClaims}} {
+		if k.n < 1 && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1", k.name)
+		}
+	}
 	c.RunIncompleteGrace = r.duration("run_incomplete_grace")
 	c.MaxRunsPerAgent = r.integer("max_runs_per_agent")
 	c.MaxRunsInProgress = r.integer("max_runs_in_progress")
 	c.MaxRunIntentBytes = r.integer("max_run_intent_bytes")
 	c.MaxRunOutcomeBytes = r.integer("max_run_outcome_bytes")
+	c.LeaseDefaultTTL = r.duration("lease_default_ttl")
+	c.LeaseMinTTL = r.duration("lease_min_ttl")
+	c.LeaseMaxTTL = r.duration("lease_max_ttl")
+	c.MaxLeaseAgentIDBytes = r.integer("max_lease_agent_id_bytes")
+	for _, k := range []struct {
+		name string
+		d    time.Duration
+	}{{"lease_default_ttl", c.LeaseDefaultTTL}, {"lease_min_ttl", c.LeaseMinTTL}, {"lease_max_ttl", c.LeaseMaxTTL}} {
+		if k.d < time.Millisecond && !r.bad[k.name] {
+			r.fail(k.name, "%s must be at least 1ms, got %s", k.name, k.d)
+		}
+	}
+	if c.LeaseMinTTL > c.LeaseMaxTTL && !r.bad["lease_min_ttl"] && !r.bad["lease_max_ttl"] {
+		r.fail("lease_min_ttl", "lease_min_ttl (%s) must not exceed lease_max_ttl (%s)", c.LeaseMinTTL, c.LeaseMaxTTL)
+	}
 	c.MaxOpenRunJournals = r.integer("max_open_run_journals")
 	c.AllowedOrigins = r.list("allowed_origins")
 	c.AllowedHosts = r.list("allowed_hosts")
@@ -349,6 +398,7 @@ func (c *Config) resolve(r *reader) error {
 	c.HostEventRingBytes = int64(r.integer("host_event_ring_bytes"))
 	c.FeedQueueBytes = int64(r.integer("feed_queue_bytes"))
 	c.MaxCheckpoints = r.integer("max_checkpoints")
+	c.TrajectoryRetentionDays = r.integer("trajectory_retention_days")
 	c.MaxCheckpointBytes = int64(r.integer("max_checkpoint_bytes"))
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
@@ -408,7 +458,7 @@ func (c *Config) resolve(r *reader) error {
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -220,6 +220,18 @@ func TestEveryNameIsBound(t *testing.T) {
 		"otel_traces_sampler":                {"traceidratio", "traceidratio", func(c *Config) any { return c.Tracing.Sampler }, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:7"}},
 		"otel_traces_sampler_arg":            {"0.7", "0.7", func(c *Config) any { return c.Tracing.SamplerArg }, nil},
 		"otel_trace_queue_spans":             {"7", "7", func(c *Config) any { return c.Tracing.QueueSpans }, nil},
+		"trajectory_retention_days":          {"7", "7", func(c *Config) any { return c.TrajectoryRetentionDays }, nil},
+		"require_handshake":                  {"false", "false", func(c *Config) any { return c.RequireHandshake }, nil},
+		"lease_default_ttl":                  {"7", "7s", func(c *Config) any { return c.LeaseDefaultTTL }, nil},
+		"lease_min_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMinTTL }, nil},
+		"lease_max_ttl":                      {"7", "7s", func(c *Config) any { return c.LeaseMaxTTL }, nil},
+		"max_lease_agent_id_bytes":           {"7", "7", func(c *Config) any { return c.MaxLeaseAgentIDBytes }, nil},
+		"transaction_check":                  {"strict", "strict", func(c *Config) any { return c.Integrity.TransactionCheck }, nil},
+		"max_intent_patterns":                {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentPatterns }, nil},
+		"max_intent_text_bytes":              {"7", "7", func(c *Config) any { return c.Integrity.MaxIntentTextBytes }, nil},
+		"max_tainted_keys":                   {"7", "7", func(c *Config) any { return c.Integrity.MaxTaintedKeys }, nil},
+		"max_assumptions":                    {"7", "7", func(c *Config) any { return c.Integrity.MaxAssumptions }, nil},
+		"max_receipt_claims":                 {"7", "7", func(c *Config) any { return c.Integrity.MaxReceiptClaims }, nil},
 	}
 	if len(cases) != len(settings) {
 		t.Fatalf("%d cases for %d settings", len(cases), len(settings))

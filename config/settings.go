@@ -12,6 +12,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/mcpserve"
 	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/runs"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/internal/streams"
@@ -58,13 +59,24 @@ var settings = []setting{
 	{"auth_token", "CAR_AUTH_TOKEN", "use this token instead of a fresh random one", ""},
 	{"host_token", "CAR_HOST_TOKEN", "use this host token (session.auth {host_token} grants the host role) instead of a fresh random one", ""},
 	{"approver_role", "CAR_APPROVER_ROLE", "who may approve or reject: any (every authenticated connection) or host (host-token connections only)", rpc.ApproverAny},
+	{"require_handshake", "CAR_REQUIRE_HANDSHAKE", "refuse every method but session.auth, server.handshake and rpc.discover with -32005 until the connection sends server.handshake; false serves old clients that never send it", true},
 	{"approval_timeout", "CAR_APPROVAL_TIMEOUT", "how long a proposal waits for a person to approve its parked actions (seconds or a duration)", engine.DefaultApprovalTimeout},
 	{"max_approvals_per_proposal", "CAR_MAX_APPROVALS_PER_PROPOSAL", "distinct operations (fingerprints) one proposal may put to a person; past it the proposal is rejected", engine.DefaultMaxApprovalsPerProposal},
+	{"transaction_check", "CAR_TRANSACTION_CHECK", "the transaction check's default mode: off, warn (record conflicts) or strict (refuse a conflicting proposal); a connection may be stricter, only the host role laxer", protocol.TransactionCheckOff},
+	{"max_intent_patterns", "CAR_MAX_INTENT_PATTERNS", "tool patterns and capabilities one intent (intent.json or session.intent.set) may list", engine.DefaultMaxIntentPatterns},
+	{"max_intent_text_bytes", "CAR_MAX_INTENT_TEXT_BYTES", "longest intent text", engine.DefaultMaxIntentTextBytes},
+	{"max_tainted_keys", "CAR_MAX_TAINTED_KEYS", "state keys the taint ledger holds; while full, a proposal that would taint more is refused until taint.clear or trusted writes make room; also the keys of one taint.list or taint.clear", engine.DefaultMaxTaintedKeys},
+	{"max_assumptions", "CAR_MAX_ASSUMPTIONS", "assumptions one proposal may carry when the transaction check is on (each is a state read at admission)", engine.DefaultMaxAssumptions},
+	{"max_receipt_claims", "CAR_MAX_RECEIPT_CLAIMS", "claims one receipts.verify may check", engine.DefaultMaxReceiptClaims},
 	{"run_incomplete_grace", "CAR_RUN_INCOMPLETE_GRACE", "how long a run whose connection went away without runs.complete waits before it is marked incomplete (seconds or a duration)", runs.DefaultGrace},
 	{"max_runs_per_agent", "CAR_MAX_RUNS_PER_AGENT", "runs one agent may have in progress on this daemon; runs.start refuses past it", runs.DefaultMaxPerAgent},
 	{"max_runs_in_progress", "CAR_MAX_RUNS_IN_PROGRESS", "runs in progress on this daemon, all agents together; runs.start refuses past it", runs.DefaultMaxInProgress},
 	{"max_run_intent_bytes", "CAR_MAX_RUN_INTENT_BYTES", "largest intent, agent_name or outcome_description runs.start accepts", runs.DefaultMaxTextBytes},
 	{"max_run_outcome_bytes", "CAR_MAX_RUN_OUTCOME_BYTES", "largest outcome runs.complete accepts", runs.DefaultMaxTextBytes},
+	{"lease_default_ttl", "CAR_LEASE_DEFAULT_TTL", "how long a lease lasts when lease.acquire or lease.renew gives no ttl_ms (kept within lease_min_ttl and lease_max_ttl)", rpc.DefaultLeaseTTL},
+	{"lease_min_ttl", "CAR_LEASE_MIN_TTL", "the shortest ttl_ms lease.acquire and lease.renew accept", rpc.DefaultLeaseMinTTL},
+	{"lease_max_ttl", "CAR_LEASE_MAX_TTL", "the longest ttl_ms lease.acquire and lease.renew accept", rpc.DefaultLeaseMaxTTL},
+	{"max_lease_agent_id_bytes", "CAR_MAX_LEASE_AGENT_ID_BYTES", "the longest agent_id lease.* accept (each id is a row or a journal key kept for good)", rpc.DefaultMaxLeaseAgentIDBytes},
 	{"max_open_run_journals", "CAR_MAX_OPEN_RUN_JOURNALS", "with store file, run journals open at once (each an open file); past it the least recently used idle one is closed, and opened again when its run is next appended to", file.DefaultMaxOpenRunJournals},
 	{"allowed_origins", "CAR_ALLOWED_ORIGINS", "comma-separated Origin host patterns allowed to connect besides same-host", ""},
 	{"allowed_hosts", "CAR_ALLOWED_HOSTS", "comma-separated Host names (name, or name:port) the TCP listeners and the profiler answer besides loopback names and the listen address; any other Host gets 403", ""},
@@ -117,6 +129,7 @@ var settings = []setting{
 	{"audit_head_every", "CAR_AUDIT_HEAD_EVERY", "with store file, events between two signed heads of the event log's chain: at most this many events can be cut off the end of the log undetected", file.DefaultAuditHeadEvery},
 	{"audit_head_interval", "CAR_AUDIT_HEAD_INTERVAL", "with store file, the longest time events wait for a signed head (seconds or a duration)", file.DefaultAuditHeadPeriod},
 	{"events_spool_max_bytes", "CAR_EVENTS_SPOOL_MAX_BYTES", "with store postgres, the largest $CAR_HOME/events-spool.jsonl, where events wait while the database is unreachable", postgres.DefaultSpoolMaxBytes},
+	{"trajectory_retention_days", "CAR_TRAJECTORY_RETENTION_DAYS", "days of dispatched-attempt records (trajectories) kept; older whole days are deleted at start and hourly, and tools.feedback's window_days is at most this", store.DefaultTrajectoryRetentionDays},
 	{"mcp_max_connectors", "CAR_MCP_MAX_CONNECTORS", "MCP connectors the daemon holds at once ($CAR_HOME/connectors.toml's and the wire's); connectors.add refuses past it", connectors.DefaultMaxConnectors},
 	{"mcp_max_tools", "CAR_MCP_MAX_TOOLS", "tools one MCP server may list; a longer tools/list is refused whole, naming the bound", connectors.DefaultMaxTools},
 	{"mcp_max_result_bytes", "CAR_MCP_MAX_RESULT_BYTES", "largest message an MCP server may send, and largest tools/call result; past it the call fails and the connection is closed and made again", connectors.DefaultMaxResultBytes},

@@ -86,6 +86,11 @@ const (
 	MethodAgentPermissionsReset      = "agent_permissions.reset"
 	MethodAgentPermissionsEvaluate   = "agent_permissions.evaluate"
 	MethodAgentsRevoke               = "agents.revoke" // host role: close the connections bound to an agent whose token is revoked
+
+	MethodLeaseAcquire = "lease.acquire"
+	MethodLeaseRenew   = "lease.renew"
+	MethodLeaseRelease = "lease.release"
+	MethodLeaseStatus  = "lease.status"
 )
 
 // Server → client requests and notifications.

@@ -23,6 +23,15 @@ type MethodSpec struct {
 	Errors []int
 }
 
+// BeforeHandshake are the client methods served before server.handshake;
+// every other one answers -32005 until the connection has agreed on the
+// protocol version (unless the daemon's require_handshake is off).
+var BeforeHandshake = map[string]bool{
+	MethodSessionAuth:     true,
+	MethodServerHandshake: true,
+	MethodRPCDiscover:     true,
+}
+
 // Null is the result of a method that answers null.
 type Null struct{}
 
@@ -44,6 +53,7 @@ var Methods = []MethodSpec{
 
 	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
 	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
+	{Name: MethodToolsFeedback, Summary: "Each tool's dispatched attempts in a window of days: counts, success rate, p50 and p99.", Params: ToolsFeedbackParams{}, Result: ToolsFeedbackResult{}},
 	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
 	{Name: MethodToolsHandles, Summary: "The stream handles the connection may see (every one for a host), with their latest progress.", Result: ToolHandlesResult{}},
 
@@ -67,7 +77,15 @@ var Methods = []MethodSpec{
 	{Name: MethodSessionCapabilitiesSet, Summary: "Narrow the connection's tools, state keys and action count; widening needs the host role.", Params: CapabilitiesSetParams{}, Result: CapabilitySet{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodSessionCapabilitiesGet, Summary: "The capabilities in force; null members are unrestricted.", Result: CapabilitySet{}},
 
-	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied, CodeHandshakeMissing}},
+	{Name: MethodSessionIntentSet, Summary: "Narrow the operator's intent for this connection's proposals; it can never widen.", Params: IntentSetParams{}, Result: IntentState{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodSessionIntentGet, Summary: "The operator's and the connection's intents, and the capability names.", Result: IntentState{}},
+	{Name: MethodSessionIntentClear, Summary: "Drop the connection's own intent (the host role only).", Result: IntentState{}},
+	{Name: MethodTaintList, Summary: "The tainted state keys: which action's untrusted data reached each, and when.", Params: TaintListParams{}, Result: TaintListResult{}},
+	{Name: MethodTaintClear, Summary: "Clear keys' taint (the host role only; recorded).", Params: TaintClearParams{}, Result: TaintClearResult{}},
+	{Name: MethodSessionTransactionCheckSet, Summary: "The connection's transaction check mode; laxer than transaction_check needs the host role.", Params: TransactionCheckParams{}, Result: TransactionCheckParams{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodReceiptsVerify, Summary: "Check a model's tool claims against the daemon's own receipts.", Params: ReceiptsVerifyParams{}, Result: ReceiptReport{}},
+
+	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
 
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
@@ -136,6 +154,11 @@ var Methods = []MethodSpec{
 	{Name: MethodAgentPermissionsReset, Summary: "Remove an agent's override; host role.", Params: AgentIDParams{}, Result: AgentPostures{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodAgentPermissionsEvaluate, Summary: "The posture mode an agent's action at a tier gets.", Params: AgentPermissionsEvaluateParams{}, Result: AgentPermissionsEvaluateResult{}},
 	{Name: MethodAgentsRevoke, Summary: "Revoke an agent's token and close its connection; host role.", Params: AgentIDParams{}, Result: AgentsRevokeResult{}, Errors: []int{CodeApprovalDenied}},
+
+	{Name: MethodLeaseAcquire, Summary: "Take an agent id's lease with the next fencing epoch; an error while another holds it.", Params: LeaseAcquireParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseRenew, Summary: "Extend a lease this principal holds at epoch; the epoch stays.", Params: LeaseRenewParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseRelease, Summary: "Free a lease this principal holds at epoch; the next acquire succeeds at once.", Params: LeaseReleaseParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodLeaseStatus, Summary: "An agent id's lease: holder, epoch and expiry.", Params: AgentIDParams{}, Result: Lease{}, Errors: []int{CodeApprovalDenied}},
 
 	{Name: MethodConnectorsAdd, Summary: "Add a Streamable HTTP MCP server as a connector; answers once connected. A person's, never an agent's.", Params: ConnectorsAddParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodConnectorsAddStdio, Summary: "Add an MCP server the daemon runs as a child process over stdio; answers once connected.", Params: ConnectorsAddStdioParams{}, Result: ConnectorStatus{}, Errors: []int{CodeApprovalDenied}},

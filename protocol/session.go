@@ -7,6 +7,10 @@ type AuthParams struct {
 	Token     string `json:"token,omitempty"`
 	HostToken string `json:"host_token,omitempty"` // grants the host role
 	AgentID   string `json:"agent_id,omitempty"`   // binds the connection to this agent; Token is then the agent's own token
+	// MemoryNamespace is accepted and recorded (the connection's log line
+	// and server.connections to the host role) and has no effect: this
+	// daemon keeps no memory. At most MaxClientName printable bytes.
+	MemoryNamespace string `json:"memory_namespace,omitempty"`
 }
 
 // AuthResult is the reply to a successful session.auth.

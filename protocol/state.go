@@ -2,10 +2,12 @@ package protocol
 
 import "encoding/json"
 
-// StateKeyParams are the params of state.get and state.exists.
+// StateKeyParams are the params of state.get and state.exists. With
+// with_version, state.get answers a StateVersioned.
 type StateKeyParams struct {
-	Key      string `json:"key"`
-	TenantID string `json:"tenant_id,omitempty"`
+	Key         string `json:"key"`
+	TenantID    string `json:"tenant_id,omitempty"`
+	WithVersion bool   `json:"with_version,omitempty"`
 }
 
 // StateSetParams are the params of state.set. A missing value sets null.

@@ -165,7 +165,7 @@ type ActionOutcome struct {
 type ToolRate struct {
 	Tool       string  `json:"tool"`
 	Rate       float64 `json:"rate"`
-	Source     string  `json:"source"` // caller or default
+	Source     string  `json:"source"` // caller, trajectories or default
 	Succeeded  *int    `json:"succeeded" jsonschema:"nullable"`
 	Dispatched *int    `json:"dispatched" jsonschema:"nullable"`
 }

@@ -114,6 +114,9 @@ type ClassifyResult struct {
 // EvaluateResult is the reply to permission.evaluate.
 type EvaluateResult struct {
 	Decisions []PermissionDecision `json:"decisions"`
+	// Intent is the intent gate's verdict on each action; omitted when no
+	// intent is in force.
+	Intent []IntentDecision `json:"intent,omitempty"`
 }
 
 // PendingResult is the reply to permission.pending: the rows that need an
@@ -477,6 +480,8 @@ type ConnectionInfo struct {
 	Principal  string `json:"principal,omitempty"`
 	AgentID    string `json:"agent_id,omitempty"`
 	ClientName string `json:"client_name,omitempty"`
+	// MemoryNamespace is what session.auth named; it has no effect.
+	MemoryNamespace string `json:"memory_namespace,omitempty"`
 }
 
 // ServerConnectionsResult is the reply to server.connections; Self is the

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -76,7 +78,7 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 			printApproval(stdout, a, asJSON)
 		case a.Status != host.ApprovalPending && seen && !ended:
 			printed[a.ID] = true
-			printResolution(stdout, a, asJSON)
+			printResolution(stdout, a, reviewerName(ctx, c, a.ResolvedBy), asJSON)
 		}
 	}
 	for _, a := range snap.Approvals {
@@ -107,16 +109,41 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	}
 }
 
-// printResolution shows how a request it printed ended.
-func printResolution(w io.Writer, a host.Approval, asJSON bool) {
+// reviewerName is who a reviewer "conn:<id>" is, as server.connections
+// tells the host role (a person at a terminal knows "host via dashboard",
+// not a connection id); the reviewer as recorded when that connection is
+// gone or the reviewer is not a connection.
+func reviewerName(ctx context.Context, c *client.Client, reviewer string) string {
+	id, ok := strings.CutPrefix(reviewer, "conn:")
+	if !ok {
+		return reviewer
+	}
+	var conns protocol.ServerConnectionsResult
+	if c.Call(ctx, protocol.MethodServerConnections, nil, &conns) != nil {
+		return reviewer
+	}
+	for _, ci := range conns.Connections {
+		if ci.ID == id && ci.Principal != "" {
+			who := protocol.ApprovalRequester{Principal: ci.Principal, AgentID: ci.AgentID, ClientName: ci.ClientName, Connection: id}
+			if id == conns.Self {
+				return who.String() + " (this watch)"
+			}
+			return who.String()
+		}
+	}
+	return reviewer
+}
+
+// printResolution shows how a request it printed ended, and who decided.
+func printResolution(w io.Writer, a host.Approval, who string, asJSON bool) {
 	if asJSON {
 		b, _ := json.Marshal(a)
 		fmt.Fprintln(w, string(b))
 		return
 	}
 	line := fmt.Sprintf("approval %s %s", a.ID, a.Status)
-	if a.ResolvedBy != "" {
-		line += " by " + a.ResolvedBy
+	if who != "" {
+		line += " by " + who
 	}
 	if a.Notes != "" {
 		line += ": " + a.Notes

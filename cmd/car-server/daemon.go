@@ -101,6 +101,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return err
 	}
+	intent, err := engine.LoadIntentFile(cfg.IntentPath, cfg.Integrity.MaxIntentPatterns, cfg.Integrity.MaxIntentTextBytes)
+	if err != nil {
+		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
+	}
+	closeTaint, err := openTaint(cfg, log, compactionLog)
+	if err != nil {
+		return err
+	}
+	defer closeTaint()
 	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
 	if err != nil {
 		return err
@@ -151,9 +160,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Approvals:                shared.Approvals,
 		Messages:                 shared.Messages,
 		State:                    shared.State,
+		Trajectories:             shared.Trajectories,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
+		IntegrityOptions:         cfg.Integrity,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
@@ -163,6 +174,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	sweeping := make(chan struct{})
 	go func() { defer close(sweeping); rt.Streams.Run(sweepCtx, 10*time.Second) }()
 	defer func() { stopSweep(); <-sweeping }()
+	pruned := pruneTrajectories(sweepCtx, shared.Trajectories, cfg.TrajectoryRetentionDays, log)
+	defer func() { stopSweep(); <-pruned }()
 	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
 		return err
 	}
@@ -174,6 +187,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	rt.SetOperatorPolicies(operator)
 	rt.SetToolLabels(labels)
 	logToolLabels(log, "tool labels loaded", cfg.ToolLabelsPath, labels)
+	rt.SetOperatorIntent(intent)
+	logIntent(log, "operator intent loaded", cfg.IntentPath, intent)
 	log.Info("operator policies loaded", zap.String("dir", cfg.PoliciesDir), zap.Int("files", files), zap.Int("rules", operator.Len()))
 	hostToken := cfg.HostToken
 	if hostToken == "" {
@@ -182,34 +197,42 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		}
 	}
 	srv := rpc.NewServer(rt, rpc.Options{
-		Token:              token,
-		HostToken:          hostToken,
-		ApproverRole:       cfg.ApproverRole,
-		Home:               cfg.Home,
-		AllowedOrigins:     cfg.AllowedOrigins,
-		AllowedHosts:       listenHosts(cfg),
-		MaxFrameBytes:      cfg.MaxFrameBytes,
-		MaxConnections:     cfg.MaxConnections,
-		AuthTimeout:        cfg.AuthTimeout,
-		MaxUnauthenticated: cfg.MaxUnauthenticated,
-		MaxInFlight:        cfg.MaxInFlight,
-		MaxActionIDBytes:   cfg.MaxActionIDBytes,
-		StrictFields:       cfg.StrictFields,
-		MaxNotifyBytes:     cfg.MaxNotifyBytes,
-		MaxContextBytes:    cfg.MaxContextBytes,
-		FeedQueueBytes:     cfg.FeedQueueBytes,
-		HandlerTimeout:     cfg.HandlerTimeout,
-		ToolTimeout:        cfg.ToolTimeout,
-		Version:            version,
-		Logger:             log,
-		Runs:               runStore,
-		AgentTokens:        shared.AgentTokens,
-		Postures:           postures,
-		Store:              shared,
-		Connectors:         conns,
-		Node:               shared.Node,
-		Bus:                clusterBus(shared),
-		Tracer:             traces.Tracer(),
+		Token:                   token,
+		HostToken:               hostToken,
+		ApproverRole:            cfg.ApproverRole,
+		HandshakeOptional:       !cfg.RequireHandshake,
+		TrajectoryRetentionDays: cfg.TrajectoryRetentionDays,
+		MaxFeedbackTools:        cfg.MaxTools,
+		Home:                    cfg.Home,
+		AllowedOrigins:          cfg.AllowedOrigins,
+		AllowedHosts:            listenHosts(cfg),
+		MaxFrameBytes:           cfg.MaxFrameBytes,
+		MaxConnections:          cfg.MaxConnections,
+		AuthTimeout:             cfg.AuthTimeout,
+		MaxUnauthenticated:      cfg.MaxUnauthenticated,
+		MaxInFlight:             cfg.MaxInFlight,
+		MaxActionIDBytes:        cfg.MaxActionIDBytes,
+		StrictFields:            cfg.StrictFields,
+		MaxNotifyBytes:          cfg.MaxNotifyBytes,
+		MaxContextBytes:         cfg.MaxContextBytes,
+		FeedQueueBytes:          cfg.FeedQueueBytes,
+		HandlerTimeout:          cfg.HandlerTimeout,
+		ToolTimeout:             cfg.ToolTimeout,
+		Version:                 version,
+		Logger:                  log,
+		Runs:                    runStore,
+		AgentTokens:             shared.AgentTokens,
+		Postures:                postures,
+		Store:                   shared,
+		Connectors:              conns,
+		Node:                    shared.Node,
+		Bus:                     clusterBus(shared),
+		Tracer:                  traces.Tracer(),
+		Leases:                  shared.Leases,
+		LeaseDefaultTTL:         cfg.LeaseDefaultTTL,
+		LeaseMinTTL:             cfg.LeaseMinTTL,
+		LeaseMaxTTL:             cfg.LeaseMaxTTL,
+		MaxLeaseAgentIDBytes:    cfg.MaxLeaseAgentIDBytes,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
@@ -322,6 +345,7 @@ loop:
 		case <-hup:
 			reloadPolicies(rt, cfg.PoliciesDir, log)
 			reloadToolLabels(rt, cfg.ToolLabelsPath, log)
+			reloadIntent(rt, cfg, log)
 			reloadConnectors(conns, cfg.Home, log)
 		case serveErr = <-errs:
 			log.Error("listener failed; shutting down", zap.Error(serveErr))

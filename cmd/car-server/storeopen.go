@@ -35,10 +35,12 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		IdempotencyPath: cfg.IdempotencyPath,
 		ApprovalsPath:   cfg.ApprovalsPath,
 		MessagesPath:    cfg.MessagesPath,
+		LeasesPath:      cfg.LeasesPath,
 		RunsDir:         cfg.RunsDir,
 		RunJournals:     cfg.MaxOpenRunJournals,
 		AgentTokensPath: cfg.AgentTokensPath,
 		PosturesPath:    cfg.PosturesPath,
+		TrajectoriesDir: cfg.TrajectoriesDir,
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,
@@ -57,6 +59,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	torn("approval ledger", cfg.ApprovalsPath, rep.Approvals)
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", rep.Approvals.Lines), zap.Int("fingerprints", rep.Approvals.Live))
 	torn("message ledger", cfg.MessagesPath, rep.Messages)
+	torn("lease journal", cfg.LeasesPath, rep.Leases)
 	if rep.Runs.Torn > 0 {
 		log.Warn("run files ended in a torn line (crash residue); cut it off", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Torn))
 	}

@@ -523,6 +523,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 	}
 	var out any
 	var err error
+	started := time.Now()
 	switch {
 	case t.builtin:
 		out, err = r.rt.sendMessage(cctx, r.sub, call)
@@ -534,6 +535,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		out, err = r.sub.Session.Executor.ExecuteTool(cctx, call)
 	}
 	if err != nil {
+		r.recordTrajectory(ctx, a.Tool, n, started, err)
 		if cause := context.Cause(cctx); cause != nil {
 			r.emit(EventToolCancelled, a.ID, map[string]any{"tool": a.Tool, "attempt": n, "reason": cause.Error()})
 			if r.rt.tracing() {
@@ -543,7 +545,9 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		return nil, err
 	}
 	r.meterCost(out)
-	if err := t.ValidateOutput(ctx, out); err != nil {
+	err = t.ValidateOutput(ctx, out)
+	r.recordTrajectory(ctx, a.Tool, n, started, err)
+	if err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/flow"
-	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -138,60 +136,16 @@ func (rt *Runtime) leaks(sub *Submission, rep *flow.Report) string {
 }
 
 // escalateOrderings asks a person about each action that runs a tool after
-// one it must not follow. The question is an approval on the ledger, at
-// full_access, under a fingerprint of the ordering and the operation; a
-// decision already recorded answers it. A rejection blocks the proposal.
+// one it must not follow (see escalate).
 func (rt *Runtime) escalateOrderings(ctx context.Context, sub *Submission, hits []flow.OrderingHit) error {
-	var rows []PermissionRow
-	var todo, denied []string
-	for _, h := range hits {
+	items := make([]escalation, len(hits))
+	for k, h := range hits {
 		a := &sub.Proposal.Actions[h.Step]
-		why := fmt.Sprintf("'%s' after '%s' (%s) is a forbidden ordering", h.Rule.Then, h.Rule.First, h.FirstAt)
-		row := PermissionRow{
-			ActionID: a.ID, Tool: a.Tool, Fingerprint: orderingFingerprint(h.Rule, a), Decision: DecisionNeedsApproval,
-			Required: policy.FullAccess, Reversibility: rt.Classify(a).Reversibility, Granted: sub.Session.Tier(),
-			Reason: why, Signals: []string{"ordering " + h.Rule.First + " → " + h.Rule.Then},
-		}
-		rec, ok, err := rt.ledgerDecision(ctx, row.Fingerprint, policy.FullAccess)
-		if err != nil {
-			return fmt.Errorf("action '%s': %s, and whether it was approved cannot be told: %w", a.ID, why, err)
-		}
-		if ok {
-			if rec.Decision == approvals.Rejected {
-				denied = append(denied, fmt.Sprintf("action '%s': %s, and it was rejected by %s (fingerprint %s)", a.ID, why, rec.Reviewer, row.Fingerprint))
-				continue
-			}
-			if approvedAtOrAbove(rec, policy.FullAccess) {
-				continue
-			}
-		}
-		rows = append(rows, row)
-		todo = append(todo, fmt.Sprintf("action '%s': %s: approve fingerprint %s with permission.approve {fingerprint: \"%s\", required_tier: \"full_access\"}",
-			a.ID, why, row.Fingerprint, row.Fingerprint))
+		items[k] = escalation{step: h.Step, fingerprint: orderingFingerprint(h.Rule, a),
+			why:    fmt.Sprintf("'%s' after '%s' (%s) is a forbidden ordering", h.Rule.Then, h.Rule.First, h.FirstAt),
+			signal: "ordering " + h.Rule.First + " → " + h.Rule.Then}
 	}
-	if len(denied) > 0 {
-		return errors.New(strings.Join(denied, "; "))
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	if !rt.canPark() {
-		return fmt.Errorf("escalated to approval: %s", strings.Join(todo, "; "))
-	}
-	refused, err := rt.awaitApprovals(ctx, sub, rows, proposalParams(sub.Proposal))
-	if err != nil {
-		return err
-	}
-	if len(refused) > 0 {
-		reasons := make([]string, 0, len(refused))
-		for _, r := range rows {
-			if reason, ok := refused[r.ActionID]; ok {
-				reasons = append(reasons, reason+" ("+r.Reason+")")
-			}
-		}
-		return errors.New(strings.Join(reasons, "; "))
-	}
-	return nil
+	return rt.escalate(ctx, sub, items)
 }
 
 // orderingFingerprint names one operation run after a tool it must not

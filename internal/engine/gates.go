@@ -68,4 +68,6 @@ type Submission struct {
 	// tiers are the actions' required tiers, in proposal order, as the
 	// permission gate classified them; kept only when tracing.
 	tiers []policy.Tier
+	// what the integrity gates found, for what the proposal leaves behind
+	submissionIntegrity
 }

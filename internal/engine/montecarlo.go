@@ -124,6 +124,22 @@ const maxTrialActions = 5_000_000
 // MonteCarlo runs the trials. It is pure and reproducible; it stops with an
 // error when ctx ends.
 func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCarloParams, tools *ToolRegistry) (MonteCarloResult, error) {
+	return MonteCarloObserved(ctx, p, params, tools, nil)
+}
+
+// ObservedRates are the tools' outcomes in the trajectory store's window
+// (tools.feedback's figures): Window is its days, and a tool with nothing
+// dispatched in it is absent.
+type ObservedRates struct {
+	Window int
+	Tools  map[string]protocol.ToolFeedback
+}
+
+// MonteCarloObserved is MonteCarlo where a tool without a caller-supplied
+// rate takes its observed success rate when it has one in observed's
+// window (source "trajectories"), else the default. Nil observed: the
+// daemon keeps no trajectories.
+func MonteCarloObserved(ctx context.Context, p *protocol.ActionProposal, params MonteCarloParams, tools *ToolRegistry, observed *ObservedRates) (MonteCarloResult, error) {
 	trials, seed, def, retries := DefaultTrials, DefaultSeed, defaultRate, 0
 	if c := params.Config; c.Trials != nil {
 		if *c.Trials < 1 || *c.Trials > MaxTrials {
@@ -163,6 +179,10 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 	if params.RateWindowDays != nil {
 		res.RateProvenance.WindowDays = *params.RateWindowDays
 	}
+	if observed != nil {
+		res.RateProvenance.TrajectoriesAvailable = true
+		res.RateProvenance.WindowDays = observed.Window
+	}
 	toolSet := map[string]bool{}
 	for i := range p.Actions {
 		if p.Actions[i].Type == protocol.ActionToolCall {
@@ -171,15 +191,27 @@ func MonteCarlo(ctx context.Context, p *protocol.ActionProposal, params MonteCar
 	}
 	for _, t := range jsonvalue.SortedKeys(toolSet) {
 		r, ok := params.ToolSuccessRates[t]
-		src := "default"
-		if ok {
-			r, src = clamp01(r), "caller"
+		rate := protocol.ToolRate{Tool: t, Source: "default"}
+		fb, seen := protocol.ToolFeedback{}, false
+		if observed != nil {
+			fb, seen = observed.Tools[t]
+			seen = seen && fb.Dispatched > 0 && fb.SuccessRate != nil
+		}
+		switch {
+		case ok:
+			r, rate.Source = clamp01(r), "caller"
 			res.RateProvenance.OverriddenByCaller = append(res.RateProvenance.OverriddenByCaller, t)
-		} else {
+		case seen:
+			r, rate.Source = *fb.SuccessRate, "trajectories"
+		default:
 			r = def
 		}
+		if seen {
+			rate.Succeeded, rate.Dispatched = &fb.Succeeded, &fb.Dispatched
+		}
+		rate.Rate = r
 		rates[t] = r
-		res.RateProvenance.Tools = append(res.RateProvenance.Tools, protocol.ToolRate{Tool: t, Rate: r, Source: src})
+		res.RateProvenance.Tools = append(res.RateProvenance.Tools, rate)
 	}
 
 	gr := buildGraph(p.Actions)

@@ -35,6 +35,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	}
 	Normalize(p)
 	sub.raised = &approvalTally{}
+	sub.submissionIntegrity = submissionIntegrity{} // a replan's attempt starts afresh
 	var span trace.Span
 	if rt.tracing() {
 		opts := []trace.SpanStartOption{trace.WithAttributes(proposalAttrs(sub)...)}
@@ -97,6 +98,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	}
 	res := r.result()
 	rt.noteFlow(sub, res)
+	rt.noteIntegrity(sub, res)
 	r.emit(EventProposalFinished, "", map[string]any{
 		"tool_calls": res.Cost.ToolCalls, "executed": res.Cost.ActionsExecuted,
 		"rejected": res.Cost.ActionsRejected, "skipped": res.Cost.ActionsSkipped,
@@ -495,6 +497,9 @@ func (r *run) finish(i int, out outcome) {
 	data["type"], data["duration_ms"] = typeValue(nd.action.Type), duration
 	if nd.action.Tool != "" {
 		data["tool"] = r.toolValue(i)
+	}
+	if n, ok := resultCount(out.output); ok && out.status == protocol.StatusSucceeded && nd.action.Type == protocol.ActionToolCall {
+		data["result_count"] = n
 	}
 	if out.gate != "" {
 		data["gate"] = out.gate

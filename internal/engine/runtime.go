@@ -19,24 +19,26 @@ import (
 
 // Options configure a Runtime. Zero values take the defaults noted.
 type Options struct {
-	MaxActions         int               // actions per proposal (10,000)
-	MaxTools           int               // tools a connection may register, built-ins not counted (1,000)
-	MaxConcurrency     int               // actions of one proposal running at once (16)
-	MaxStarting        int               // proposals in their first 100 ms at once, across sessions; more wait their turn session by session (0: 16 per CPU; negative: no bound)
-	ToolTimeout        time.Duration     // budget of a tool call without timeout_ms (300 s)
-	RetryBase          time.Duration     // first retry backoff, doubled per retry (100 ms)
-	RetryCap           time.Duration     // longest retry backoff (5 s)
-	EventCapacity      int               // events kept in memory (100,000)
-	EventBytes         int64             // bytes of events kept in memory, besides their count (DefaultEventBytes)
-	Idempotency        store.Idempotency // durable idempotency cache; nil turns it off
-	Approvals          store.Approvals   // durable approval ledger; nil: nothing can be approved
-	Messages           store.Messages    // delivered messaging.send idempotency keys; nil: keys are refused
-	State              store.State       // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
-	Checkpoints        *checkpoint.Store // saved copies of state; nil: checkpoints are off
-	SupervisionTimeout time.Duration     // how long a parked proposal waits for a supervisor (30 s)
-	ProposalGrace      time.Duration     // added to a proposal's Budget so per-action timeouts fire first (15 s)
-	Desk               *host.Registry    // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
-	ApprovalTimeout    time.Duration     // how long a parked action waits for a person (5 min)
+	IntegrityOptions                      // the intent gate, the taint ledger, the transaction check, receipts
+	MaxActions         int                // actions per proposal (10,000)
+	MaxTools           int                // tools a connection may register, built-ins not counted (1,000)
+	MaxConcurrency     int                // actions of one proposal running at once (16)
+	MaxStarting        int                // proposals in their first 100 ms at once, across sessions; more wait their turn session by session (0: 16 per CPU; negative: no bound)
+	ToolTimeout        time.Duration      // budget of a tool call without timeout_ms (300 s)
+	RetryBase          time.Duration      // first retry backoff, doubled per retry (100 ms)
+	RetryCap           time.Duration      // longest retry backoff (5 s)
+	EventCapacity      int                // events kept in memory (100,000)
+	EventBytes         int64              // bytes of events kept in memory, besides their count (DefaultEventBytes)
+	Idempotency        store.Idempotency  // durable idempotency cache; nil turns it off
+	Approvals          store.Approvals    // durable approval ledger; nil: nothing can be approved
+	Messages           store.Messages     // delivered messaging.send idempotency keys; nil: keys are refused
+	State              store.State        // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
+	Trajectories       store.Trajectories // one record per dispatched tool attempt; nil: none are kept
+	Checkpoints        *checkpoint.Store  // saved copies of state; nil: checkpoints are off
+	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
+	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
+	Desk               *host.Registry     // the host registry, where actions needing approval wait for a person (the daemon's, served by the rpc layer too); nil: one of its own
+	ApprovalTimeout    time.Duration      // how long a parked action waits for a person (5 min)
 	// MaxApprovalsPerProposal is how many distinct operations one proposal
 	// may put to a person (64); past it the proposal is rejected.
 	MaxApprovalsPerProposal int
@@ -122,6 +124,7 @@ func (o *Options) setDefaults() {
 	if o.Desk == nil {
 		o.Desk = host.New(host.Options{})
 	}
+	o.IntegrityOptions.setDefaults()
 }
 
 // CheckActions refuses a proposal over max_actions before anything is done
@@ -154,6 +157,7 @@ type Runtime struct {
 	workers     *workers      // goroutines for the actions of a run that run alongside others
 	stopping    chan struct{} // closed by BeginShutdown
 	stopOnce    sync.Once
+	integ       runtimeIntegrity // intents, the taint ledger, proposals in flight
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -173,10 +177,12 @@ func NewRuntime(opts Options) *Runtime {
 		stopping:  make(chan struct{}),
 	}
 	rt.Supervisors = newSupervisors(opts.SupervisionTimeout)
+	rt.integ.ledger.max = opts.MaxTaintedKeys
+	rt.integ.ledger.load(opts.Taint)
 	rt.Streams = streams.New(opts.Streams, rt.recordStreamEnd)
 	rt.started = time.Now()
 	rt.operator.Store(policy.NewEngine())
-	rt.gates = append([]AdmissionGate{resolvedSizeGate{rt}, policySessionGate{}, capabilityGate{}, flowGate{rt}, permissionGate{rt}, supervisionGate{rt}}, opts.Gates...)
+	rt.gates = append([]AdmissionGate{resolvedSizeGate{rt}, policySessionGate{}, capabilityGate{}, flowGate{rt}, intentGate{rt}, permissionGate{rt}, supervisionGate{rt}, txGate{rt}}, opts.Gates...)
 	rt.checks = append([]ActionCheck{policyCheck{rt}, capabilityCheck{}, flowCheck{rt}}, opts.Checks...)
 	return rt
 }
@@ -235,6 +241,7 @@ type Session struct {
 	caps     atomic.Pointer[Capabilities]
 	capsMu   sync.Mutex // one capability change at a time
 	flowHist flowHistory
+	integ    sessionIntegrity
 	// RequestedBy says who the session's connection is now (its principal
 	// can change when it authenticates), for the approvals its proposals
 	// raise: set by the transport before the session serves anything; nil

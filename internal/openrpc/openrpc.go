@@ -94,13 +94,13 @@ func build() ([]byte, error) {
 		OpenRPC: Version,
 		Info: info{
 			Title: "car-server",
-			Description: "JSON-RPC 2.0 over WebSocket. The first request is session.auth when auth is on. " +
+			Description: "JSON-RPC 2.0 over WebSocket. The first request is session.auth when auth is on; server.handshake follows it before any other method (-32005 otherwise). " +
 				"x-server-to-client lists the requests and notifications the daemon sends to a client.",
 			Version: strconv.Itoa(protocol.ProtocolVersion),
 		},
 	}
 	var err error
-	if doc.Methods, err = g.methods(protocol.Methods); err != nil {
+	if doc.Methods, err = g.methods(afterHandshake(protocol.Methods)); err != nil {
 		return nil, err
 	}
 	if doc.ServerToClient, err = g.methods(protocol.ServerMethods); err != nil {
@@ -117,6 +117,18 @@ func build() ([]byte, error) {
 	}
 	out = bytes.ReplaceAll(out, []byte(`"#/$defs/`), []byte(`"#/components/schemas/`))
 	return append(out, '\n'), nil
+}
+
+// afterHandshake adds -32005 to every client method served only after
+// server.handshake.
+func afterHandshake(specs []protocol.MethodSpec) []protocol.MethodSpec {
+	out := slices.Clone(specs)
+	for i, s := range out {
+		if s.Result != nil && !protocol.BeforeHandshake[s.Name] {
+			out[i].Errors = append(slices.Clone(s.Errors), protocol.CodeHandshakeMissing)
+		}
+	}
+	return out
 }
 
 // generator reflects types and gathers their definitions.

@@ -63,6 +63,7 @@ var methodAccess = map[string]access{
 
 	protocol.MethodToolsRegister:   accessAny,
 	protocol.MethodToolsList:       accessAny,
+	protocol.MethodToolsFeedback:   accessAny,
 	protocol.MethodToolsUnregister: accessAny,
 
 	protocol.MethodToolsPoll:              accessAny,
@@ -87,6 +88,19 @@ var methodAccess = map[string]access{
 	// Capability sets only narrow (the handler refuses widening).
 	protocol.MethodSessionCapabilitiesSet: accessAny,
 	protocol.MethodSessionCapabilitiesGet: accessAny,
+
+	// An intent only narrows (the handler refuses widening); clearing it
+	// widens, so an agent cannot shed the intent it was given. The taint
+	// ledger is read by anyone; clearing it is a person's host-role act.
+	protocol.MethodSessionIntentSet:   accessAny,
+	protocol.MethodSessionIntentGet:   accessAny,
+	protocol.MethodSessionIntentClear: accessHost,
+	protocol.MethodTaintList:          accessAny,
+	protocol.MethodTaintClear:         accessHost,
+	// Stricter than transaction_check by anyone; laxer by the host role
+	// only (the handler checks).
+	protocol.MethodSessionTransactionCheckSet: accessAny,
+	protocol.MethodReceiptsVerify:             accessAny,
 
 	protocol.MethodProposalSubmit: accessAny,
 	protocol.MethodProposalCancel: accessAny,
@@ -165,6 +179,13 @@ var methodAccess = map[string]access{
 	protocol.MethodAgentPermissionsReset:      accessHost,
 	protocol.MethodAgentPermissionsEvaluate:   accessAny,
 	protocol.MethodAgentsRevoke:               accessHost,
+
+	// An agent leases only its own agent_id; a plain client or the host
+	// any (the handlers check). The holder is the caller's principal.
+	protocol.MethodLeaseAcquire: accessAny,
+	protocol.MethodLeaseRenew:   accessAny,
+	protocol.MethodLeaseRelease: accessAny,
+	protocol.MethodLeaseStatus:  accessAny,
 
 	// Connector management runs programs on the daemon's machine
 	// (connectors.add_stdio) and decides which tools every agent sees:

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -35,6 +36,9 @@ func tokenMatches(want, got string) bool {
 func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 	var p protocol.AuthParams
 	if err := decodeParams(req.Params, &p, "{token: string, agent_id?: string} or {host_token: string}"); err != nil {
+		return nil, err
+	}
+	if err := c.recordMemoryNamespace(p.MemoryNamespace); err != nil {
 		return nil, err
 	}
 	enabled := c.srv.opts.Token != ""
@@ -67,6 +71,21 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 		return nil, errEvicted()
 	}
 	return protocol.AuthResult{OK: true, AuthEnabled: true}, nil
+}
+
+// recordMemoryNamespace keeps session.auth's memory_namespace for the
+// log and server.connections. It has no effect: this daemon keeps no
+// memory. A name a person could not read as is is refused.
+func (c *conn) recordMemoryNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	if len(ns) > protocol.MaxClientName || !shownAsIs(ns) {
+		return invalidParams("memory_namespace must be at most %d printable bytes (it is recorded, and has no effect: this daemon keeps no memory)", protocol.MaxClientName)
+	}
+	c.memoryNamespace.Store(&ns)
+	c.log.Info("session.auth named a memory namespace; recorded, with no effect (this daemon keeps no memory)", zap.String("memory_namespace", ns))
+	return nil
 }
 
 // isHost reports whether the connection authenticated with the host token.

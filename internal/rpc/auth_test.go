@@ -45,6 +45,7 @@ func TestWrongTokenLeavesConnectionUnauthenticated(t *testing.T) {
 	if rep.Error != nil || string(rep.Result) != `{"ok":true,"auth_enabled":true}` {
 		t.Fatalf("auth with the right token: %+v %s", rep.Error, rep.Result)
 	}
+	r.handshake()
 	rep = r.call(`{"jsonrpc":"2.0","id":3,"method":"state.keys"}`)
 	if rep.Error != nil || string(rep.Result) != `[]` {
 		t.Fatalf("after auth: %+v %s", rep.Error, rep.Result)

@@ -63,18 +63,20 @@ type conn struct {
 	dctx    context.Context
 	dcancel context.CancelCauseFunc
 
-	authed      atomic.Bool
-	authDone    chan struct{} // closed once session.auth succeeds
-	authOnce    sync.Once
-	evict       chan struct{} // closed when the server evicts it unauthenticated
-	evicted     bool          // guarded by srv.mu: evicted or timed out before auth
-	opened      time.Time     // when the upgrade completed
-	spoke       atomic.Bool   // its first bytes arrived: it is authenticating, never the eviction's victim
-	host        atomic.Bool   // authenticated with the host token
-	negotiated  atomic.Bool
-	clientName  atomic.Pointer[string] // what server.handshake called the client
-	callbackSeq atomic.Uint64
-	calls       wsstream.Calls[string] // tools.execute calls in flight (callback.go)
+	authed     atomic.Bool
+	authDone   chan struct{} // closed once session.auth succeeds
+	authOnce   sync.Once
+	evict      chan struct{} // closed when the server evicts it unauthenticated
+	evicted    bool          // guarded by srv.mu: evicted or timed out before auth
+	opened     time.Time     // when the upgrade completed
+	spoke      atomic.Bool   // its first bytes arrived: it is authenticating, never the eviction's victim
+	host       atomic.Bool   // authenticated with the host token
+	negotiated atomic.Bool
+	clientName atomic.Pointer[string] // what server.handshake called the client
+	// memoryNamespace is what session.auth named; recorded, no effect.
+	memoryNamespace atomic.Pointer[string]
+	callbackSeq     atomic.Uint64
+	calls           wsstream.Calls[string] // tools.execute calls in flight (callback.go)
 
 	// abandoned holds the ids of callbacks the daemon gave up on whose late
 	// reply has not come: the JSON-RPC library keeps each until it does, so
@@ -264,6 +266,9 @@ func (c *conn) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request
 		return
 	}
 	if req.Notif {
+		if c.needsHandshake(req.Method) != nil {
+			return // a notification has no reply to carry the refusal
+		}
 		c.handleNotification(req)
 		return
 	}
@@ -328,6 +333,10 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		metrics.Requests.WithLabelValues("unknown", metrics.Code(protocol.CodeMethodNotFound)).Inc()
 		return nil, rpcError(protocol.CodeMethodNotFound,
 			"method not found: '%s'; docs/protocol.md lists the methods this daemon serves", echoName(req.Method))
+	}
+	if err := c.needsHandshake(req.Method); err != nil {
+		metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
+		return nil, err
 	}
 	if err := c.mayCall(req.Method); err != nil {
 		metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()

@@ -215,7 +215,21 @@ func (ts *testServer) raw(t *testing.T) *rawConn {
 	}
 	ws.SetReadLimit(64 << 20)
 	t.Cleanup(func() { ws.CloseNow() })
-	return &rawConn{t: t, ws: ws}
+	r := &rawConn{t: t, ws: ws}
+	if ts.srv.opts.Token == "" {
+		// Authenticated from the start: agree on the version too, as every
+		// client does, so that a test's frames reach the methods.
+		r.handshake()
+	}
+	return r
+}
+
+// handshake sends server.handshake and fails the test unless it succeeds.
+func (r *rawConn) handshake() {
+	r.t.Helper()
+	if rep := r.call(`{"jsonrpc":"2.0","id":"handshake","method":"server.handshake","params":{"protocol_version":2}}`); rep.Error != nil {
+		r.t.Fatalf("server.handshake: %+v", rep.Error)
+	}
 }
 
 func (r *rawConn) send(frame string) {

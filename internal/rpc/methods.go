@@ -30,6 +30,7 @@ func init() {
 
 		protocol.MethodToolsRegister:   {handle: (*conn).toolsRegister},
 		protocol.MethodToolsList:       {handle: (*conn).toolsList},
+		protocol.MethodToolsFeedback:   {handle: (*conn).toolsFeedback},
 		protocol.MethodToolsUnregister: {handle: (*conn).toolsUnregister},
 
 		protocol.MethodToolsPoll:              {handle: (*conn).toolsPoll},
@@ -51,6 +52,14 @@ func init() {
 
 		protocol.MethodSessionCapabilitiesSet: {handle: (*conn).capabilitiesSet},
 		protocol.MethodSessionCapabilitiesGet: {handle: (*conn).capabilitiesGet},
+
+		protocol.MethodSessionIntentSet:           {handle: (*conn).intentSet},
+		protocol.MethodSessionIntentGet:           {handle: (*conn).intentGet},
+		protocol.MethodSessionIntentClear:         {handle: (*conn).intentClear},
+		protocol.MethodTaintList:                  {handle: (*conn).taintList},
+		protocol.MethodTaintClear:                 {handle: (*conn).taintClear},
+		protocol.MethodSessionTransactionCheckSet: {handle: (*conn).transactionCheckSet},
+		protocol.MethodReceiptsVerify:             {handle: (*conn).receiptsVerify},
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
@@ -121,6 +130,11 @@ func init() {
 		protocol.MethodAgentPermissionsReset:      {handle: (*conn).agentPermissionsReset},
 		protocol.MethodAgentPermissionsEvaluate:   {handle: (*conn).agentPermissionsEvaluate},
 		protocol.MethodAgentsRevoke:               {handle: (*conn).agentsRevoke},
+
+		protocol.MethodLeaseAcquire: {handle: (*conn).leaseAcquire},
+		protocol.MethodLeaseRenew:   {handle: (*conn).leaseRenew},
+		protocol.MethodLeaseRelease: {handle: (*conn).leaseRelease},
+		protocol.MethodLeaseStatus:  {handle: (*conn).leaseStatus},
 
 		protocol.MethodConnectorsAdd:          {handle: (*conn).connectorsAdd},
 		protocol.MethodConnectorsAddStdio:     {handle: (*conn).connectorsAddStdio},

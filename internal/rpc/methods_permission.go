@@ -83,6 +83,7 @@ func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (a
 	for i, r := range rows {
 		res.Decisions[i] = permissionDecision(r)
 	}
+	res.Intent = c.srv.rt.EvaluateIntent(prop, c.sess, "")
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,7 +54,7 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 		return nil, invalidParams("%v", err)
 	}
 	if res != nil {
-		res.Warnings = prop.FieldWarnings
+		res.Warnings = slices.Concat(prop.FieldWarnings, res.Warnings)
 	}
 	return res, err
 }

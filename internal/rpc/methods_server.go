@@ -87,6 +87,9 @@ func (c *conn) serverConnections(context.Context, *json.RawMessage) (any, error)
 		if c.isHost() && o.authed.Load() {
 			by := o.requester()
 			info.Principal, info.AgentID, info.ClientName = by.Principal, by.AgentID, by.ClientName
+			if ns := o.memoryNamespace.Load(); ns != nil {
+				info.MemoryNamespace = *ns
+			}
 		}
 		list = append(list, info)
 	}

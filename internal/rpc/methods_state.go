@@ -10,7 +10,7 @@ import (
 )
 
 const (
-	stateKeyShape    = "{key: string, tenant_id?: string}"
+	stateKeyShape    = "{key: string, tenant_id?: string, with_version?: boolean}"
 	stateSetShape    = "{key: string, value?: any, tenant_id?: string}"
 	stateTenantShape = "{tenant_id?: string}"
 )
@@ -33,6 +33,17 @@ func (c *conn) stateGet(ctx context.Context, params *json.RawMessage) (any, erro
 	p, err := c.stateKey(protocol.MethodStateGet, params)
 	if err != nil {
 		return nil, err
+	}
+	if p.WithVersion {
+		v, version, err := c.srv.rt.GetVersioned(ctx, p.TenantID, p.Key)
+		if err != nil {
+			return nil, storeError("state.get", "nothing was read", err)
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, internalError("state.get: the value of '%s' cannot be encoded: %v", p.Key, err)
+		}
+		return protocol.StateVersioned{Value: raw, Version: version}, nil
 	}
 	v, _, err := c.srv.rt.State.Get(ctx, p.TenantID, p.Key)
 	if err != nil {

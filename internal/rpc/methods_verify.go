@@ -41,13 +41,15 @@ func (c *conn) decodeVerify(params *json.RawMessage, shape string) (*protocol.Ac
 	return prop, p.InitialState, nil
 }
 
-func (c *conn) verify(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) verify(ctx context.Context, params *json.RawMessage) (any, error) {
 	prop, state, err := c.decodeVerify(params, verifyShape)
 	if err != nil {
 		return nil, err
 	}
 	res := engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions())
 	c.srv.rt.VerifyFlow(&res, prop, c.sess)
+	c.srv.rt.VerifyIntent(&res, prop, c.sess, "")
+	c.srv.rt.VerifyTransactions(ctx, &res, prop, c.sess, "")
 	return res, nil
 }
 
@@ -98,7 +100,17 @@ func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	res, err := engine.MonteCarlo(ctx, prop, p, c.sess.Tools)
+	var used []string
+	for i := range prop.Actions {
+		if prop.Actions[i].Type == protocol.ActionToolCall {
+			used = append(used, prop.Actions[i].Tool)
+		}
+	}
+	observed, err := c.observedRates(ctx, p.RateWindowDays, used)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.MonteCarloObserved(ctx, prop, p, c.sess.Tools, observed)
 	if err != nil {
 		return nil, invalidParams("%v", err)
 	}

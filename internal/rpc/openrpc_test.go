@@ -213,7 +213,15 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases, _, err := file.OpenLeases(filepath.Join(home, "leases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tokens := filepath.Join(home, "agent-tokens.json")
+	traj, err := file.OpenTrajectories(filepath.Join(home, "trajectories"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// An MCP server in process, for the connectors.* round trips.
 	mcpServer := mcp.NewServer(&mcp.Implementation{Name: "doc", Version: "1"}, nil)
 	mcp.AddTool(mcpServer, &mcp.Tool{Name: "ping", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
@@ -225,9 +233,9 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 	conns := connectors.New(connectors.Options{Home: home, Tools: daemonTools})
 	defer conns.Close()
 	rs := &runsServer{home: home, store: runStore, testServer: startServerWith(t, serverSetup{
-		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns},
-		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools},
-		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close()) },
+		opts:       Options{HostToken: runsHostToken, Runs: runStore, AgentTokens: file.TokenFile(tokens), Postures: postures, Connectors: conns, Leases: leases},
+		engine:     engine.Options{Approvals: ledger, Checkpoints: store, Postures: postures, DaemonTools: daemonTools, Trajectories: traj},
+		closeAfter: func() error { return errors.Join(runStore.Close(), ledger.Close(), traj.Close(), leases.Close()) },
 	})}
 	c := rs.hostClient(t)
 	agent := rs.mustAgent(t, "bot-a")
@@ -328,6 +336,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodPolicyUnregister, params: func() any { return map[string]any{"name": "p"} }},
 		{method: protocol.MethodToolsRegister, params: func() any { return []any{map[string]any{"name": "spare"}} }},
 		{method: protocol.MethodToolsList},
+		{method: protocol.MethodToolsFeedback, params: func() any { return map[string]any{"tools": []string{"spare"}} }},
 		{method: protocol.MethodToolsUnregister, params: func() any { return map[string]any{"name": "spare"} }},
 		{method: protocol.MethodToolsHandles},
 		{method: protocol.MethodStateSet, params: func() any { return map[string]any{"key": "k", "value": map[string]any{"n": 1}} }},
@@ -410,6 +419,12 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		}},
 		{method: protocol.MethodRunsUnsubscribe, on: agent, params: func() any { return map[string]any{"run_id": runID} }},
 
+		{method: protocol.MethodLeaseStatus, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a"} }},
+		{method: protocol.MethodLeaseAcquire, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "ttl_ms": 60000} }},
+		{method: protocol.MethodLeaseStatus, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a"} }},
+		{method: protocol.MethodLeaseRenew, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "epoch": 1} }},
+		{method: protocol.MethodLeaseRelease, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a", "epoch": 1} }},
+
 		{method: protocol.MethodAgentPermissionsSetDefault, params: func() any { return map[string]any{"preset": "cautious"} }},
 		{method: protocol.MethodAgentPermissionsSet, params: func() any {
 			return map[string]any{"agent_id": "bot-a", "mode": "deny", "tier": "full_access"}
@@ -429,6 +444,17 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodMetricsSummary},
 		{method: protocol.MethodMetricsAlerts, params: func() any { return map[string]any{"max_error_rate": 0, "min_actions": 0, "max_cost_usd": 0} }},
 		{method: protocol.MethodEventsCostByAgent},
+		{method: protocol.MethodSessionIntentSet, params: func() any {
+			return map[string]any{"intent": "test", "forbidden_tools": []string{"shell"}, "untrusted_tools": []string{"web_fetch"}}
+		}},
+		{method: protocol.MethodSessionIntentGet},
+		{method: protocol.MethodSessionIntentClear},
+		{method: protocol.MethodTaintList},
+		{method: protocol.MethodTaintClear, params: func() any { return map[string]any{"keys": []string{"k"}} }},
+		{method: protocol.MethodSessionTransactionCheckSet, params: func() any { return map[string]any{"mode": "warn"} }},
+		{method: protocol.MethodReceiptsVerify, params: func() any {
+			return map[string]any{"claims": []map[string]any{{"tool": "echo", "result_count": 1}, {"tool": "nope", "found_nothing": true}}}
+		}},
 		{method: protocol.MethodSessionCapabilitiesSet, params: func() any { return map[string]any{"tools": []string{"echo"}, "max_actions": 10} }},
 
 		{method: protocol.MethodConnectorsAdd, params: func() any {

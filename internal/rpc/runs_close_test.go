@@ -26,6 +26,7 @@ func TestACompleteSentRightBeforeCloseIsKept(t *testing.T) {
 		if rep := r.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"session.auth","params":{"token":%q,"agent_id":%q}}`, rs.issue(t, agent), agent)); rep.Error != nil {
 			t.Fatalf("bind: %+v", rep.Error)
 		}
+		r.handshake()
 		rep := r.call(`{"jsonrpc":"2.0","id":1,"method":"runs.start","params":{"intent":"close right after"}}`)
 		var started startReply
 		if rep.Error != nil || json.Unmarshal(rep.Result, &started) != nil || started.RunID == "" {

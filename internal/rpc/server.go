@@ -49,8 +49,18 @@ type Options struct {
 	MaxAbandoned   int           // callbacks given up on and still unanswered before the connection is closed (1024)
 	FeedQueue      int           // notifications of any live feed (supervision.intent, host.event, events.event, tools.stream.event, runs.trace.event) queued per subscriber before the oldest is dropped (256)
 	// What one request may leave behind in memory; zero takes the default.
-	MaxActionIDBytes int               // proposal and action ids (protocol.DefaultMaxIDBytes)
-	StrictFields     bool              // refuse proposals with fields the IR does not know
+	MaxActionIDBytes int  // proposal and action ids (protocol.DefaultMaxIDBytes)
+	StrictFields     bool // refuse proposals with fields the IR does not know
+	// HandshakeOptional serves every method before server.handshake, for
+	// old clients (require_handshake = false); by default a method other
+	// than session.auth, server.handshake and rpc.discover gets -32005 first.
+	HandshakeOptional bool
+	// TrajectoryRetentionDays is the longest window tools.feedback and
+	// verify.monte_carlo's rate_window_days accept (90).
+	TrajectoryRetentionDays int
+	// MaxFeedbackTools bounds the tools one tools.feedback names or
+	// reports (engine.DefaultMaxTools, the max_tools setting).
+	MaxFeedbackTools int
 	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
 	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
 	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
@@ -58,9 +68,15 @@ type Options struct {
 	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Store            *store.Store      // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
-	Connectors       Connectors        // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
-	Logger           *zap.Logger
+	Leases           store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
+	// Lease bounds; zero takes the default (DefaultLease*).
+	LeaseDefaultTTL      time.Duration // ttl_ms absent
+	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
+	LeaseMaxTTL          time.Duration // the longest ttl_ms accepted
+	MaxLeaseAgentIDBytes int           // the longest agent_id lease.* accept
+	Store                *store.Store  // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
+	Connectors           Connectors    // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
+	Logger               *zap.Logger
 	// Node and Bus join this daemon's host surface to the other daemons
 	// sharing its store: host events and approvals fan out, and approvers
 	// anywhere count (see host.Join). Nil Bus: one daemon. Supervision
@@ -100,6 +116,12 @@ func (o *Options) setDefaults() {
 	if o.ApproverRole == "" {
 		o.ApproverRole = ApproverAny
 	}
+	if o.TrajectoryRetentionDays <= 0 {
+		o.TrajectoryRetentionDays = store.DefaultTrajectoryRetentionDays
+	}
+	if o.MaxFeedbackTools <= 0 {
+		o.MaxFeedbackTools = engine.DefaultMaxTools
+	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
 	}
@@ -138,6 +160,18 @@ func (o *Options) setDefaults() {
 	}
 	if o.FeedQueueBytes <= 0 {
 		o.FeedQueueBytes = DefaultFeedQueueBytes
+	}
+	if o.LeaseDefaultTTL <= 0 {
+		o.LeaseDefaultTTL = DefaultLeaseTTL
+	}
+	if o.LeaseMinTTL <= 0 {
+		o.LeaseMinTTL = DefaultLeaseMinTTL
+	}
+	if o.LeaseMaxTTL <= 0 {
+		o.LeaseMaxTTL = DefaultLeaseMaxTTL
+	}
+	if o.MaxLeaseAgentIDBytes <= 0 {
+		o.MaxLeaseAgentIDBytes = DefaultMaxLeaseAgentIDBytes
 	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024

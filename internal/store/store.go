@@ -1,8 +1,8 @@
 // Package store is the seam for what several daemons must share: the
 // approval ledger, the idempotency cache with its claims, the messaging
 // dedup ledger, shared state, the durable event log, cross-daemon
-// notifications, the member list, agent run traces, and agent identity
-// (the agents' token hashes and their postures).
+// notifications, the member list, agent run traces, agent identity
+// (the agents' token hashes and their postures), and the agents' leases.
 //
 // Two implementations stand behind it, one file per part each: store/file
 // (the journals under $CAR_HOME, the default; one daemon) and
@@ -72,6 +72,10 @@ type Store struct {
 	Runs        RunLog      // agent run traces; nil: runs.* are off
 	AgentTokens AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures    Postures    // the per-agent posture policy; nil: agent_permissions.* are off
+	// Trajectories records every dispatched attempt; nil: nothing is
+	// recorded and tools.feedback has no data.
+	Trajectories Trajectories
+	Leases       Leases // the agents' leases; nil: lease.* are off
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error
@@ -343,3 +347,51 @@ type AgentTokens interface {
 // what it needs of the store (agents.PostureStore), and the backends
 // implement it.
 type Postures = agents.PostureStore
+
+// Lease is one agent id's lease as the store holds it. Epoch is the last
+// epoch handed out for the id (0: never acquired); it only grows, and a
+// release keeps it, so an epoch is never handed out twice. Holder is ""
+// and ExpiresAt zero while the lease is free (released, or never held);
+// a lease whose ExpiresAt has passed is free too, though it still names
+// its last holder.
+type Lease struct {
+	AgentID   string
+	Holder    string
+	Epoch     uint64
+	ExpiresAt time.Time
+}
+
+// HeldAt reports whether the lease is held at now.
+func (l Lease) HeldAt(now time.Time) bool {
+	return l.Holder != "" && now.Before(l.ExpiresAt)
+}
+
+// ErrLeaseHeld is returned by Acquire while another acquisition's lease
+// has not expired; ErrLeaseLost by Renew and Release when the lease is no
+// longer held at the given epoch by the given holder (it expired, was
+// released, or was acquired again since).
+var (
+	ErrLeaseHeld = errors.New("the lease is held")
+	ErrLeaseLost = errors.New("the lease is not held at that epoch by that holder")
+)
+
+// Leases are the agents' leases: one per agent id, with a fencing epoch.
+// Every method is one linearizable step against the store (on PostgreSQL,
+// across every daemon of the cluster); expiry is judged by the store's
+// clock (the database's on PostgreSQL).
+type Leases interface {
+	// Acquire takes agentID's lease for holder for ttl, with the next
+	// epoch, when it is free; else it returns the lease as it stands and
+	// an error wrapping ErrLeaseHeld.
+	Acquire(ctx context.Context, agentID, holder string, ttl time.Duration) (Lease, error)
+	// Renew extends the lease to ttl from now, keeping its epoch, while
+	// holder holds it at epoch; else the lease as it stands and an error
+	// wrapping ErrLeaseLost.
+	Renew(ctx context.Context, agentID, holder string, epoch uint64, ttl time.Duration) (Lease, error)
+	// Release frees the lease while holder holds it at epoch, so the next
+	// Acquire succeeds at once; else the lease as it stands and an error
+	// wrapping ErrLeaseLost.
+	Release(ctx context.Context, agentID, holder string, epoch uint64) (Lease, error)
+	// Status returns the lease of agentID (Epoch 0 when never acquired).
+	Status(ctx context.Context, agentID string) (Lease, error)
+}

@@ -27,6 +27,13 @@ export interface PolicyDefinition {
   value?: AlwaysTrue;
   session_id?: StringDoaGddGA;
 }
+export interface ToolClaim {
+  tool: StringDoaGddGA;
+  action_id?: StringDoaGddGA;
+  result_count?: Integer2AHOqbcQ;
+  found_nothing?: BooleanVyG3AETh;
+  output_contains?: StringDoaGddGA;
+}
 export interface ObjectHAgrRKSz { [key: string]: any; }
 export interface Precondition {
   key: StringDoaGddGA;
@@ -185,8 +192,9 @@ export interface ConnectionInfo {
   principal?: StringDoaGddGA;
   agent_id?: StringDoaGddGA;
   client_name?: StringDoaGddGA;
+  memory_namespace?: StringDoaGddGA;
 }
-export type UnorderedSetOfConnectionInfof46XEJGv = ConnectionInfo[];
+export type UnorderedSetOfConnectionInfoPq5V39Vy = ConnectionInfo[];
 export type OneOfObjectHAgrRKSzStringDoaGddGAZJNfiyJa = StringDoaGddGA | ObjectHAgrRKSz;
 export interface PolicyInfo {
   name: StringDoaGddGA;
@@ -195,6 +203,18 @@ export interface PolicyInfo {
 }
 export type UnorderedSetOfPolicyInfoLvPmkecg = PolicyInfo[];
 export type UnorderedSetOfToolSchemaJVvvp73K = ToolSchema[];
+export type NullQu0Arl1F = null;
+export type OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8 = NumberHo1ClIqD | NullQu0Arl1F;
+export interface ToolFeedback {
+  tool: StringDoaGddGA;
+  dispatched: Integer2AHOqbcQ;
+  succeeded: Integer2AHOqbcQ;
+  failed: Integer2AHOqbcQ;
+  success_rate: OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8;
+  p50_ms: OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8;
+  p99_ms: OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8;
+}
+export type UnorderedSetOfToolFeedbackNXO2COst = ToolFeedback[];
 export interface ToolStreamChunk {
   kind: StringDoaGddGA;
   text?: StringDoaGddGA;
@@ -228,7 +248,6 @@ export interface ToolPollResult {
   result?: AlwaysTrue;
   error?: StringDoaGddGA;
 }
-export type NullQu0Arl1F = null;
 export interface CheckpointInfo {
   checkpoint_id: StringDoaGddGA;
   name?: StringDoaGddGA;
@@ -240,6 +259,33 @@ export interface CheckpointInfo {
 }
 export type UnorderedSetOfCheckpointInfo9UzkAK6R = CheckpointInfo[];
 export type OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq = UnorderedSetOfStringDoaGddGADvj0XlFa | NullQu0Arl1F;
+export interface WorkIntent {
+  intent: StringDoaGddGA;
+  allowed_tools: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
+  forbidden_tools?: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  forbidden_capabilities?: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  allowed_capabilities: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
+  untrusted_tools?: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export type OneOfWorkIntentNullQu0Arl1FA7QKqVUz = WorkIntent | NullQu0Arl1F;
+export interface TaintEntry {
+  key: StringDoaGddGA;
+  proposal_id: StringDoaGddGA;
+  action_id: StringDoaGddGA;
+  tool?: StringDoaGddGA;
+  origin: StringDoaGddGA;
+  at: StringDoaGddGA;
+}
+export type UnorderedSetOfTaintEntry3C50EyLo = TaintEntry[];
+export type StringZEMSoApN = "off" | "warn" | "strict";
+export type StringXZn3LC2N = "grounded" | "fabricated_tool_reference" | "misstated_result_count" | "false_negative" | "ungroundable";
+export interface ClaimVerdict {
+  claim: ToolClaim;
+  verdict: StringXZn3LC2N;
+  detail: StringDoaGddGA;
+}
+export type UnorderedSetOfClaimVerdictTECWALzm = ClaimVerdict[];
+export type UnorderedSetOfToolClaimhKDgiWQb = ToolClaim[];
 export type OneOfNullQu0Arl1FStringDoaGddGABsU3LTQx = StringDoaGddGA | NullQu0Arl1F;
 export interface ActionResult {
   action_id: StringDoaGddGA;
@@ -380,7 +426,6 @@ export interface PrunedDependency {
   reason: StringDoaGddGA;
 }
 export type UnorderedSetOfPrunedDependencyv0Z77RFr = PrunedDependency[];
-export type OneOfNullQu0Arl1FNumberHo1ClIqDKWtQwzS8 = NumberHo1ClIqD | NullQu0Arl1F;
 export interface Distribution {
   mean: NumberHo1ClIqD;
   min: Integer2AHOqbcQ;
@@ -443,6 +488,14 @@ export interface PermissionDecision {
   signals?: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
 export type UnorderedSetOfPermissionDecisionb2K4DvRh = PermissionDecision[];
+export type StringXXDQ2IiO = "allowed" | "forbidden" | "influenced" | "drift";
+export interface IntentDecision {
+  action_id: StringDoaGddGA;
+  verdict: StringXXDQ2IiO;
+  reason?: StringDoaGddGA;
+  fingerprint?: StringDoaGddGA;
+}
+export type UnorderedSetOfIntentDecisionGsiFkyv9 = IntentDecision[];
 export interface Intent {
   id: StringDoaGddGA;
   proposal_id: StringDoaGddGA;
@@ -744,7 +797,7 @@ export interface ApprovalsListResult {
   approvals: UnorderedSetOfApprovalRecord1ME9GYgP;
 }
 export interface ServerConnectionsResult {
-  connections: UnorderedSetOfConnectionInfof46XEJGv;
+  connections: UnorderedSetOfConnectionInfoPq5V39Vy;
   self: StringDoaGddGA;
 }
 export interface SessionPolicyOpenResult {
@@ -770,6 +823,10 @@ export interface PolicyListResult {
 export interface ToolsListResult {
   tools: UnorderedSetOfToolSchemaJVvvp73K;
   count: Integer2AHOqbcQ;
+}
+export interface ToolsFeedbackResult {
+  tools: UnorderedSetOfToolFeedbackNXO2COst;
+  window_days: Integer2AHOqbcQ;
 }
 export interface ToolsUnregisterResult {
   unregistered: StringDoaGddGA;
@@ -811,6 +868,25 @@ export interface CapabilitySet {
   tools: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
   state_keys: OneOfNullQu0Arl1FUnorderedSetOfStringDoaGddGADvj0XlFaI52JUHLq;
   max_actions: Integer2AHOqbcQ;
+}
+export interface IntentState {
+  operator: OneOfWorkIntentNullQu0Arl1FA7QKqVUz;
+  session: OneOfWorkIntentNullQu0Arl1FA7QKqVUz;
+  capabilities: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export interface TaintListResult {
+  tainted: UnorderedSetOfTaintEntry3C50EyLo;
+}
+export interface TaintClearResult {
+  cleared: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export interface TransactionCheckParams {
+  mode: StringZEMSoApN;
+}
+export interface ReceiptReport {
+  grounded: BooleanVyG3AETh;
+  claims: UnorderedSetOfClaimVerdictTECWALzm;
+  ungroundable: UnorderedSetOfToolClaimhKDgiWQb;
 }
 export interface ProposalResult {
   proposal_id: StringDoaGddGA;
@@ -920,6 +996,7 @@ export interface ClassifyResult {
 }
 export interface EvaluateResult {
   decisions: UnorderedSetOfPermissionDecisionb2K4DvRh;
+  intent?: UnorderedSetOfIntentDecisionGsiFkyv9;
 }
 export interface PendingResult {
   pending: UnorderedSetOfPermissionDecisionb2K4DvRh;
@@ -1030,6 +1107,12 @@ export interface AgentsRevokeResult {
   revoked: BooleanVyG3AETh;
   connections_closed: Integer2AHOqbcQ;
 }
+export interface Lease {
+  agent_id: StringDoaGddGA;
+  holder: OneOfNullQu0Arl1FStringDoaGddGABsU3LTQx;
+  epoch: Integer2AHOqbcQ;
+  expires_at_ms: OneOfInteger2AHOqbcQNullQu0Arl1FHsQRyS69;
+}
 export interface ConnectorsListResult {
   connectors: UnorderedSetOfConnectorStatusbEgSxIh7;
 }
@@ -1049,8 +1132,8 @@ export type OneOfActionProposalNullQu0Arl1FLOK7Hzq5 = ActionProposal | NullQu0Ar
  * Generated! Represents an alias to any of the provided schemas
  *
  */
-export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KUnorderedSetOfPolicyDefinition9KOiK7KHStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQActionProposalStringDoaGddGARuntimeScopeTraceMetaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAStringDoaGddGAUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecInteger2AHOqbcQMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAInteger2AHOqbcQMultiBudgetAgentSpecAgentSpecUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAMultiBudgetActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalActionProposalObjectHAgrRKSzObjectSASv8KndAlwaysTrueInteger2AHOqbcQMonteCarloConfigStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnq5ZFJZevStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetProposalResultProposalCancelResultNullQu0Arl1FBudgetReportSwarmResultPipelineResultSupervisorResultMapReduceResultVoteResultTournamentResultVerifyResultSimulateResultEquivalentResultOptimizeResultMonteCarloResultTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultSubscriptionResultMetricsSummaryMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultConnectorStatusConnectorStatusConnectorsListResultUnorderedSetOfConnectorTooluspi01NIConnectorEnableResultConnectorDisableResultUnorderedSetOfConnectorTooluspi01NIConnectorRemoveResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemaJVvvp73K | UnorderedSetOfPolicyDefinition9KOiK7KH | UnorderedSetOfStringDoaGddGADvj0XlFa | Integer2AHOqbcQ | ActionProposal | RuntimeScope | TraceMeta | BooleanVyG3AETh | NumberHo1ClIqD | UnorderedSetOfAgentSpec7JaMzPsv | AgentSpec | MultiBudget | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | ObjectSASv8Knd | MonteCarloConfig | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnq5ZFJZev | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | SwarmResult | PipelineResult | SupervisorResult | MapReduceResult | VoteResult | TournamentResult | VerifyResult | SimulateResult | EquivalentResult | OptimizeResult | MonteCarloResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | MetricsSummary | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | ConnectorStatus | ConnectorsListResult | UnorderedSetOfConnectorTooluspi01NI | ConnectorEnableResult | ConnectorDisableResult | ConnectorRemoveResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
-export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA, agent_id: StringDoaGddGA) => Promise<AuthResult>;
+export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KUnorderedSetOfPolicyDefinition9KOiK7KHStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KInteger2AHOqbcQUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringZEMSoApNUnorderedSetOfToolClaimhKDgiWQbStringDoaGddGAActionProposalStringDoaGddGARuntimeScopeTraceMetaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAStringDoaGddGAUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecInteger2AHOqbcQMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAInteger2AHOqbcQMultiBudgetAgentSpecAgentSpecUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAMultiBudgetActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalActionProposalObjectHAgrRKSzObjectSASv8KndAlwaysTrueInteger2AHOqbcQMonteCarloConfigStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnq5ZFJZevStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultToolsFeedbackResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetIntentStateIntentStateIntentStateTaintListResultTaintClearResultTransactionCheckParamsReceiptReportProposalResultProposalCancelResultNullQu0Arl1FBudgetReportSwarmResultPipelineResultSupervisorResultMapReduceResultVoteResultTournamentResultVerifyResultSimulateResultEquivalentResultOptimizeResultMonteCarloResultTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultSubscriptionResultMetricsSummaryMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultLeaseLeaseLeaseLeaseConnectorStatusConnectorStatusConnectorsListResultUnorderedSetOfConnectorTooluspi01NIConnectorEnableResultConnectorDisableResultUnorderedSetOfConnectorTooluspi01NIConnectorRemoveResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemaJVvvp73K | UnorderedSetOfPolicyDefinition9KOiK7KH | Integer2AHOqbcQ | UnorderedSetOfStringDoaGddGADvj0XlFa | BooleanVyG3AETh | StringZEMSoApN | UnorderedSetOfToolClaimhKDgiWQb | ActionProposal | RuntimeScope | TraceMeta | NumberHo1ClIqD | UnorderedSetOfAgentSpec7JaMzPsv | AgentSpec | MultiBudget | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | ObjectSASv8Knd | MonteCarloConfig | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnq5ZFJZev | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | ToolsFeedbackResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | IntentState | TaintListResult | TaintClearResult | TransactionCheckParams | ReceiptReport | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | SwarmResult | PipelineResult | SupervisorResult | MapReduceResult | VoteResult | TournamentResult | VerifyResult | SimulateResult | EquivalentResult | OptimizeResult | MonteCarloResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | MetricsSummary | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | Lease | ConnectorStatus | ConnectorsListResult | UnorderedSetOfConnectorTooluspi01NI | ConnectorEnableResult | ConnectorDisableResult | ConnectorRemoveResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
+export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA, agent_id: StringDoaGddGA, memory_namespace: StringDoaGddGA) => Promise<AuthResult>;
 export type ServerHandshake = (protocol_version: AlwaysTrue, client_version: StringDoaGddGA, client_name: StringDoaGddGA) => Promise<HandshakeResult>;
 export type RpcDiscover = () => Promise<ObjectHAgrRKSz>;
 export type SessionInit = (tools: UnorderedSetOfToolSchemaJVvvp73K, policies: UnorderedSetOfPolicyDefinition9KOiK7KH) => Promise<SessionInitResult>;
@@ -1064,6 +1147,7 @@ export type PolicyUnregister = (name: StringDoaGddGA, session_id: StringDoaGddGA
 export type PolicyList = (session_id: StringDoaGddGA) => Promise<PolicyListResult>;
 export type ToolsRegister = (items: UnorderedSetOfToolSchemaJVvvp73K) => Promise<Integer2AHOqbcQ>;
 export type ToolsList = () => Promise<ToolsListResult>;
+export type ToolsFeedback = (window_days: Integer2AHOqbcQ, tools: UnorderedSetOfStringDoaGddGADvj0XlFa) => Promise<ToolsFeedbackResult>;
 export type ToolsUnregister = (name: StringDoaGddGA) => Promise<ToolsUnregisterResult>;
 export type ToolsHandles = () => Promise<ToolHandlesResult>;
 export type ToolsPoll = (handle: StringDoaGddGA) => Promise<OneOfToolPollResultNullQu0Arl1FDBNeggWk>;
@@ -1071,9 +1155,9 @@ export type ToolsCancel = (handle: StringDoaGddGA) => Promise<ToolsCancelResult>
 export type ToolsStreamSubscribe = () => Promise<ToolStreamSubscribeResult>;
 export type ToolsStreamUnsubscribe = () => Promise<ToolStreamSubscribeResult>;
 export type ToolsStreamChunk = (handle: StringDoaGddGA, chunk: AlwaysTrue) => Promise<void>;
-export type StateGet = (key: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<AnyKd7WMlqb>;
+export type StateGet = (key: StringDoaGddGA, tenant_id: StringDoaGddGA, with_version: BooleanVyG3AETh) => Promise<AnyKd7WMlqb>;
 export type StateSet = (key: StringDoaGddGA, value: AlwaysTrue, tenant_id: StringDoaGddGA) => Promise<StringDoaGddGA>;
-export type StateExists = (key: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<BooleanVyG3AETh>;
+export type StateExists = (key: StringDoaGddGA, tenant_id: StringDoaGddGA, with_version: BooleanVyG3AETh) => Promise<BooleanVyG3AETh>;
 export type StateKeys = (tenant_id: StringDoaGddGA) => Promise<UnorderedSetOfStringDoaGddGADvj0XlFa>;
 export type StateSnapshot = (tenant_id: StringDoaGddGA) => Promise<ObjectHAgrRKSz>;
 export type CheckpointSave = (name: StringDoaGddGA, tenant_id: StringDoaGddGA) => Promise<CheckpointSaveResult>;
@@ -1082,6 +1166,13 @@ export type CheckpointRestore = (checkpoint_id: StringDoaGddGA) => Promise<Check
 export type CheckpointDelete = (checkpoint_id: StringDoaGddGA) => Promise<CheckpointDeleteResult>;
 export type SessionCapabilitiesSet = (tools: UnorderedSetOfStringDoaGddGADvj0XlFa, state_keys: UnorderedSetOfStringDoaGddGADvj0XlFa, max_actions: Integer2AHOqbcQ) => Promise<CapabilitySet>;
 export type SessionCapabilitiesGet = () => Promise<CapabilitySet>;
+export type SessionIntentSet = (intent: StringDoaGddGA, allowed_tools: UnorderedSetOfStringDoaGddGADvj0XlFa, forbidden_tools: UnorderedSetOfStringDoaGddGADvj0XlFa, forbidden_capabilities: UnorderedSetOfStringDoaGddGADvj0XlFa, untrusted_tools: UnorderedSetOfStringDoaGddGADvj0XlFa) => Promise<IntentState>;
+export type SessionIntentGet = () => Promise<IntentState>;
+export type SessionIntentClear = () => Promise<IntentState>;
+export type TaintList = (keys: UnorderedSetOfStringDoaGddGADvj0XlFa, tenant_id: StringDoaGddGA) => Promise<TaintListResult>;
+export type TaintClear = (keys: UnorderedSetOfStringDoaGddGADvj0XlFa, tenant_id: StringDoaGddGA) => Promise<TaintClearResult>;
+export type SessionTransactionCheckSet = (mode: StringZEMSoApN) => Promise<TransactionCheckParams>;
+export type ReceiptsVerify = (claims: UnorderedSetOfToolClaimhKDgiWQb, proposal_id: StringDoaGddGA) => Promise<ReceiptReport>;
 export type ProposalSubmit = (proposal: ActionProposal, session_id: StringDoaGddGA, scope: RuntimeScope, _meta: TraceMeta, traceparent: StringDoaGddGA, tracestate: StringDoaGddGA) => Promise<ProposalResult>;
 export type ProposalCancel = (proposal_id: StringDoaGddGA, reason: StringDoaGddGA) => Promise<ProposalCancelResult>;
 export type ReplanSetConfig = (max_replans: Integer2AHOqbcQ, delay_ms: Integer2AHOqbcQ, verify_before_execute: BooleanVyG3AETh, replan_on_rejected: BooleanVyG3AETh) => Promise<NullQu0Arl1F>;
@@ -1142,6 +1233,10 @@ export type AgentPermissionsSetDefault = (preset: StringDoaGddGA, tier: StringDo
 export type AgentPermissionsReset = (agent_id: StringDoaGddGA) => Promise<AgentPostures>;
 export type AgentPermissionsEvaluate = (agent_id: StringDoaGddGA, tier: StringDoaGddGA) => Promise<AgentPermissionsEvaluateResult>;
 export type AgentsRevoke = (agent_id: StringDoaGddGA) => Promise<AgentsRevokeResult>;
+export type LeaseAcquire = (agent_id: StringDoaGddGA, ttl_ms: Integer2AHOqbcQ) => Promise<Lease>;
+export type LeaseRenew = (agent_id: StringDoaGddGA, epoch: Integer2AHOqbcQ, ttl_ms: Integer2AHOqbcQ) => Promise<Lease>;
+export type LeaseRelease = (agent_id: StringDoaGddGA, epoch: Integer2AHOqbcQ) => Promise<Lease>;
+export type LeaseStatus = (agent_id: StringDoaGddGA) => Promise<Lease>;
 export type ConnectorsAdd = (name: StringDoaGddGA, url: StringDoaGddGA, headers: ObjectBd6DQSjJ) => Promise<ConnectorStatus>;
 export type ConnectorsAddStdio = (name: StringDoaGddGA, command: StringDoaGddGA, args: UnorderedSetOfStringDoaGddGADvj0XlFa, env: ObjectBd6DQSjJ) => Promise<ConnectorStatus>;
 export type ConnectorsList = () => Promise<ConnectorsListResult>;

@@ -1,7 +1,8 @@
 // Package file is the store of a single daemon, the twin of store/postgres
 // file for file: the journals under $CAR_HOME (approvals.go, the approval
 // ledger; idempotency.go, the idempotency cache; messages.go, the
-// messaging dedup ledger; runs.go, one journal per agent run), the agent
+// messaging dedup ledger; leases.go, the agents' leases; runs.go, one
+// journal per agent run), the agent
 // token and posture files (agents.go, under the locks of filelock.go),
 // shared state in memory (state.go), and a bus and a member list that stay
 // in this process (bus.go, nodes.go). Open (file.go) assembles them. It is
@@ -24,10 +25,12 @@ type Config struct {
 	IdempotencyPath string // the idempotency journal
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
+	LeasesPath      string // the agents' leases; "": lease.* are off
 	RunsDir         string // agent run traces, one journal per run; "": runs are off
 	RunJournals     int    // run journals open at once; 0: DefaultMaxOpenRunJournals
 	AgentTokensPath string // the agents' token hashes; "": no agent can bind
 	PosturesPath    string // the per-agent posture policy; "": postures are off
+	TrajectoriesDir string // one file per UTC day of dispatched attempts; "": nothing is recorded
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
@@ -38,8 +41,8 @@ type Config struct {
 
 // Report is what replaying each journal found.
 type Report struct {
-	Idempotency, Approvals, Messages journal.Report
-	Runs                             RunsReport
+	Idempotency, Approvals, Messages, Leases journal.Report
+	Runs                                     RunsReport
 }
 
 // Open replays the journals and returns the store over them. On an error
@@ -61,14 +64,31 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	if err != nil {
 		return nil, rep, errors.Join(err, idem.Close(), ledger.Close())
 	}
+	var leases *Leases
+	closeLeases := func() error { return nil }
+	if cfg.LeasesPath != "" {
+		leases, rep.Leases, err = OpenLeases(cfg.LeasesPath, cfg.Journal...)
+		if err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close())
+		}
+		closeLeases = leases.Close
+	}
 	var runLog *Runs
 	closeRuns := func() error { return nil }
 	if cfg.RunsDir != "" {
 		runLog, rep.Runs, err = OpenRuns(cfg.RunsDir, RunsNode(cfg.Node), MaxOpenRunJournals(cfg.RunJournals))
 		if err != nil {
-			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close())
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeLeases())
 		}
 		closeRuns = runLog.Close
+	}
+	var traj *Trajectories
+	closeTraj := func() error { return nil }
+	if cfg.TrajectoriesDir != "" {
+		if traj, err = OpenTrajectories(cfg.TrajectoriesDir); err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+		}
+		closeTraj = traj.Close
 	}
 	var events *Events
 	closeEvents := func() error { return nil }
@@ -79,7 +99,7 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		events, err = OpenEvents(ec)
 		if err != nil {
-			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns(), closeTraj())
 		}
 		closeEvents = events.Close
 	}
@@ -96,8 +116,14 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeRuns())
+			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns(), closeTraj())
 		},
+	}
+	if traj != nil {
+		st.Trajectories = traj
+	}
+	if leases != nil {
+		st.Leases = leases
 	}
 	if events != nil {
 		st.Events = events

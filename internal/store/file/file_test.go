@@ -23,9 +23,11 @@ func everyPart(dir string) Config {
 		IdempotencyPath: filepath.Join(dir, "idempotency.jsonl"),
 		ApprovalsPath:   filepath.Join(dir, "approvals.jsonl"),
 		MessagesPath:    filepath.Join(dir, "messages.jsonl"),
+		LeasesPath:      filepath.Join(dir, "leases.jsonl"),
 		RunsDir:         filepath.Join(dir, "runs"),
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
+		TrajectoriesDir: filepath.Join(dir, "trajectories"),
 		// The suite's events are dated March 2026: kept, whatever the date.
 		Events: &EventsConfig{Dir: filepath.Join(dir, "events"), KeyPath: filepath.Join(dir, "audit-key"), MaxAge: 100 * 365 * 24 * time.Hour},
 	}

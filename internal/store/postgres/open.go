@@ -17,17 +17,19 @@ type DB struct {
 	cfg  Config
 	pool *pgxpool.Pool
 
-	bus         *bus
-	nodes       *nodes
-	approvals   *ledger
-	state       *state
-	messages    *messages
-	supervisors *supervisors
-	idem        *idempotency
-	events      *events
-	runs        *runLog
-	agentTokens *agentTokens
-	postures    *postures
+	bus          *bus
+	nodes        *nodes
+	approvals    *ledger
+	state        *state
+	messages     *messages
+	supervisors  *supervisors
+	idem         *idempotency
+	events       *events
+	runs         *runLog
+	agentTokens  *agentTokens
+	postures     *postures
+	trajectories *trajectories
+	leases       *leases
 
 	closeOnce sync.Once
 }
@@ -81,9 +83,11 @@ func (db *DB) start(ctx context.Context) error {
 	}
 	db.state = &state{pool: db.pool, timeout: t}
 	db.messages = &messages{pool: db.pool, timeout: t}
+	db.leases = &leases{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
+	db.trajectories = &trajectories{pool: db.pool, timeout: t}
 	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
 	// Waiters for an idempotency claim wake when it is committed or
 	// released anywhere, and re-check on a timer in case a notice is lost.
@@ -101,7 +105,7 @@ func (db *DB) Store() *store.Store {
 		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
 		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Events: db.events, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
-		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures,
+		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures, Trajectories: db.trajectories, Leases: db.leases,
 	}
 }
 

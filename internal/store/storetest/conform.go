@@ -78,9 +78,11 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("Runs", func(t *testing.T) { testRuns(t, open, opts) })
 	t.Run("AgentTokens", func(t *testing.T) { testAgentTokens(t, open, opts) })
 	t.Run("Postures", func(t *testing.T) { testPostures(t, open, opts) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open, opts) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open, opts) })
 	t.Run("BusAndMembers", func(t *testing.T) { testBusAndMembers(t, open, opts) })
 	t.Run("Supervisors", func(t *testing.T) { testSupervisors(t, open, opts) })
+	t.Run("Trajectories", func(t *testing.T) { testTrajectories(t, open, opts) })
 }
 
 // backing is one test's backing store and the daemons opened on it.
@@ -173,6 +175,7 @@ func partsOf(st *store.Store) map[string]bool {
 		"Runs":        st.Runs == nil,
 		"AgentTokens": st.AgentTokens == nil,
 		"Postures":    st.Postures == nil,
+		"Leases":      st.Leases == nil,
 	}
 }
 
