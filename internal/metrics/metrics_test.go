@@ -51,6 +51,7 @@ func TestCollectors(t *testing.T) {
 		{"car_gate_decisions_total", "COUNTER", []string{"decision", "gate"}},
 		{"car_callback_seconds", "HISTOGRAM", []string{"outcome"}},
 		{"car_journal_fsync_seconds", "HISTOGRAM", nil},
+		{"car_trajectory_write_failures_total", "COUNTER", nil},
 	}
 	families, err := Registry.Gather()
 	if err != nil {
