@@ -123,6 +123,7 @@ type Config struct {
 	AgentTokensPath string // hashes of the agents' own tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
 	TrajectoriesDir string // day files of dispatched attempts (store file)
+	HarnessPath     string // the harness config (store file)
 	CheckpointsDir  string // saved copies of state
 	ToolLabelsPath  string // the information-flow gate's tool labels
 	IntentPath      string // the operator's intent (intent.json)
@@ -223,6 +224,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
 	cfg.TrajectoriesDir = filepath.Join(home, "trajectories")
+	cfg.HarnessPath = filepath.Join(home, "harness.json")
 	cfg.CheckpointsDir = filepath.Join(home, "checkpoints")
 	cfg.ToolLabelsPath = filepath.Join(home, "tool-labels.json")
 	cfg.IntentPath = filepath.Join(home, engine.IntentFile)

@@ -246,6 +246,7 @@ func fromWire(w *actionWire) (Action, error) {
 	a.Compensation = w.Compensation
 	a.Idempotent = w.Idempotent != nil && *w.Idempotent
 	a.MaxRetries = 3
+	a.MaxRetriesUnset = w.MaxRetries == nil
 	if w.MaxRetries != nil {
 		a.MaxRetries = *w.MaxRetries
 	}

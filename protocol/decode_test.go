@@ -102,6 +102,7 @@ func TestDecodeProposalDefaults(t *testing.T) {
 			InvocationMode:  "one_shot",
 			Reversibility:   Irreversible,
 			MaxRetries:      3,
+			MaxRetriesUnset: true, // the IR default, which the harness config overrides
 			FailureBehavior: FailAbort,
 		}},
 	}

@@ -99,9 +99,14 @@ type Action struct {
 	Compensation      json.RawMessage   `json:"compensation,omitempty"`
 	Idempotent        bool              `json:"idempotent"`
 	MaxRetries        uint32            `json:"max_retries"`
-	FailureBehavior   FailureBehavior   `json:"failure_behavior"`
-	TimeoutMs         *uint64           `json:"timeout_ms,omitempty"`
-	Metadata          map[string]any    `json:"metadata,omitempty"`
+	// MaxRetriesUnset is true when the action did not carry max_retries:
+	// MaxRetries then holds the IR's default 3 and the retry loop takes the
+	// harness config's max_retries instead. Not on the wire: an action
+	// re-decoded from its JSON carries its max_retries explicitly.
+	MaxRetriesUnset bool            `json:"-"`
+	FailureBehavior FailureBehavior `json:"failure_behavior"`
+	TimeoutMs       *uint64         `json:"timeout_ms,omitempty"`
+	Metadata        map[string]any  `json:"metadata,omitempty"`
 }
 
 // Precondition is a state predicate that must hold before an action runs.

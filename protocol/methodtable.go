@@ -53,6 +53,9 @@ var Methods = []MethodSpec{
 
 	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
 	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
+	{Name: MethodHarnessGet, Summary: "The daemon-wide harness config: default max_retries, retry_backoff_ms and planning_max_replans.", Result: HarnessConfig{}},
+	{Name: MethodHarnessSet, Summary: "Replace the named fields of the harness config; returns the config after.", Params: HarnessFields{}, Result: HarnessConfig{}},
+	{Name: MethodHarnessUpdate, Summary: "Set, then add to, fields of the harness config in one atomic step; returns the config after.", Params: HarnessUpdateParams{}, Result: HarnessConfig{}},
 	{Name: MethodToolsFeedback, Summary: "Each tool's dispatched attempts in a window of days: counts, success rate, p50 and p99.", Params: ToolsFeedbackParams{}, Result: ToolsFeedbackResult{}},
 	{Name: MethodToolsUnregister, Summary: "Remove a tool; removed 0 is not an error.", Params: ToolsUnregisterParams{}, Result: ToolsUnregisterResult{}},
 	{Name: MethodToolsHandles, Summary: "The stream handles the connection may see (every one for a host), with their latest progress.", Result: ToolHandlesResult{}},

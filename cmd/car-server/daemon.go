@@ -161,6 +161,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Messages:                 shared.Messages,
 		State:                    shared.State,
 		Trajectories:             shared.Trajectories,
+		Harness:                  shared.Harness,
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
@@ -176,6 +177,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	defer func() { stopSweep(); <-sweeping }()
 	pruned := pruneTrajectories(sweepCtx, shared.Trajectories, cfg.TrajectoryRetentionDays, log)
 	defer func() { stopSweep(); <-pruned }()
+	if err := rt.LoadHarness(ctx); err != nil {
+		return fmt.Errorf("load the harness config: %w", err)
+	}
 	if err := attachEventLog(ctx, rt, shared, heads, log); err != nil {
 		return err
 	}

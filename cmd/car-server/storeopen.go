@@ -41,6 +41,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		AgentTokensPath: cfg.AgentTokensPath,
 		PosturesPath:    cfg.PosturesPath,
 		TrajectoriesDir: cfg.TrajectoriesDir,
+		HarnessPath:     cfg.HarnessPath,
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,

@@ -407,10 +407,7 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 		return nil, errors.New("this session has no way to run tools")
 	}
 	timeout := r.rt.actionTimeout(a)
-	attempts := 1
-	if a.FailureBehavior == protocol.FailRetry {
-		attempts += int(a.MaxRetries)
-	}
+	attempts := r.rt.attempts(a)
 	var lastErr error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		if attempt > 1 {
@@ -575,7 +572,7 @@ func (rt *Runtime) actionTimeout(a *protocol.Action) time.Duration {
 
 // backoff is the wait before retry n (1-based): base·2^(n-1), capped.
 func (rt *Runtime) backoff(n int) time.Duration {
-	d := rt.opts.RetryBase
+	d := time.Duration(rt.Harness().RetryBackoffMs) * time.Millisecond
 	for k := 1; k < n && d < rt.opts.RetryCap; k++ {
 		d *= 2
 	}

@@ -48,10 +48,7 @@ func (rt *Runtime) actionBudget(sub *Submission, a *protocol.Action) time.Durati
 	if t, ok := sub.Session.Tools.Lookup(a.Tool); ok {
 		perAttempt = addSat(perAttempt, t.tokenEvery)
 	}
-	attempts := uint64(1)
-	if a.FailureBehavior == protocol.FailRetry {
-		attempts += uint64(a.MaxRetries)
-	}
+	attempts := uint64(rt.attempts(a))
 	total := mulSat(perAttempt, attempts)
 	for n := 1; uint64(n) < attempts; n++ {
 		total = addSat(total, rt.backoff(n))

@@ -34,6 +34,7 @@ type Options struct {
 	Messages           store.Messages     // delivered messaging.send idempotency keys; nil: keys are refused
 	State              store.State        // shared state (the caller's store's); nil: state is off (reads are empty, writes refused)
 	Trajectories       store.Trajectories // one record per dispatched tool attempt; nil: none are kept
+	Harness            store.Harness      // where the harness config is saved; nil: in memory only
 	Checkpoints        *checkpoint.Store  // saved copies of state; nil: checkpoints are off
 	SupervisionTimeout time.Duration      // how long a parked proposal waits for a supervisor (30 s)
 	ProposalGrace      time.Duration      // added to a proposal's Budget so per-action timeouts fire first (15 s)
@@ -157,7 +158,9 @@ type Runtime struct {
 	workers     *workers      // goroutines for the actions of a run that run alongside others
 	stopping    chan struct{} // closed by BeginShutdown
 	stopOnce    sync.Once
-	integ       runtimeIntegrity // intents, the taint ledger, proposals in flight
+	integ       runtimeIntegrity                       // intents, the taint ledger, proposals in flight
+	harness     atomic.Pointer[protocol.HarnessConfig] // nil: the defaults (harness.go)
+	harnessMu   sync.Mutex                             // held by each harness update
 
 	mu       sync.Mutex
 	sessions map[string]*Session

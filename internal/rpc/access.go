@@ -61,9 +61,13 @@ var methodAccess = map[string]access{
 	protocol.MethodPolicyUnregister:   accessAny,
 	protocol.MethodPolicyList:         accessAny,
 
-	protocol.MethodToolsRegister:   accessAny,
-	protocol.MethodToolsList:       accessAny,
-	protocol.MethodToolsFeedback:   accessAny,
+	protocol.MethodToolsRegister: accessAny,
+	protocol.MethodToolsList:     accessAny,
+	protocol.MethodToolsFeedback: accessAny,
+
+	protocol.MethodHarnessGet:      accessAny,
+	protocol.MethodHarnessSet:      accessDecide,
+	protocol.MethodHarnessUpdate:   accessDecide,
 	protocol.MethodToolsUnregister: accessAny,
 
 	protocol.MethodToolsPoll:              accessAny,

@@ -28,9 +28,13 @@ func init() {
 		protocol.MethodPolicyUnregister:   {handle: (*conn).policyUnregister},
 		protocol.MethodPolicyList:         {handle: (*conn).policyList},
 
-		protocol.MethodToolsRegister:   {handle: (*conn).toolsRegister},
-		protocol.MethodToolsList:       {handle: (*conn).toolsList},
-		protocol.MethodToolsFeedback:   {handle: (*conn).toolsFeedback},
+		protocol.MethodToolsRegister: {handle: (*conn).toolsRegister},
+		protocol.MethodToolsList:     {handle: (*conn).toolsList},
+		protocol.MethodToolsFeedback: {handle: (*conn).toolsFeedback},
+
+		protocol.MethodHarnessGet:      {handle: (*conn).harnessGet},
+		protocol.MethodHarnessSet:      {handle: (*conn).harnessSet},
+		protocol.MethodHarnessUpdate:   {handle: (*conn).harnessUpdate},
 		protocol.MethodToolsUnregister: {handle: (*conn).toolsUnregister},
 
 		protocol.MethodToolsPoll:              {handle: (*conn).toolsPoll},

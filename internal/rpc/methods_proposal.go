@@ -43,6 +43,9 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
 	if cfg := c.replan.Load(); cfg != nil {
 		rec.Config = *cfg
+	} else {
+		// A connection that set no replan config gets the harness's budget.
+		rec.Config.MaxReplans = int(c.srv.rt.Harness().PlanningMaxReplans)
 	}
 	res, err := c.srv.rt.Execute(ctx, sub, rec)
 	var deadline *engine.DeadlineError

@@ -76,6 +76,9 @@ type Store struct {
 	// recorded and tools.feedback has no data.
 	Trajectories Trajectories
 	Leases       Leases // the agents' leases; nil: lease.* are off
+	// Harness keeps the daemon-wide harness config; nil: it lives in
+	// memory only and a restart forgets it.
+	Harness Harness
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error
@@ -394,4 +397,12 @@ type Leases interface {
 	Release(ctx context.Context, agentID, holder string, epoch uint64) (Lease, error)
 	// Status returns the lease of agentID (Epoch 0 when never acquired).
 	Status(ctx context.Context, agentID string) (Lease, error)
+}
+
+// Harness keeps the daemon-wide harness config as one JSON document. Load
+// returns nil when nothing was ever saved. Save replaces it durably: once
+// it returns, a restart loads what it wrote.
+type Harness interface {
+	Load(ctx context.Context) (json.RawMessage, error)
+	Save(ctx context.Context, doc json.RawMessage) error
 }

@@ -31,6 +31,7 @@ type Config struct {
 	AgentTokensPath string // the agents' token hashes; "": no agent can bind
 	PosturesPath    string // the per-agent posture policy; "": postures are off
 	TrajectoriesDir string // one file per UTC day of dispatched attempts; "": nothing is recorded
+	HarnessPath     string // the harness config; "": it is kept in memory only
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
@@ -124,6 +125,9 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	}
 	if leases != nil {
 		st.Leases = leases
+	}
+	if cfg.HarnessPath != "" {
+		st.Harness = NewHarness(cfg.HarnessPath)
 	}
 	if events != nil {
 		st.Events = events

@@ -28,6 +28,7 @@ func everyPart(dir string) Config {
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
 		TrajectoriesDir: filepath.Join(dir, "trajectories"),
+		HarnessPath:     filepath.Join(dir, "harness.json"),
 		// The suite's events are dated March 2026: kept, whatever the date.
 		Events: &EventsConfig{Dir: filepath.Join(dir, "events"), KeyPath: filepath.Join(dir, "audit-key"), MaxAge: 100 * 365 * 24 * time.Hour},
 	}

@@ -30,6 +30,7 @@ type DB struct {
 	postures     *postures
 	trajectories *trajectories
 	leases       *leases
+	harness      *harness
 
 	closeOnce sync.Once
 }
@@ -84,6 +85,7 @@ func (db *DB) start(ctx context.Context) error {
 	db.state = &state{pool: db.pool, timeout: t}
 	db.messages = &messages{pool: db.pool, timeout: t}
 	db.leases = &leases{pool: db.pool, timeout: t}
+	db.harness = &harness{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
@@ -105,7 +107,7 @@ func (db *DB) Store() *store.Store {
 		Kind: "postgres", Node: db.cfg.Node, Close: db.Close,
 		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Events: db.events, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
-		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures, Trajectories: db.trajectories, Leases: db.leases,
+		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures, Trajectories: db.trajectories, Leases: db.leases, Harness: db.harness,
 	}
 }
 

@@ -83,6 +83,7 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("BusAndMembers", func(t *testing.T) { testBusAndMembers(t, open, opts) })
 	t.Run("Supervisors", func(t *testing.T) { testSupervisors(t, open, opts) })
 	t.Run("Trajectories", func(t *testing.T) { testTrajectories(t, open, opts) })
+	t.Run("Harness", func(t *testing.T) { testHarness(t, open, opts) })
 }
 
 // backing is one test's backing store and the daemons opened on it.
@@ -176,6 +177,7 @@ func partsOf(st *store.Store) map[string]bool {
 		"AgentTokens": st.AgentTokens == nil,
 		"Postures":    st.Postures == nil,
 		"Leases":      st.Leases == nil,
+		"Harness":     st.Harness == nil,
 	}
 }
 
