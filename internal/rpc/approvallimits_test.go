@@ -4,8 +4,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -24,6 +26,16 @@ func TestASingleUseApprovalRunsOnceAndSaysWhatItAllowed(t *testing.T) {
 	if rec.Uses != 1 || rec.Used != 0 || rec.ExpiresAt == nil || rec.Type != "tool_call" || rec.Tool != "deploy_service" ||
 		rec.ParamsDigest != want.ParamsDigest || rec.GrantedTier != "sandbox_edit" || rec.RequiredTier != "full_access" || !strings.HasPrefix(rec.Reviewer, "conn:") {
 		t.Fatalf("the record does not say what it allowed: %+v", rec)
+	}
+	var recorded protocol.EventsQueryResult
+	mustCall(t, runner, protocol.MethodEventsQuery, protocol.EventsQueryParams{Kinds: []protocol.EventKind{engine.EventApprovalRecorded}}, &recorded)
+	if len(recorded.Events) != 1 {
+		t.Fatalf("%d approval_recorded events, want 1", len(recorded.Events))
+	}
+	ev := recorded.Events[0].Data
+	if ev["tool"] != "deploy_service" || ev["type"] != "tool_call" || ev["params_digest"] != want.ParamsDigest || ev["granted_tier"] != "sandbox_edit" ||
+		ev["required_tier"] != "full_access" || ev["reviewer"] != rec.Reviewer || ev["uses"] != float64(1) || ev["expires_at"] == nil {
+		t.Fatalf("the approval_recorded event does not say what was allowed: %v", ev)
 	}
 	if res := runner.submit(t, proposal(ship)); res.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("the first use: %s %q", res.Results[0].Status, res.Results[0].ErrorText())
@@ -106,5 +118,27 @@ func TestApprovalLimitsOutOfRangeAreRefused(t *testing.T) {
 	}
 	if got := len(ts.rt.Approvals().List()); got != 0 {
 		t.Fatalf("a refused decision reached the ledger: %d records", got)
+	}
+}
+
+func TestAnExpiredApprovalIsGoneAndTheOperationAsksAgain(t *testing.T) {
+	ts := startGovernedServer(t, 0)
+	runner := newToolbox(t, ts, map[string]toolFunc{"deploy_service": echo})
+	ship := toolCall("ship", "deploy_service", map[string]any{"env": "prod"})
+	res := runner.submit(t, proposal(ship))
+	m := fingerprintRE.FindStringSubmatch(res.Results[0].ErrorText())
+	if m == nil {
+		t.Fatalf("no fingerprint to approve in %q", res.Results[0].ErrorText())
+	}
+	past := time.Now().Add(-time.Second)
+	if _, err := ts.rt.Approvals().Record(approvals.Record{Fingerprint: m[1], Decision: approvals.Approved, RequiredTier: "full_access", Reviewer: "conn:x", ExpiresAt: &past}); err != nil {
+		t.Fatal(err)
+	}
+	res = runner.submit(t, proposal(ship))
+	if res.Results[0].Status != protocol.StatusRejected || !strings.Contains(res.Results[0].ErrorText(), "approve fingerprint "+m[1]) {
+		t.Fatalf("an expired approval let the operation through: %s %q", res.Results[0].Status, res.Results[0].ErrorText())
+	}
+	if n := len(runner.callLog()); n != 0 {
+		t.Fatalf("the tool ran %d times under an expired approval", n)
 	}
 }
