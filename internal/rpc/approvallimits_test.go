@@ -24,7 +24,7 @@ func TestASingleUseApprovalRunsOnceAndSaysWhatItAllowed(t *testing.T) {
 	var want approvals.Record
 	approvals.Operation(&want, &protocol.Action{Type: "tool_call", Tool: "deploy_service", Parameters: map[string]any{"env": "prod"}})
 	if rec.Uses != 1 || rec.Used != 0 || rec.ExpiresAt == nil || rec.Type != "tool_call" || rec.Tool != "deploy_service" ||
-		rec.ParamsDigest != want.ParamsDigest || rec.GrantedTier != "sandbox_edit" || rec.RequiredTier != "full_access" || !strings.HasPrefix(rec.Reviewer, "conn:") {
+		rec.ParamsDigest != want.ParamsDigest || rec.GrantedTier != "" || rec.RequiredTier != "full_access" || !strings.HasPrefix(rec.Reviewer, "conn:") {
 		t.Fatalf("the record does not say what it allowed: %+v", rec)
 	}
 	var recorded protocol.EventsQueryResult
@@ -33,7 +33,7 @@ func TestASingleUseApprovalRunsOnceAndSaysWhatItAllowed(t *testing.T) {
 		t.Fatalf("%d approval_recorded events, want 1", len(recorded.Events))
 	}
 	ev := recorded.Events[0].Data
-	if ev["tool"] != "deploy_service" || ev["type"] != "tool_call" || ev["params_digest"] != want.ParamsDigest || ev["granted_tier"] != "sandbox_edit" ||
+	if ev["tool"] != "deploy_service" || ev["type"] != "tool_call" || ev["params_digest"] != want.ParamsDigest || ev["granted_tier"] != "" ||
 		ev["required_tier"] != "full_access" || ev["reviewer"] != rec.Reviewer || ev["uses"] != float64(1) || ev["expires_at"] == nil {
 		t.Fatalf("the approval_recorded event does not say what was allowed: %v", ev)
 	}

@@ -147,7 +147,8 @@ func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, err
 		d.Fingerprint, d.Tier = approvals.Fingerprint(a), c.srv.rt.Classify(a).Tier
 		var rec approvals.Record
 		approvals.Operation(&rec, a)
-		d.Operation = host.Operation{Type: rec.Type, Tool: rec.Tool, ParamsDigest: rec.ParamsDigest, GrantedTier: c.sess.Tier().String()}
+		// No session asked for it yet: the record names no granted tier.
+		d.Operation = host.Operation{Type: rec.Type, Tool: rec.Tool, ParamsDigest: rec.ParamsDigest}
 	case p.Fingerprint != "":
 		t, err := policy.ParseTier(p.RequiredTier)
 		if err != nil {

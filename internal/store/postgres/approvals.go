@@ -303,12 +303,12 @@ func (l *ledger) Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func
 }
 
 // Use takes one use of fingerprint's approval (store.Approvals). An
-// approval the cache holds as unlimited and unexpiring is taken from the
-// cache, as Decision is; one that counts its uses is counted in the
+// approval the cache holds as unlimited and live is taken from the cache,
+// as Decision is; one that counts its uses is counted in the
 // database, under its row's lock, so two daemons cannot both spend the
 // last use.
 func (l *ledger) Use(ctx context.Context, fingerprint string, now time.Time) (protocol.ApprovalRecord, bool, error) {
-	if r, ok := l.Decision(fingerprint); ok && r.Decision == approvals.Approved && r.Uses == 0 && r.ExpiresAt == nil {
+	if r, ok := l.Decision(fingerprint); ok && r.Decision == approvals.Approved && r.Uses == 0 && approvals.Live(r, now) {
 		return r, true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
