@@ -193,6 +193,10 @@ func TestTheCLIApprovesForOneUse(t *testing.T) {
 		t.Fatalf("the record does not say what it allowed, or its use: %+v", rec)
 	}
 
+	if out := cli("approvals", "list"); !strings.Contains(out, "deploy_service") || !strings.Contains(out, "used 1 of 1, until ") {
+		t.Fatalf("approvals list does not show the tool and the spent use: %s", out)
+	}
+
 	done, res = submit()
 	again := pending(first.ID)
 	if fp, _ := again.Context["fingerprint"].(string); fp != rec.Fingerprint {

@@ -267,9 +267,9 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 			fmt.Fprintln(tw, "the approval ledger is empty")
 			return
 		}
-		fmt.Fprintln(tw, "FINGERPRINT\tDECISION\tTIER\tREVIEWER\tWHEN\tREASON")
+		fmt.Fprintln(tw, "FINGERPRINT\tDECISION\tTIER\tTOOL\tREVIEWER\tWHEN\tLIMITS\tREASON")
 		for _, a := range l.Approvals {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, a.Reviewer, a.RecordedAt.Format(time.RFC3339), a.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, orDash(a.Tool), a.Reviewer, a.RecordedAt.Format(time.RFC3339), approvalLimits(a), a.Reason)
 		}
 	case protocol.MethodHostResolveApproval:
 		var a protocol.HostApproval
@@ -280,4 +280,25 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		_ = json.Unmarshal(raw, &rec)
 		fmt.Fprintf(tw, "%s %s at %s (reviewer %s)\n", rec.Fingerprint, rec.Decision, rec.RequiredTier, rec.Reviewer)
 	}
+}
+
+// approvalLimits says how much of an approval is left: "used 1 of 2",
+// "until <time>", both, or "-" for none.
+func approvalLimits(a protocol.ApprovalRecord) string {
+	var parts []string
+	if a.Uses > 0 {
+		parts = append(parts, fmt.Sprintf("used %d of %d", a.Used, a.Uses))
+	}
+	if a.ExpiresAt != nil {
+		parts = append(parts, "until "+a.ExpiresAt.Format(time.RFC3339))
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// orDash is s, or "-" for an empty column.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
