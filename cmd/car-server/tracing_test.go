@@ -104,11 +104,16 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 		waiting = list.Approvals[0]
 		return true
 	})
-	seen := time.Now() // the request was pending at least from here to the approval
+	// The request is pending from when it was seen until the approval is
+	// sent (the wait may end before the approval's own reply arrives, so
+	// that reply's round trip is no part of the lower bound): hold it a
+	// moment so the bound is not only a clock's tick.
+	seen := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	waited := time.Since(seen)
 	if err := person.Call(ctxT(t), protocol.MethodHostResolveApproval, map[string]any{"approval_id": waiting.ID, "approved": true}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waited := time.Since(seen)
 	select {
 	case err := <-done:
 		if err != nil {

@@ -47,27 +47,16 @@ func AppendEvent(b []byte, seq uint64, at time.Time, node, kind, proposalID, has
 	b = append(b, `,"at":"`...)
 	b = at.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
-	b = appendField(b, "node", node)
-	b = appendField(b, "kind", kind)
-	b = appendField(b, "proposal_id", proposalID)
-	b = appendField(b, "hash", hash)
-	b = appendField(b, "prev_hash", prevHash)
+	b = jsonvalue.AppendStringMember(b, "node", node)
+	b = jsonvalue.AppendStringMember(b, "kind", kind)
+	b = jsonvalue.AppendStringMember(b, "proposal_id", proposalID)
+	b = jsonvalue.AppendStringMember(b, "hash", hash)
+	b = jsonvalue.AppendStringMember(b, "prev_hash", prevHash)
 	if len(body) > 0 {
 		b = append(b, `,"body":`...)
 		b = append(b, body...)
 	}
 	return append(b, "}\n"...)
-}
-
-// appendField appends ,"name":"value" when value is set.
-func appendField(b []byte, name, value string) []byte {
-	if value == "" {
-		return b
-	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return jsonvalue.AppendString(b, value)
 }
 
 // Marshal encodes a head or a retention record as its line, with its

@@ -65,33 +65,22 @@ func encodeData(e *Event) []byte {
 func appendBody(b []byte, e *Event, data []byte) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
-	b = appendOptional(b, "node", e.Node)
+	b = jsonvalue.AppendStringMember(b, "node", e.Node)
 	b = append(b, `,"kind":`...)
 	b = jsonvalue.AppendString(b, string(e.Kind))
 	b = append(b, `,"timestamp":"`...)
 	b = e.Timestamp.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
-	b = appendOptional(b, "proposal_id", e.ProposalID)
-	b = appendOptional(b, "action_id", e.ActionID)
-	b = appendOptional(b, "connection", e.Connection)
+	b = jsonvalue.AppendStringMember(b, "proposal_id", e.ProposalID)
+	b = jsonvalue.AppendStringMember(b, "action_id", e.ActionID)
+	b = jsonvalue.AppendStringMember(b, "connection", e.Connection)
 	if e.Data != nil { // an empty object too: the hash covers it as {}
 		b = append(b, `,"data":`...)
 		b = append(b, data...)
 	}
-	b = appendOptional(b, "prev_hash", e.PrevHash)
-	b = appendOptional(b, "hash", e.Hash)
+	b = jsonvalue.AppendStringMember(b, "prev_hash", e.PrevHash)
+	b = jsonvalue.AppendStringMember(b, "hash", e.Hash)
 	return append(b, '}')
-}
-
-// appendOptional appends ,"name":value when value is set.
-func appendOptional(b []byte, name, value string) []byte {
-	if value == "" {
-		return b
-	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return jsonvalue.AppendString(b, value)
 }
 
 // rawRecord is e as a durable log that keeps the data as encoded holds it.

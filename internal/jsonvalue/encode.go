@@ -240,3 +240,15 @@ func AppendString(buf []byte, s string) []byte {
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
 }
+
+// AppendStringMember appends ,"name":"value" (value escaped) when value is
+// not empty: an optional string member of an object being written.
+func AppendStringMember(buf []byte, name, value string) []byte {
+	if value == "" {
+		return buf
+	}
+	buf = append(buf, ',', '"')
+	buf = append(buf, name...)
+	buf = append(buf, '"', ':')
+	return AppendString(buf, value)
+}

@@ -86,22 +86,20 @@ func (c *conn) connectorsTools(_ context.Context, params *json.RawMessage) (any,
 }
 
 func (c *conn) connectorsEnableTools(_ context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.ConnectorToolsParams
-	if err := decodeParams(params, &p, "{slug, tools: string[]}"); err != nil {
-		return nil, err
-	}
-	m, err := c.connectors()
-	if err != nil {
-		return nil, err
-	}
-	res, err := m.Enable(p.Slug, p.Tools)
-	if err != nil {
-		return nil, invalidParams("connectors.enable_tools: %v", err)
-	}
-	return res, nil
+	return c.changeConnectorTools("connectors.enable_tools", params, func(m Connectors, slug string, tools []string) (any, error) {
+		return m.Enable(slug, tools)
+	})
 }
 
 func (c *conn) connectorsDisableTools(_ context.Context, params *json.RawMessage) (any, error) {
+	return c.changeConnectorTools("connectors.disable_tools", params, func(m Connectors, slug string, tools []string) (any, error) {
+		return m.Disable(slug, tools)
+	})
+}
+
+// changeConnectorTools serves enable_tools and disable_tools: {slug,
+// tools} read, then change made on the connectors.
+func (c *conn) changeConnectorTools(method string, params *json.RawMessage, change func(m Connectors, slug string, tools []string) (any, error)) (any, error) {
 	var p protocol.ConnectorToolsParams
 	if err := decodeParams(params, &p, "{slug, tools: string[]}"); err != nil {
 		return nil, err
@@ -110,9 +108,9 @@ func (c *conn) connectorsDisableTools(_ context.Context, params *json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Disable(p.Slug, p.Tools)
+	res, err := change(m, p.Slug, p.Tools)
 	if err != nil {
-		return nil, invalidParams("connectors.disable_tools: %v", err)
+		return nil, invalidParams("%s: %v", method, err)
 	}
 	return res, nil
 }
