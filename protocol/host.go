@@ -36,4 +36,5 @@ type HostResolveParams struct {
 	ApprovalID string `json:"approval_id"`
 	Approved   *bool  `json:"approved"`
 	Notes      string `json:"notes,omitempty"`
+	Limits
 }

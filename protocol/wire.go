@@ -78,6 +78,18 @@ type ApprovalRecord struct {
 	Reason       string    `json:"reason,omitempty"`
 	Evidence     any       `json:"evidence,omitempty"`
 	RecordedAt   time.Time `json:"recorded_at"`
+	// The operation decided, as far as the door that decided it knew it:
+	// the fingerprint's inputs and the tier the deciding session held.
+	Type         string `json:"type,omitempty"`
+	Tool         string `json:"tool,omitempty"`
+	ParamsDigest string `json:"params_digest,omitempty"` // sha256 of the canonical parameters, hex
+	GrantedTier  string `json:"granted_tier,omitempty"`
+	// ExpiresAt ends an approval (nil: never). Uses is how many admissions
+	// it allows (0: unlimited) and Used how many it has allowed; an
+	// approval past either is gone and the next identical operation asks.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Uses      int        `json:"uses,omitempty"`
+	Used      int        `json:"used,omitempty"`
 }
 
 // ApprovalsListResult is the reply to approvals.list.
@@ -133,6 +145,14 @@ type DecisionParams struct {
 	Action       json.RawMessage `json:"action,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	Evidence     any             `json:"evidence,omitempty"`
+	Limits
+}
+
+// Limits bound an approval: ExpiresIn seconds from now (0: no expiry) and
+// Uses admissions (0: unlimited). Rejections take neither.
+type Limits struct {
+	ExpiresIn int64 `json:"expires_in,omitempty"`
+	Uses      int   `json:"uses,omitempty"`
 }
 
 // SupervisionSubscribeParams are the params of supervision.subscribe.

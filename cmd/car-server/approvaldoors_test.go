@@ -105,3 +105,103 @@ func TestTheCLIDecidesOnTheOneDecisionPath(t *testing.T) {
 		t.Fatalf("approval.resolved events %q, want one for %s by %s", resolved, waiting.ID, first)
 	}
 }
+
+// A person approves a parked action from the CLI for one use within an
+// hour: it runs, the record says what was allowed, and the same operation
+// proposed again waits for a person again.
+func TestTheCLIApprovesForOneUse(t *testing.T) {
+	home := t.TempDir()
+	d := startDaemon(t, home)
+	env := append(os.Environ(), "CAR_HOME="+home)
+	person := d.dial(t)
+	defer person.Close()
+	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	runner := d.dial(t)
+	defer runner.Close()
+	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
+		return map[string]any{"deployed": true}, nil
+	})
+	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	submit := func() (chan error, *protocol.ProposalResult) {
+		done := make(chan error, 1)
+		var res protocol.ProposalResult
+		go func() {
+			done <- runner.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+				map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}},
+			}}}, &res)
+		}()
+		return done, &res
+	}
+	pending := func(not string) host.Approval {
+		var waiting host.Approval
+		testwait.Eventually(t, waitLimit, "the proposal's approval request", func() bool {
+			var list protocol.HostApprovalsResult
+			if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil {
+				return false
+			}
+			for _, a := range list.Approvals {
+				if a.ID != not && a.Status == host.ApprovalPending {
+					waiting = a
+					return true
+				}
+			}
+			return false
+		})
+		return waiting
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		c := execBinary(args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if code := exitCode(t, err); code != exitOK {
+			t.Fatalf("car-server %s: %d %s", strings.Join(args, " "), code, out)
+		}
+		return string(out)
+	}
+	wait := func(done chan error, res *protocol.ProposalResult, want protocol.ActionStatus) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil || len(res.Results) != 1 || res.Results[0].Status != want {
+				t.Fatalf("the proposal: %v %+v, want %s", err, res.Results, want)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("the proposal did not finish after the decision")
+		}
+	}
+
+	done, res := submit()
+	first := pending("")
+	cli("approvals", "approve", first.ID, "--uses", "1", "--expires-in", "1h")
+	wait(done, res, protocol.StatusSucceeded)
+
+	var list protocol.ApprovalsListResult
+	if err := person.Call(ctxT(t), protocol.MethodApprovalsList, nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Approvals) != 1 {
+		t.Fatalf("ledger %+v", list.Approvals)
+	}
+	rec := list.Approvals[0]
+	if rec.Uses != 1 || rec.Used != 1 || rec.ExpiresAt == nil || rec.Tool != "deploy_service" || rec.Type != "tool_call" ||
+		len(rec.ParamsDigest) != 64 || rec.GrantedTier != "sandbox_edit" || rec.RequiredTier != "full_access" || rec.Reviewer == "" {
+		t.Fatalf("the record does not say what it allowed, or its use: %+v", rec)
+	}
+
+	if out := cli("approvals", "list"); !strings.Contains(out, "deploy_service") || !strings.Contains(out, "used 1 of 1, until ") {
+		t.Fatalf("approvals list does not show the tool and the spent use: %s", out)
+	}
+
+	done, res = submit()
+	again := pending(first.ID)
+	if fp, _ := again.Context["fingerprint"].(string); fp != rec.Fingerprint {
+		t.Fatalf("the second request is for %v, want the spent approval's %s", again.Context["fingerprint"], rec.Fingerprint)
+	}
+	cli("approvals", "reject", again.ID, "--reason", "once was enough")
+	wait(done, res, protocol.StatusRejected)
+}

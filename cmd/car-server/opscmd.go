@@ -43,9 +43,10 @@ const approvalsUsage = `usage:
   car-server approvals list [--json]                    every decision on the approval ledger
   car-server approvals watch [--json]                   print each approval request as it arrives, and how
                                                         it was resolved or expired, until Ctrl-C
-  car-server approvals approve ID [--reason TEXT] [--json]          decide a waiting request (its id from watch)
+  car-server approvals approve ID [--reason TEXT] [--expires-in DURATION] [--uses N] [--json]
+                                                        decide a waiting request (its id from watch)
   car-server approvals reject  ID --reason TEXT [--json]
-  car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--json]
+  car-server approvals approve FINGERPRINT --tier TIER [--reason TEXT] [--expires-in DURATION] [--uses N] [--json]
   car-server approvals reject  FINGERPRINT --tier TIER [--reason TEXT] [--json]
 ` + operatorNote
 
@@ -67,11 +68,18 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	tier := fs.String("tier", "", "required tier of the operation")
 	reason := fs.String("reason", "", "why")
+	expiresIn := fs.Duration("expires-in", 0, "an approval ends after this long (1h, 30m); whole seconds, rounded up")
+	uses := fs.Int("uses", 0, "an approval allows this many admissions")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "car-server %s: %v\n%s\n", cmd, err, opsUsage(cmd))
 		return exitUsage
 	}
 	rest := fs.Args()
+	if *expiresIn < 0 {
+		fmt.Fprintf(stderr, "car-server %s: --expires-in must be positive (1h, 30m)\n", cmd)
+		return exitUsage
+	}
+	limits := protocol.Limits{ExpiresIn: int64((*expiresIn + time.Second - 1) / time.Second), Uses: *uses}
 	var method string
 	var params any
 	switch {
@@ -90,7 +98,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		}
 		method = protocol.MethodHostResolveApproval
 		approved := rest[0] == "approve"
-		params = protocol.HostResolveParams{ApprovalID: rest[1], Approved: &approved, Notes: *reason}
+		params = protocol.HostResolveParams{ApprovalID: rest[1], Approved: &approved, Notes: *reason, Limits: limits}
 	case cmd == "approvals" && len(rest) == 2 && (rest[0] == "approve" || rest[0] == "reject"):
 		if *tier == "" {
 			fmt.Fprintf(stderr, "car-server approvals %s: --tier is required (read_only, sandbox_edit or full_access; see permission.evaluate)\n", rest[0])
@@ -100,7 +108,7 @@ func runOpsCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		if rest[0] == "reject" {
 			method = protocol.MethodPermissionReject
 		}
-		params = protocol.DecisionParams{Fingerprint: rest[1], RequiredTier: *tier, Reason: *reason}
+		params = protocol.DecisionParams{Fingerprint: rest[1], RequiredTier: *tier, Reason: *reason, Limits: limits}
 	default:
 		fmt.Fprintln(stderr, opsUsage(cmd))
 		return exitUsage
@@ -259,9 +267,9 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 			fmt.Fprintln(tw, "the approval ledger is empty")
 			return
 		}
-		fmt.Fprintln(tw, "FINGERPRINT\tDECISION\tTIER\tREVIEWER\tWHEN\tREASON")
+		fmt.Fprintln(tw, "FINGERPRINT\tDECISION\tTIER\tTOOL\tREVIEWER\tWHEN\tLIMITS\tREASON")
 		for _, a := range l.Approvals {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, a.Reviewer, a.RecordedAt.Format(time.RFC3339), a.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Fingerprint, a.Decision, a.RequiredTier, orDash(a.Tool), a.Reviewer, a.RecordedAt.Format(time.RFC3339), approvalLimits(a), a.Reason)
 		}
 	case protocol.MethodHostResolveApproval:
 		var a protocol.HostApproval
@@ -272,4 +280,25 @@ func printHuman(w io.Writer, method string, raw json.RawMessage) {
 		_ = json.Unmarshal(raw, &rec)
 		fmt.Fprintf(tw, "%s %s at %s (reviewer %s)\n", rec.Fingerprint, rec.Decision, rec.RequiredTier, rec.Reviewer)
 	}
+}
+
+// approvalLimits says how much of an approval is left: "used 1 of 2",
+// "until <time>", both, or "-" for none.
+func approvalLimits(a protocol.ApprovalRecord) string {
+	var parts []string
+	if a.Uses > 0 {
+		parts = append(parts, fmt.Sprintf("used %d of %d", a.Used, a.Uses))
+	}
+	if a.ExpiresAt != nil {
+		parts = append(parts, "until "+a.ExpiresAt.Format(time.RFC3339))
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// orDash is s, or "-" for an empty column.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

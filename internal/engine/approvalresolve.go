@@ -3,10 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // The decision path. A person decides through one of three doors:
@@ -31,6 +33,10 @@ type Decision struct {
 	Reviewer    string // who decided, stamped by the door ("conn:<id>"), never read from params
 	Notes       string // why: the ledger record's reason and the host row's notes
 	Evidence    any    // kept on the ledger record
+	Limits      protocol.Limits
+	// Operation describes what is decided (type, tool, params digest,
+	// granted tier) when the door knows it; kept on the ledger record.
+	Operation host.Operation
 }
 
 // Resolution is what a decision changed.
@@ -67,6 +73,7 @@ func (rt *Runtime) ResolveApproval(conn string, d Decision) (Resolution, error) 
 		if err != nil {
 			return Resolution{}, fmt.Errorf("%w: approval '%s' names required tier %q: %v; decide its operation with permission.approve {fingerprint, required_tier}", host.ErrInvalid, d.ApprovalID, op.RequiredTier, err)
 		}
+		d.Operation = op
 		rec, err := rt.recordDecision(conn, d, op.Fingerprint, tier)
 		if err != nil {
 			return Resolution{}, err
@@ -91,12 +98,23 @@ func (rt *Runtime) recordDecision(conn string, d Decision, fingerprint string, t
 	if d.Approved {
 		rec.Decision = approvals.Approved
 	}
+	if err := approvals.CheckLimits(d.Limits, d.Approved); err != nil {
+		return rec, fmt.Errorf("%w: %v", host.ErrInvalid, err)
+	}
+	if d.Limits.ExpiresIn > 0 {
+		at := time.Now().UTC().Add(time.Duration(d.Limits.ExpiresIn) * time.Second)
+		rec.ExpiresAt = &at
+	}
+	rec.Uses = d.Limits.Uses
+	rec.Type, rec.Tool, rec.ParamsDigest, rec.GrantedTier = d.Operation.Type, d.Operation.Tool, d.Operation.ParamsDigest, d.Operation.GrantedTier
 	rec, err := rt.opts.Approvals.Record(rec)
 	if err != nil {
 		return rec, fmt.Errorf("record the decision: %w", err)
 	}
 	rt.Events.Append(Event{Kind: EventApprovalRecorded, Connection: conn, Data: map[string]any{
 		"fingerprint": rec.Fingerprint, "decision": rec.Decision, "required_tier": rec.RequiredTier, "reviewer": rec.Reviewer,
+		"type": rec.Type, "tool": rec.Tool, "params_digest": rec.ParamsDigest, "granted_tier": rec.GrantedTier,
+		"expires_at": rec.ExpiresAt, "uses": rec.Uses,
 	}})
 	return rec, nil
 }

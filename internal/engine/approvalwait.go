@@ -12,6 +12,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -97,7 +98,7 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 	by := sub.Session.requester()
 	for _, fp := range raise {
 		op, w := ops[fp], watches[fp]
-		op.approval, err = rt.opts.Desk.RaiseGateFor(approvalRequest(sub, op, params(op.actions[0])), host.Operation{Fingerprint: fp, RequiredTier: op.row.Required.String()}, &by)
+		op.approval, err = rt.opts.Desk.RaiseGateFor(approvalRequest(sub, op, params(op.actions[0])), gateOperation(fp, op.row, params(op.actions[0])), &by)
 		if err != nil {
 			for _, rest := range raise {
 				if ops[rest].approval.ID == "" {
@@ -156,12 +157,23 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 	denied = map[string]string{}
 	for _, fp := range order {
 		op := ops[fp]
-		if op.decision.Decision != approvals.Rejected {
-			continue
-		}
-		reason := fmt.Sprintf("rejected by %s", op.decision.Reviewer)
-		if op.decision.Reason != "" {
-			reason += ": " + op.decision.Reason
+		var reason string
+		switch {
+		case op.decision.Decision == approvals.Rejected:
+			reason = fmt.Sprintf("rejected by %s", op.decision.Reviewer)
+			if op.decision.Reason != "" {
+				reason += ": " + op.decision.Reason
+			}
+		default:
+			// An approval releases the wait only with a use of it left.
+			_, ok, err := rt.opts.Approvals.Use(ctx, fp, time.Now())
+			if err != nil {
+				return nil, store.Wrap("the approval ledger could not count the use of an approval", err)
+			}
+			if ok {
+				continue
+			}
+			reason = fmt.Sprintf("the approval by %s expired or its uses were spent by another proposal; propose again to be asked", op.decision.Reviewer)
 		}
 		for _, id := range op.actions {
 			denied[id] = fmt.Sprintf("action '%s' (fingerprint %s) was not approved: %s", id, fp, reason)
@@ -222,7 +234,7 @@ func (s *Session) requester() host.Requester {
 // settles reports whether rec decides row: any rejection does, an approval
 // only at or above the tier the operation needs.
 func (rt *Runtime) settles(rec approvals.Record, row PermissionRow) bool {
-	return rec.Decision == approvals.Rejected || approvedAtOrAbove(rec, row.Required)
+	return rec.Decision == approvals.Rejected || (approvedAtOrAbove(rec, row.Required) && approvals.Live(rec, time.Now()))
 }
 
 // undecided expires what is still waiting and says how to get past it.
@@ -327,4 +339,12 @@ func describe(r PermissionRow) string {
 		return fmt.Sprintf("tool '%s'", r.Tool)
 	}
 	return fmt.Sprintf("action '%s'", r.ActionID)
+}
+
+// gateOperation is what a raised approval decides: the operation's
+// fingerprint, its inputs and the tiers, kept on the ledger's record.
+func gateOperation(fp string, row PermissionRow, params map[string]any) host.Operation {
+	var rec approvals.Record
+	approvals.Operation(&rec, &protocol.Action{Type: row.Type, Tool: row.Tool, Parameters: params})
+	return host.Operation{Fingerprint: fp, RequiredTier: row.Required.String(), Type: rec.Type, Tool: rec.Tool, ParamsDigest: rec.ParamsDigest, GrantedTier: row.Granted.String()}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/policy"
@@ -22,6 +23,7 @@ const (
 // PermissionRow is the permission verdict on one action (permission.evaluate).
 type PermissionRow struct {
 	ActionID      string                 `json:"action_id"`
+	Type          protocol.ActionType    `json:"type,omitempty"`
 	Tool          string                 `json:"tool,omitempty"`
 	Fingerprint   string                 `json:"fingerprint"`
 	Decision      string                 `json:"decision"`
@@ -30,6 +32,9 @@ type PermissionRow struct {
 	Granted       policy.Tier            `json:"granted"`
 	Reason        string                 `json:"reason,omitempty"`
 	Signals       []string               `json:"signals,omitempty"` // the classifier's reasons for Required
+	// byApproval: allowed only by an approval on the ledger, which the
+	// admission takes a use of (store.Approvals.Use).
+	byApproval bool
 }
 
 // Tier is the session's standing permission tier (default sandbox_edit).
@@ -50,11 +55,14 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		c := rt.Classify(a)
-		row := PermissionRow{ActionID: a.ID, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
+		row := PermissionRow{ActionID: a.ID, Type: a.Type, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
 		var rec approvals.Record
 		var recorded bool
 		if rt.opts.Approvals != nil {
 			rec, recorded = rt.opts.Approvals.Decision(row.Fingerprint)
+			if recorded && !approvals.Live(rec, time.Now()) {
+				recorded = false // expired or used up: gone, so asked again
+			}
 		}
 		switch {
 		case recorded && rec.Decision == approvals.Rejected:
@@ -66,6 +74,7 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 		case c.Tier == policy.FullAccess || c.Tier > granted:
 			if recorded && approvedAtOrAbove(rec, c.Tier) {
 				row.Reason = fmt.Sprintf("approved by %s", rec.Reviewer)
+				row.byApproval = true
 				break
 			}
 			row.Decision = DecisionNeedsApproval
@@ -98,6 +107,9 @@ func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protoc
 	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
 	rows := rt.EvaluatePermissions(p, sub.Session.Tier())
 	rt.applyPosture(sub, rows)
+	if err := rt.useApprovals(ctx, rows); err != nil {
+		return fmt.Errorf("with its references resolved, action '%s': %w", a.ID, err)
+	}
 	r := rows[0]
 	switch r.Decision {
 	case DecisionNeedsApproval:
@@ -163,13 +175,16 @@ func (rt *Runtime) ledgerDecision(ctx context.Context, fingerprint string, tier 
 		return approvals.Record{}, false, nil
 	}
 	rec, ok = led.Decision(fingerprint)
-	if ok && (rec.Decision == approvals.Rejected || approvedAtOrAbove(rec, tier)) {
+	if ok && (rec.Decision == approvals.Rejected || approvedAtOrAbove(rec, tier)) && approvals.Live(rec, time.Now()) {
 		return rec, true, nil
 	}
 	if err := led.Refresh(ctx, fingerprint); err != nil {
 		return rec, ok, store.Wrap("the approval ledger could not be read for decisions made on the other daemons", err)
 	}
 	rec, ok = led.Decision(fingerprint)
+	if ok && !approvals.Live(rec, time.Now()) {
+		return approvals.Record{}, false, nil
+	}
 	return rec, ok, nil
 }
 
@@ -182,6 +197,9 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows, stale := g.rt.freshPermissions(ctx, sub)
+	if err := g.rt.useApprovals(ctx, rows); err != nil {
+		return fmt.Errorf("permission gate blocked the proposal: %w", err)
+	}
 	if g.rt.tracing() && len(rows) == len(sub.Proposal.Actions) {
 		sub.tiers = make([]policy.Tier, len(rows)) // for the execute_tool spans (spans.go)
 		for i, r := range rows {
@@ -242,4 +260,31 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 		return nil
 	}
 	return fmt.Errorf("permission gate blocked the proposal: %s", listed)
+}
+
+// useApprovals takes one use of each distinct approval that allows a row
+// (an admission is one use, however many of its actions share the
+// operation). A row whose approval expired or was spent meanwhile (another
+// admission took its last use) then needs an approval again.
+func (rt *Runtime) useApprovals(ctx context.Context, rows []PermissionRow) error {
+	taken := map[string]bool{}
+	for i := range rows {
+		r := &rows[i]
+		if !r.byApproval || r.Decision != DecisionAllow {
+			continue
+		}
+		ok, seen := taken[r.Fingerprint]
+		if !seen {
+			_, used, err := rt.opts.Approvals.Use(ctx, r.Fingerprint, time.Now())
+			if err != nil {
+				return store.Wrap("the approval ledger could not count the use of an approval", err)
+			}
+			ok, taken[r.Fingerprint] = used, used
+		}
+		if !ok {
+			r.Decision, r.byApproval = DecisionNeedsApproval, false
+			r.Reason = fmt.Sprintf("needs %s; the approval on record expired or its uses were spent", r.Required)
+		}
+	}
+	return nil
 }

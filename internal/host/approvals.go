@@ -32,6 +32,9 @@ type ApprovalRequest = protocol.HostApprovalParams
 type Operation struct {
 	Fingerprint  string
 	RequiredTier string // a tier name, read_only, sandbox_edit or full_access
+	// What the operation is (the fingerprint's inputs) and the tier its
+	// session held, kept on the decision's ledger record.
+	Type, Tool, ParamsDigest, GrantedTier string
 }
 
 // Context members of an approval the permission gate raised, as the wire
@@ -41,6 +44,10 @@ const (
 	ctxSource       = "source"
 	ctxFingerprint  = "fingerprint"
 	ctxRequiredTier = "required_tier"
+	ctxType         = "type"
+	ctxTool         = "tool"
+	ctxParamsDigest = "params_digest"
+	ctxGrantedTier  = "granted_tier"
 )
 
 // Approvals returns every kept approval, oldest first, for host.approvals.
@@ -125,6 +132,11 @@ func (r *Registry) RaiseGateFor(req ApprovalRequest, op Operation, by *Requester
 		req.Context = map[string]any{}
 	}
 	req.Context[ctxSource], req.Context[ctxFingerprint], req.Context[ctxRequiredTier] = gateSource, op.Fingerprint, op.RequiredTier
+	for k, v := range map[string]string{ctxType: op.Type, ctxTool: op.Tool, ctxParamsDigest: op.ParamsDigest, ctxGrantedTier: op.GrantedTier} {
+		if v != "" {
+			req.Context[k] = v
+		}
+	}
 	return r.raise("", by, req, &op)
 }
 
@@ -247,6 +259,10 @@ func mirrorOperation(ap Approval) (op Operation, ok bool) {
 	}
 	op.Fingerprint, _ = ap.Context[ctxFingerprint].(string)
 	op.RequiredTier, _ = ap.Context[ctxRequiredTier].(string)
+	op.Type, _ = ap.Context[ctxType].(string)
+	op.Tool, _ = ap.Context[ctxTool].(string)
+	op.ParamsDigest, _ = ap.Context[ctxParamsDigest].(string)
+	op.GrantedTier, _ = ap.Context[ctxGrantedTier].(string)
 	return op, op.Fingerprint != "" && op.RequiredTier != ""
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/fanout"
 	"github.com/parslee-ai/car-server/internal/host"
@@ -166,7 +167,7 @@ func (c *conn) requester() host.Requester {
 // host.request_approval; anything else is a decision, for the approver role.
 func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.HostResolveParams
-	const shape = "{approval_id: string, approved: boolean, notes?: string}"
+	const shape = "{approval_id: string, approved: boolean, notes?: string, expires_in?: seconds, uses?: integer}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
@@ -176,12 +177,15 @@ func (c *conn) hostResolveApproval(_ context.Context, params *json.RawMessage) (
 	if p.Approved == nil {
 		return nil, invalidParams("param 'approved' is required: expected %s", shape)
 	}
+	if err := approvals.CheckLimits(p.Limits, *p.Approved); err != nil {
+		return nil, invalidParams("%v", err)
+	}
 	if a, ok := c.srv.host.Approval(p.ApprovalID); !ok || a.ClientID != c.id {
 		if err := c.mayApprove("host.resolve_approval of an approval this connection did not raise"); err != nil {
 			return nil, err
 		}
 	}
-	res, err := c.srv.rt.ResolveApproval(c.id, engine.Decision{ApprovalID: p.ApprovalID, Approved: *p.Approved, Notes: p.Notes, Reviewer: c.reviewer()})
+	res, err := c.srv.rt.ResolveApproval(c.id, engine.Decision{ApprovalID: p.ApprovalID, Approved: *p.Approved, Notes: p.Notes, Reviewer: c.reviewer(), Limits: p.Limits})
 	if err != nil {
 		return hostReply(nil, err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -128,11 +129,14 @@ func (c *conn) permissionReject(_ context.Context, params *json.RawMessage) (any
 // read from params.
 func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, error) {
 	var p protocol.DecisionParams
-	const shape = "{fingerprint: string, required_tier: string, reason?, evidence?} or {action: Action, reason?, evidence?}"
+	const shape = "{fingerprint: string, required_tier: string, reason?, evidence?, expires_in?, uses?} or {action: Action, reason?, evidence?, expires_in?, uses?}"
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
-	d := engine.Decision{Approved: approved, Reviewer: c.reviewer(), Notes: p.Reason, Evidence: p.Evidence}
+	if err := approvals.CheckLimits(p.Limits, approved); err != nil {
+		return nil, invalidParams("%v", err)
+	}
+	d := engine.Decision{Approved: approved, Reviewer: c.reviewer(), Notes: p.Reason, Evidence: p.Evidence, Limits: p.Limits}
 	switch {
 	case len(p.Action) > 0 && string(p.Action) != "null":
 		prop, err := c.decodeProposal([]byte(`{"actions":[` + string(p.Action) + `]}`))
@@ -141,6 +145,10 @@ func (c *conn) decideOperation(params *json.RawMessage, approved bool) (any, err
 		}
 		a := &prop.Actions[0]
 		d.Fingerprint, d.Tier = approvals.Fingerprint(a), c.srv.rt.Classify(a).Tier
+		var rec approvals.Record
+		approvals.Operation(&rec, a)
+		// No session asked for it yet: the record names no granted tier.
+		d.Operation = host.Operation{Type: rec.Type, Tool: rec.Tool, ParamsDigest: rec.ParamsDigest}
 	case p.Fingerprint != "":
 		t, err := policy.ParseTier(p.RequiredTier)
 		if err != nil {

@@ -102,6 +102,11 @@ type Approvals interface {
 	// daemons a notification behind). The permission gate calls it only
 	// before it would ask a person or refuse for want of an approval.
 	Refresh(ctx context.Context, fingerprints ...string) error
+	// Use takes one use of fingerprint's approval, atomically across every
+	// daemon: ok when its current decision is an approval that is live
+	// (approvals.Live) at now, and then one of its uses, if it counts them,
+	// is spent. Two admissions racing for the last use: exactly one gets it.
+	Use(ctx context.Context, fingerprint string, now time.Time) (rec protocol.ApprovalRecord, ok bool, err error)
 }
 
 // Idempotency is the cache of idempotent results. Begin is called before a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
@@ -23,7 +24,8 @@ type approvalLine struct {
 // host.resolve_approval, the CLI) wakes whoever watches its fingerprint:
 // the ledger record is what releases a parked action.
 type Approvals struct {
-	j *journal.Journal
+	j  *journal.Journal
+	mu sync.Mutex // orders Record and Use, so a use is counted once
 	store.ApprovalWatchers
 }
 
@@ -44,6 +46,13 @@ func (l *Approvals) Record(r approvals.Record) (approvals.Record, error) {
 		return r, err
 	}
 	r.RecordedAt = time.Now().UTC()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.write(r)
+}
+
+// write appends r as fingerprint's current decision and wakes its watchers.
+func (l *Approvals) write(r approvals.Record) (approvals.Record, error) {
 	b, err := json.Marshal(approvalLine{Op: "decision", Key: r.Fingerprint, Record: r})
 	if err != nil {
 		return r, err
@@ -66,6 +75,24 @@ func (l *Approvals) Decision(fingerprint string) (approvals.Record, bool) {
 		return approvals.Record{}, false
 	}
 	return ln.Record, true
+}
+
+// Use takes one use of fingerprint's approval (store.Approvals).
+func (l *Approvals) Use(_ context.Context, fingerprint string, now time.Time) (approvals.Record, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.Decision(fingerprint)
+	if !ok || r.Decision != approvals.Approved || !approvals.Live(r, now) {
+		return r, false, nil
+	}
+	if r.Uses == 0 {
+		return r, true, nil
+	}
+	r.Used++
+	if _, err := l.write(r); err != nil {
+		return r, false, err
+	}
+	return r, true, nil
 }
 
 // Refresh has nothing to re-read: the journal is the ledger, and no other

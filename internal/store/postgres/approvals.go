@@ -301,3 +301,59 @@ func (l *ledger) List() []protocol.ApprovalRecord {
 func (l *ledger) Watch(fingerprint string) (<-chan protocol.ApprovalRecord, func()) {
 	return l.watchers.Watch(fingerprint)
 }
+
+// Use takes one use of fingerprint's approval (store.Approvals). An
+// approval the cache holds as unlimited and live is taken from the cache,
+// as Decision is; one that counts its uses is counted in the
+// database, under its row's lock, so two daemons cannot both spend the
+// last use.
+func (l *ledger) Use(ctx context.Context, fingerprint string, now time.Time) (protocol.ApprovalRecord, bool, error) {
+	if r, ok := l.Decision(fingerprint); ok && r.Decision == approvals.Approved && r.Uses == 0 && approvals.Live(r, now) {
+		return r, true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	var rec protocol.ApprovalRecord
+	var seq int64
+	used := false
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		used = false
+		var text string
+		err := tx.QueryRow(ctx, "SELECT record::text, seq FROM car_approvals WHERE fingerprint = $1 FOR UPDATE", fingerprint).Scan(&text, &seq)
+		if err == pgx.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec = protocol.ApprovalRecord{}
+		if err := json.Unmarshal([]byte(text), &rec); err != nil {
+			return fmt.Errorf("the stored decision on %s is not a valid record: %w", fingerprint, err)
+		}
+		if rec.Decision != approvals.Approved || !approvals.Live(rec, now) {
+			return nil
+		}
+		used = true
+		if rec.Uses == 0 {
+			return nil
+		}
+		rec.Used++
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "UPDATE car_approvals SET record = $2, node = $3, seq = nextval('car_approval_seq') WHERE fingerprint = $1 RETURNING seq",
+			fingerprint, string(b), l.node).Scan(&seq); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", channelOf(approvalsTopic), notice(seq, fingerprint))
+		return err
+	})
+	if err != nil {
+		return rec, false, fmt.Errorf("use the approval on %s: %w", fingerprint, unavailable(err))
+	}
+	if seq != 0 {
+		l.apply(fingerprint, rec, seq)
+	}
+	return rec, used, nil
+}

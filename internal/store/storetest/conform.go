@@ -72,6 +72,7 @@ const suiteTimeout = 10 * time.Second
 func Run(t *testing.T, open Open, opts Options) {
 	t.Run("Parts", func(t *testing.T) { testParts(t, open, opts) })
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open, opts) })
+	t.Run("ApprovalLimits", func(t *testing.T) { testApprovalLimits(t, open, opts) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open, opts) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open, opts) })
 	t.Run("State", func(t *testing.T) { testState(t, open, opts) })
