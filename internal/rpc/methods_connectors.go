@@ -30,35 +30,34 @@ func (c *conn) connectors() (Connectors, error) {
 }
 
 func (c *conn) connectorsAdd(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.ConnectorsAddParams
-	if err := decodeParams(params, &p, "{name, url, headers?}"); err != nil {
-		return nil, err
-	}
-	m, err := c.connectors()
-	if err != nil {
-		return nil, err
-	}
-	st, err := m.Add(ctx, p)
-	if err != nil {
-		return nil, invalidParams("connectors.add: %v", err)
-	}
-	return st, nil
+	return connectorCall(c, "connectors.add", "{name, url, headers?}", params, func(m Connectors, p protocol.ConnectorsAddParams) (any, error) {
+		return m.Add(ctx, p)
+	})
 }
 
 func (c *conn) connectorsAddStdio(ctx context.Context, params *json.RawMessage) (any, error) {
-	var p protocol.ConnectorsAddStdioParams
-	if err := decodeParams(params, &p, "{name, command, args?, env?}"); err != nil {
+	return connectorCall(c, "connectors.add_stdio", "{name, command, args?, env?}", params, func(m Connectors, p protocol.ConnectorsAddStdioParams) (any, error) {
+		return m.AddStdio(ctx, p)
+	})
+}
+
+// connectorCall serves a connectors.* method whose params are P: params
+// read (shape words the error), then do on the connectors, whose error is
+// the method's -32602.
+func connectorCall[P any](c *conn, method, shape string, params *json.RawMessage, do func(m Connectors, p P) (any, error)) (any, error) {
+	var p P
+	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
 	}
 	m, err := c.connectors()
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.AddStdio(ctx, p)
+	res, err := do(m, p)
 	if err != nil {
-		return nil, invalidParams("connectors.add_stdio: %v", err)
+		return nil, invalidParams("%s: %v", method, err)
 	}
-	return st, nil
+	return res, nil
 }
 
 func (c *conn) connectorsList(_ context.Context, _ *json.RawMessage) (any, error) {
@@ -86,33 +85,15 @@ func (c *conn) connectorsTools(_ context.Context, params *json.RawMessage) (any,
 }
 
 func (c *conn) connectorsEnableTools(_ context.Context, params *json.RawMessage) (any, error) {
-	return c.changeConnectorTools("connectors.enable_tools", params, func(m Connectors, slug string, tools []string) (any, error) {
-		return m.Enable(slug, tools)
+	return connectorCall(c, "connectors.enable_tools", "{slug, tools: string[]}", params, func(m Connectors, p protocol.ConnectorToolsParams) (any, error) {
+		return m.Enable(p.Slug, p.Tools)
 	})
 }
 
 func (c *conn) connectorsDisableTools(_ context.Context, params *json.RawMessage) (any, error) {
-	return c.changeConnectorTools("connectors.disable_tools", params, func(m Connectors, slug string, tools []string) (any, error) {
-		return m.Disable(slug, tools)
+	return connectorCall(c, "connectors.disable_tools", "{slug, tools: string[]}", params, func(m Connectors, p protocol.ConnectorToolsParams) (any, error) {
+		return m.Disable(p.Slug, p.Tools)
 	})
-}
-
-// changeConnectorTools serves enable_tools and disable_tools: {slug,
-// tools} read, then change made on the connectors.
-func (c *conn) changeConnectorTools(method string, params *json.RawMessage, change func(m Connectors, slug string, tools []string) (any, error)) (any, error) {
-	var p protocol.ConnectorToolsParams
-	if err := decodeParams(params, &p, "{slug, tools: string[]}"); err != nil {
-		return nil, err
-	}
-	m, err := c.connectors()
-	if err != nil {
-		return nil, err
-	}
-	res, err := change(m, p.Slug, p.Tools)
-	if err != nil {
-		return nil, invalidParams("%s: %v", method, err)
-	}
-	return res, nil
 }
 
 func (c *conn) connectorsRefresh(ctx context.Context, params *json.RawMessage) (any, error) {
