@@ -69,19 +69,9 @@ func (c *conn) connectorsList(_ context.Context, _ *json.RawMessage) (any, error
 }
 
 func (c *conn) connectorsTools(_ context.Context, params *json.RawMessage) (any, error) {
-	slug, err := stringParam(params, "slug")
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.connectors()
-	if err != nil {
-		return nil, err
-	}
-	views, err := m.Tools(slug)
-	if err != nil {
-		return nil, invalidParams("connectors.tools: %v", err)
-	}
-	return views, nil
+	return connectorSlugCall(c, "connectors.tools", params, func(m Connectors, slug string) (any, error) {
+		return m.Tools(slug)
+	})
 }
 
 func (c *conn) connectorsEnableTools(_ context.Context, params *json.RawMessage) (any, error) {
@@ -97,22 +87,20 @@ func (c *conn) connectorsDisableTools(_ context.Context, params *json.RawMessage
 }
 
 func (c *conn) connectorsRefresh(ctx context.Context, params *json.RawMessage) (any, error) {
-	slug, err := stringParam(params, "slug")
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.connectors()
-	if err != nil {
-		return nil, err
-	}
-	views, err := m.Refresh(ctx, slug)
-	if err != nil {
-		return nil, invalidParams("connectors.refresh: %v", err)
-	}
-	return views, nil
+	return connectorSlugCall(c, "connectors.refresh", params, func(m Connectors, slug string) (any, error) {
+		return m.Refresh(ctx, slug)
+	})
 }
 
 func (c *conn) connectorsRemove(_ context.Context, params *json.RawMessage) (any, error) {
+	return connectorSlugCall(c, "connectors.remove", params, func(m Connectors, slug string) (any, error) {
+		return m.Remove(slug)
+	})
+}
+
+// connectorSlugCall serves a connectors.* method whose one param is the
+// connector's slug, as connectorCall does for the others.
+func connectorSlugCall(c *conn, method string, params *json.RawMessage, do func(m Connectors, slug string) (any, error)) (any, error) {
 	slug, err := stringParam(params, "slug")
 	if err != nil {
 		return nil, err
@@ -121,9 +109,9 @@ func (c *conn) connectorsRemove(_ context.Context, params *json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Remove(slug)
+	res, err := do(m, slug)
 	if err != nil {
-		return nil, invalidParams("connectors.remove: %v", err)
+		return nil, invalidParams("%s: %v", method, err)
 	}
 	return res, nil
 }
