@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/host"
-	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -22,35 +20,10 @@ func TestTheCLIDecidesOnTheOneDecisionPath(t *testing.T) {
 	home := t.TempDir()
 	d := startDaemon(t, home)
 	env := append(os.Environ(), "CAR_HOME="+home)
-	person := d.dial(t)
-	defer person.Close()
-	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	runner := d.dial(t)
-	defer runner.Close()
-	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
-		return map[string]any{"deployed": true}, nil
-	})
-	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	var res protocol.ProposalResult
-	go func() {
-		done <- runner.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
-			map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}},
-		}}}, &res)
-	}()
-	var waiting host.Approval
-	testwait.Eventually(t, waitLimit, "the proposal's approval request", func() bool {
-		var list protocol.HostApprovalsResult
-		if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil || len(list.Approvals) == 0 {
-			return false
-		}
-		waiting = list.Approvals[0]
-		return true
-	})
+	dd := newDeployDesk(t, d)
+	person := dd.person
+	done, res := dd.submit(t)
+	waiting := dd.pending(t, "")
 	cli := func(args ...string) string {
 		t.Helper()
 		c := execBinary(args...)
@@ -113,46 +86,10 @@ func TestTheCLIApprovesForOneUse(t *testing.T) {
 	home := t.TempDir()
 	d := startDaemon(t, home)
 	env := append(os.Environ(), "CAR_HOME="+home)
-	person := d.dial(t)
-	defer person.Close()
-	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	runner := d.dial(t)
-	defer runner.Close()
-	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
-		return map[string]any{"deployed": true}, nil
-	})
-	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	submit := func() (chan error, *protocol.ProposalResult) {
-		done := make(chan error, 1)
-		var res protocol.ProposalResult
-		go func() {
-			done <- runner.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
-				map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}},
-			}}}, &res)
-		}()
-		return done, &res
-	}
-	pending := func(not string) host.Approval {
-		var waiting host.Approval
-		testwait.Eventually(t, waitLimit, "the proposal's approval request", func() bool {
-			var list protocol.HostApprovalsResult
-			if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil {
-				return false
-			}
-			for _, a := range list.Approvals {
-				if a.ID != not && a.Status == host.ApprovalPending {
-					waiting = a
-					return true
-				}
-			}
-			return false
-		})
-		return waiting
-	}
+	dd := newDeployDesk(t, d)
+	person := dd.person
+	submit := func() (chan error, *protocol.ProposalResult) { return dd.submit(t) }
+	pending := func(not string) host.Approval { return dd.pending(t, not) }
 	cli := func(args ...string) string {
 		t.Helper()
 		c := execBinary(args...)

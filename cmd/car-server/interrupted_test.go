@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/parslee-ai/car-server/internal/host"
-	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -21,34 +18,9 @@ import (
 func TestShutdownAnswersParkedProposalsAndTheRestartListsThem(t *testing.T) {
 	home := t.TempDir()
 	d := startDaemon(t, home, "CAR_SHUTDOWN_GRACE=10m")
-	person := d.dial(t)
-	defer person.Close()
-	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	runner := d.dial(t)
-	defer runner.Close()
-	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
-		return map[string]any{"deployed": true}, nil
-	})
-	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	plan := map[string]any{"proposal": map[string]any{"actions": []any{
-		map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}},
-	}}}
-	done := make(chan error, 1)
-	var res protocol.ProposalResult
-	go func() { done <- runner.Call(ctxT(t), protocol.MethodProposalSubmit, plan, &res) }()
-	var waiting host.Approval
-	testwait.Eventually(t, waitLimit, "the proposal's approval request", func() bool {
-		var list protocol.HostApprovalsResult
-		if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil || len(list.Approvals) == 0 {
-			return false
-		}
-		waiting = list.Approvals[0]
-		return true
-	})
+	dd := newDeployDesk(t, d)
+	done, res := dd.submit(t)
+	waiting := dd.pending(t, "")
 	fp, _ := waiting.Context["fingerprint"].(string)
 	if fp == "" {
 		t.Fatalf("the request names no fingerprint: %+v", waiting)
@@ -71,8 +43,8 @@ func TestShutdownAnswersParkedProposalsAndTheRestartListsThem(t *testing.T) {
 	t.Logf("stopped in %s with a grace of 10m", time.Since(stopped).Round(time.Millisecond))
 
 	d = startDaemon(t, home)
-	person = d.dial(t)
-	defer person.Close()
+	dd = newDeployDesk(t, d)
+	person := dd.person
 	var list protocol.HostApprovalsResult
 	if err := person.Call(ctxT(t), protocol.MethodHostApprovals, nil, &list); err != nil {
 		t.Fatal(err)
@@ -88,16 +60,8 @@ func TestShutdownAnswersParkedProposalsAndTheRestartListsThem(t *testing.T) {
 	if err := person.Call(ctxT(t), protocol.MethodPermissionApprove, map[string]any{"fingerprint": fp, "required_tier": "full_access"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	runner = d.dial(t)
-	defer runner.Close()
-	runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
-		return map[string]any{"deployed": true}, nil
-	})
-	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	res = protocol.ProposalResult{}
-	if err := runner.Call(ctxT(t), protocol.MethodProposalSubmit, plan, &res); err != nil || res.Results[0].Status != protocol.StatusSucceeded {
+	done, res = dd.submit(t)
+	if err := <-done; err != nil || res.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("the resubmission after the approval: %v %+v", err, res.Results)
 	}
 }
