@@ -46,15 +46,7 @@ func benchOverhead(b *testing.B, concurrency, actions int, chain bool) {
 	if err := c.Call(ctx, protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "noop"}}, nil); err != nil {
 		b.Fatal(err)
 	}
-	list := make([]any, actions)
-	for i := range list {
-		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
-		if chain && i > 0 {
-			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
-		}
-		list[i] = a
-	}
-	params := map[string]any{"proposal": map[string]any{"actions": list}}
+	params := noopProposal(actions, chain)
 	probe := map[string]any{"key": "k"}
 
 	var raw, prop time.Duration
@@ -98,4 +90,18 @@ func submitMeasured(b *testing.B, c *client.Client, params any) (res protocol.Pr
 	took = time.Since(start)
 	runtime.ReadMemStats(&ms)
 	return res, took, ms.Mallocs - before
+}
+
+// noopProposal is proposal.submit's params for actions calls of noop, each
+// depending on the one before when chain.
+func noopProposal(actions int, chain bool) map[string]any {
+	list := make([]any, actions)
+	for i := range list {
+		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
+		if chain && i > 0 {
+			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
+		}
+		list[i] = a
+	}
+	return map[string]any{"proposal": map[string]any{"actions": list}}
 }

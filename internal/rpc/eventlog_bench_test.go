@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,15 +60,7 @@ func benchDurable(b *testing.B, actions int, chain bool) {
 	cm, cd := benchClient(b, memory), benchClient(b, durable)
 	defer cm.Close()
 	defer cd.Close()
-	list := make([]any, actions)
-	for i := range list {
-		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
-		if chain && i > 0 {
-			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
-		}
-		list[i] = a
-	}
-	params := map[string]any{"proposal": map[string]any{"actions": list}}
+	params := noopProposal(actions, chain)
 	var mem, dur, fsync time.Duration
 	var memAllocs, durAllocs uint64
 	var memCPU, durCPU time.Duration

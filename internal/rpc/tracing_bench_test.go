@@ -2,8 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/internal/tracing/tracingtest"
-	"github.com/parslee-ai/car-server/protocol"
 )
 
 // BenchmarkTracingOverhead measures, in one run, the same proposal on two
@@ -42,33 +39,14 @@ func benchTracing(b *testing.B, j *tracingtest.Jaeger, actions int, chain bool) 
 	}
 	defer prov.Shutdown(context.Background())
 	dial := func(tr engine.Options, o Options) *client.Client {
-		ts := startServerWith(b, serverSetup{engine: tr, opts: o})
-		c, err := client.Dial(context.Background(), ts.url, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, _ json.RawMessage) (any, error) {
-			return map[string]any{"ok": true}, nil
-		})
-		if err := c.Call(context.Background(), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "noop"}}, nil); err != nil {
-			b.Fatal(err)
-		}
-		return c
+		return benchClient(b, startServerWith(b, serverSetup{engine: tr, opts: o}))
 	}
 	off := dial(engine.Options{}, Options{})
 	defer off.Close()
 	on := dial(engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
 	defer on.Close()
 
-	list := make([]any, actions)
-	for i := range list {
-		a := map[string]any{"id": fmt.Sprintf("a%d", i), "type": "tool_call", "tool": "noop", "parameters": map[string]any{"i": i}}
-		if chain && i > 0 {
-			a["dependencies"] = []string{fmt.Sprintf("a%d", i-1)}
-		}
-		list[i] = a
-	}
-	params := map[string]any{"proposal": map[string]any{"actions": list}}
+	params := noopProposal(actions, chain)
 	var tOff, tOn time.Duration
 	var aOff, aOn uint64
 	run := func(c *client.Client) (time.Duration, uint64) {
