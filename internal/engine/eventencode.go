@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/store"
 )
@@ -43,9 +44,16 @@ func appendHashInput(b []byte, e *Event, data []byte) []byte {
 	return append(b, '}')
 }
 
+// hashBufs lends eventHash and hashWith the buffers they encode into: every
+// event is hashed, so the chain costs no buffer of its own per event.
+var hashBufs = bufpool.New(1024, 64<<10)
+
 // hashWith is eventHash with the data already encoded.
 func hashWith(e *Event, data []byte) string {
-	sum := sha256.Sum256(appendHashInput(make([]byte, 0, 256+len(data)), e, data))
+	b := hashBufs.Get()
+	*b = appendHashInput(*b, e, data)
+	sum := sha256.Sum256(*b)
+	hashBufs.Put(b)
 	return hex.EncodeToString(sum[:])
 }
 

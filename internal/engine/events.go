@@ -519,10 +519,13 @@ func observe(e *Event) {
 // booleans, maps and slices of them), which encode the same once decoded;
 // the file store's keeps the data as encoded (rawRecord, CheckRecord).
 func eventHash(e *Event) string {
-	data, err := jsonvalue.Append(nil, e.Data)
+	b := hashBufs.Get()
+	defer hashBufs.Put(b)
+	data, err := jsonvalue.Append(*b, e.Data)
 	if err != nil {
 		sum := sha256.Sum256(nil) // data that does not encode hashes as nothing
 		return hex.EncodeToString(sum[:])
 	}
+	*b = data
 	return hashWith(e, data)
 }
