@@ -56,7 +56,7 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	}
 	home := t.TempDir()
 	d := startDaemon(t, home, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL="+proto,
-		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test")
+		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test", "CAR_LOG_LEVEL=debug")
 	person := d.dial(t)
 	defer person.Close()
 	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
@@ -144,6 +144,12 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	prop := tracingtest.Named(spans, "car.proposal")[0]
 	if prop.ParentSpanID != agentSpan {
 		t.Errorf("the proposal span's parent is %q, want the agent's span %s", prop.ParentSpanID, agentSpan)
+	}
+	// The request's log line names the proposal's span.
+	if _, _, err := d.logs.waitFor(ctxT(t), 0, func(l map[string]any) bool {
+		return l["method"] == protocol.MethodProposalSubmit && l["trace_id"] == traceID && l["span_id"] == prop.SpanID
+	}); err != nil {
+		t.Errorf("no log line of the proposal.submit request with trace_id %s and span_id %s: %v", traceID, prop.SpanID, err)
 	}
 	for k, want := range map[string]string{
 		"car.proposal.id": "traced", "car.proposal.actions": "2", "car.proposal.status": "failed", "car.cost.tool_calls": "3",

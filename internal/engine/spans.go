@@ -283,3 +283,7 @@ func (rt *Runtime) traceStream(ctx context.Context, a *protocol.Action, h *strea
 		span.End()
 	}()
 }
+
+// SpanContext is the proposal span of the submission's attempt, for a log
+// line of the proposal to name (invalid with tracing off, or before Submit).
+func (sub *Submission) SpanContext() trace.SpanContext { return sub.span }
