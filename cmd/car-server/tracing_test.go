@@ -83,6 +83,11 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 		t.Fatal(err)
 	}
 
+	var run protocol.RunsStartResult
+	if err := runner.Call(ctxT(t), protocol.MethodRunsStart, protocol.RunsStartParams{Intent: "ship the service", AgentName: "deployer"}, &run); err != nil {
+		t.Fatal(err)
+	}
+
 	traceID, agentSpan := randomHex(t, 16), randomHex(t, 8)
 	done := make(chan error, 1)
 	var res protocol.ProposalResult
@@ -158,6 +163,9 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 			t.Errorf("proposal %s = %q, want %q", k, got, want)
 		}
 	}
+	if prop.Attr("car.run.id") != run.RunID {
+		t.Errorf("the proposal span's car.run.id is %q, want the connection's run %s", prop.Attr("car.run.id"), run.RunID)
+	}
 	if prop.Attr("car.client") == "" {
 		t.Error("the proposal span does not name its plain client")
 	}
@@ -208,8 +216,8 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	ship := tracingtest.Named(spans, "execute_tool deploy_service")[0]
 	disk := tracingtest.Named(spans, "execute_tool flaky_disk")[0]
 	for _, s := range []tracingtest.Span{ship, disk} {
-		if s.ParentSpanID != prop.SpanID || s.Attr("gen_ai.operation.name") != "execute_tool" || s.Kind != 3 {
-			t.Errorf("%s: parent %s, operation %q, kind %d", s.Name, s.ParentSpanID, s.Attr("gen_ai.operation.name"), s.Kind)
+		if s.ParentSpanID != prop.SpanID || s.Attr("gen_ai.operation.name") != "execute_tool" || s.Kind != 3 || s.Attr("car.run.id") != run.RunID {
+			t.Errorf("%s: parent %s, operation %q, kind %d, run %q", s.Name, s.ParentSpanID, s.Attr("gen_ai.operation.name"), s.Kind, s.Attr("car.run.id"))
 		}
 		tool := s.Attr("gen_ai.tool.name")
 		cs := calls[tool]

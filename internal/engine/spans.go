@@ -63,6 +63,7 @@ const (
 	AttrWaitMs          = attribute.Key("car.approval.wait_ms")
 	AttrReplacesID      = attribute.Key("car.replaces.proposal_id")
 	AttrRollbackKeys    = attribute.Key("car.rollback.keys")
+	AttrRunID           = attribute.Key("car.run.id")
 	AttrRequestID       = semconv.GenAIToolCallIDKey
 	attrOperation       = semconv.GenAIOperationNameKey
 	attrToolName        = semconv.GenAIToolNameKey
@@ -101,7 +102,22 @@ func proposalAttrs(sub *Submission) []attribute.KeyValue {
 	} else {
 		kvs = append(kvs, AttrClient.String(sub.Session.ID))
 	}
+	if id := sub.runID(); id != "" {
+		kvs = append(kvs, AttrRunID.String(id))
+	}
 	return kvs
+}
+
+// RunNamer is a TurnRecorder that names the run its turns go to; the
+// proposal's spans and its tool calls' spans then carry the run id.
+type RunNamer interface{ RunID() string }
+
+// runID is the run the submission's tool calls are turns of, "" when none.
+func (sub *Submission) runID() string {
+	if n, ok := sub.Recorder.(RunNamer); ok {
+		return n.RunID()
+	}
+	return ""
 }
 
 // endProposalSpan records a proposal's outcome and cost and ends its span.
@@ -165,9 +181,13 @@ func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err 
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
 		AttrCacheHit.String(hit),
 		AttrAttempts.Int(attempts),
-		{},
+		{}, {},
 	}
-	n := len(kvs) - 1
+	n := len(kvs) - 2
+	if id := r.sub.runID(); id != "" {
+		kvs[n] = AttrRunID.String(id) // the call is a turn of this run
+		n++
+	}
 	if err != nil {
 		kvs[n] = attrErrorType.String(errorType(err))
 		n++

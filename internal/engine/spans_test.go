@@ -234,3 +234,38 @@ func TestAReplanLinksToTheAttemptItReplaced(t *testing.T) {
 		t.Fatalf("second attempt's status %q", v.AsString())
 	}
 }
+
+// runTurns is a TurnRecorder of a run, as runs.Recorder is.
+type runTurns struct{ turns int }
+
+func (r *runTurns) RecordToolCall(string, map[string]any, any, string, bool) { r.turns++ }
+func (r *runTurns) RunID() string                                            { return "run-7" }
+
+// A proposal whose tool calls are turns of a run carries the run id, on
+// its span and on each tool call's; one without a run has none.
+func TestARunsTurnsCarryTheRunID(t *testing.T) {
+	tr, rec := recorded(t)
+	rt, s := openRuntime(t, Options{Tracer: tr}, &spanSeen{seen: map[string]trace.SpanContext{}}, "t")
+	turns := &runTurns{}
+	for _, recorder := range []TurnRecorder{turns, nil} {
+		p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+		if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s, Recorder: recorder}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if turns.turns != 1 {
+		t.Fatalf("%d turns recorded", turns.turns)
+	}
+	for _, name := range []string{SpanProposal, "execute_tool t"} {
+		spans := spansNamed(rec, name)
+		if len(spans) != 2 {
+			t.Fatalf("%d spans %s", len(spans), name)
+		}
+		if v, ok := attrOf(spans[0], AttrRunID); !ok || v.AsString() != "run-7" {
+			t.Errorf("%s of the run's proposal: car.run.id %q %v", name, v.AsString(), ok)
+		}
+		if v, ok := attrOf(spans[1], AttrRunID); ok {
+			t.Errorf("%s of a proposal without a run has car.run.id %q", name, v.AsString())
+		}
+	}
+}
