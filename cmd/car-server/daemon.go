@@ -232,6 +232,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Node:                    shared.Node,
 		Bus:                     clusterBus(shared),
 		Tracer:                  traces.Tracer(),
+		TraceURL:                cfg.TraceURL,
 		Leases:                  shared.Leases,
 		LeaseDefaultTTL:         cfg.LeaseDefaultTTL,
 		LeaseMinTTL:             cfg.LeaseMinTTL,
