@@ -110,6 +110,9 @@ type Config struct {
 
 	Tracing  tracing.Settings // OpenTelemetry traces; off without an endpoint
 	TraceURL string           // the dashboard's link template to a trace, naming {trace_id}; "" for none
+	// TraceToolArguments puts each tool call's redacted parameters on its
+	// span (otel_capture_tool_arguments).
+	TraceToolArguments bool
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -455,6 +458,7 @@ func (c *Config) resolve(r *reader) error {
 	if err := c.Tracing.Check(); errors.As(err, &bad) {
 		r.fail(bad.Key, "%s", bad.Msg)
 	}
+	c.TraceToolArguments = r.boolean("otel_capture_tool_arguments")
 	c.TraceURL = strings.TrimSpace(r.str("otel_trace_url"))
 	if err := tracing.CheckTraceURL(c.TraceURL); errors.As(err, &bad) {
 		r.fail(bad.Key, "%s", bad.Msg)

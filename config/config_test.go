@@ -220,6 +220,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"otel_traces_sampler":                {"traceidratio", "traceidratio", func(c *Config) any { return c.Tracing.Sampler }, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:7"}},
 		"otel_traces_sampler_arg":            {"0.7", "0.7", func(c *Config) any { return c.Tracing.SamplerArg }, nil},
 		"otel_trace_queue_spans":             {"7", "7", func(c *Config) any { return c.Tracing.QueueSpans }, nil},
+		"otel_capture_tool_arguments":        {"true", "true", func(c *Config) any { return c.TraceToolArguments }, nil},
 		"otel_trace_url":                     {"http://127.0.0.1:7/t/{trace_id}", "http://127.0.0.1:7/t/{trace_id}", func(c *Config) any { return c.TraceURL }, nil},
 		"trajectory_retention_days":          {"7", "7", func(c *Config) any { return c.TrajectoryRetentionDays }, nil},
 		"require_handshake":                  {"false", "false", func(c *Config) any { return c.RequireHandshake }, nil},

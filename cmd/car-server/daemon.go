@@ -170,6 +170,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
 		Tracer:                   traces.Tracer(),
+		TraceToolArguments:       cfg.TraceToolArguments,
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})

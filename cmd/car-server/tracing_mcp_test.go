@@ -25,7 +25,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connector's tool, both ends the official Go SDK over Streamable HTTP: the
 // proposal span is a child of the span the client named in the request's
 // _meta, and the connector's MCP server receives the execute_tool span's
-// traceparent in its own request's _meta.
+// traceparent in its own request's _meta. With otel_capture_tool_arguments
+// the call's arguments are on its span, redacted.
 func TestMCPCallsCarryTheTraceBothWays(t *testing.T) {
 	j := tracingtest.Start(t)
 	// The connector: an MCP server that answers with the _meta it got.
@@ -42,7 +43,7 @@ func TestMCPCallsCarryTheTraceBothWays(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(hs.Close) // after the daemon's end, which ends its session
 
-	d := startDaemon(t, t.TempDir(), "OTEL_EXPORTER_OTLP_ENDPOINT="+j.HTTP)
+	d := startDaemon(t, t.TempDir(), "OTEL_EXPORTER_OTLP_ENDPOINT="+j.HTTP, "CAR_OTEL_CAPTURE_TOOL_ARGUMENTS=true")
 	if d.mcpAddr == "" {
 		t.Fatal("the daemon logged no mcp_addr")
 	}
@@ -65,7 +66,7 @@ func TestMCPCallsCarryTheTraceBothWays(t *testing.T) {
 	}
 	defer cs.Close()
 	traceID, agentSpan := randomHex(t, 16), randomHex(t, 8)
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_stamps_stamp", Arguments: map[string]any{},
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_stamps_stamp", Arguments: map[string]any{"note": "hi", "authorization": "Bearer do-not-trace"},
 		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-" + agentSpan + "-01", "tracestate": "agent=mcp"}})
 	if err != nil || res.IsError {
 		t.Fatalf("tools/call: %+v %v", res, err)
@@ -87,6 +88,10 @@ func TestMCPCallsCarryTheTraceBothWays(t *testing.T) {
 	exec := tracingtest.Named(spans, "execute_tool mcp_stamps_stamp")[0]
 	if exec.ParentSpanID != prop.SpanID || exec.Attr("gen_ai.tool.name") != "mcp_stamps_stamp" {
 		t.Errorf("execute_tool: parent %s (proposal %s), tool %q", exec.ParentSpanID, prop.SpanID, exec.Attr("gen_ai.tool.name"))
+	}
+	// The operator opted in to arguments on spans: they are there, redacted.
+	if got := exec.Attr("gen_ai.tool.call.arguments"); got != `{"authorization":"[redacted]","note":"hi"}` {
+		t.Errorf("execute_tool's gen_ai.tool.call.arguments is %q, want the redacted preview", got)
 	}
 	if want := "00-" + traceID + "-" + exec.SpanID + "-01"; meta["traceparent"] != want || meta["tracestate"] != "agent=mcp" {
 		t.Errorf("the connector's server got _meta %v, want traceparent %s and the client's tracestate", meta, want)

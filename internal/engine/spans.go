@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ const (
 	AttrRollbackKeys    = attribute.Key("car.rollback.keys")
 	AttrRunID           = attribute.Key("car.run.id")
 	AttrRequestID       = semconv.GenAIToolCallIDKey
+	attrArguments       = semconv.GenAIToolCallArgumentsKey
 	attrOperation       = semconv.GenAIOperationNameKey
 	attrToolName        = semconv.GenAIToolNameKey
 	attrErrorType       = semconv.ErrorTypeKey
@@ -161,7 +163,7 @@ func endGateSpan(span trace.Span, err error) {
 // endToolSpan records a tool call's attributes and how it ended, and ends
 // its span. They are all set here, at once: one copy of them into the
 // span instead of one at its start and a growth at its end.
-func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err error) {
+func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit string, attempts int, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -181,9 +183,13 @@ func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err 
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
 		AttrCacheHit.String(hit),
 		AttrAttempts.Int(attempts),
-		{}, {},
+		{}, {}, {},
 	}
-	n := len(kvs) - 2
+	n := len(kvs) - 3
+	if r.rt.opts.TraceToolArguments {
+		kvs[n] = attrArguments.String(previewJSON(params)) // the operator's opt-in
+		n++
+	}
 	if id := r.sub.runID(); id != "" {
 		kvs[n] = AttrRunID.String(id) // the call is a turn of this run
 		n++
@@ -307,3 +313,14 @@ func (rt *Runtime) traceStream(ctx context.Context, a *protocol.Action, h *strea
 // SpanContext is the proposal span of the submission's attempt, for a log
 // line of the proposal to name (invalid with tracing off, or before Submit).
 func (sub *Submission) SpanContext() trace.SpanContext { return sub.span }
+
+// previewJSON is a tool call's parameters as an approval's preview shows
+// them (credentials redacted by key, long strings and containers cut), in
+// JSON, for gen_ai.tool.call.arguments.
+func previewJSON(params map[string]any) string {
+	b, err := json.Marshal(policy.Preview(params))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
