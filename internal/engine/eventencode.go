@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -164,12 +163,12 @@ func appendBody(b []byte, e *Event, data []byte) []byte {
 }
 
 // rawRecord is e as a durable log that keeps the data as encoded holds it.
-// Its body is encoded in a lent buffer and copied once, at its size.
 func rawRecord(e *Event, data []byte) store.EventRecord {
-	b := hashBufs.Get()
-	*b = appendBody(*b, e, data)
-	body := bytes.Clone(*b)
-	hashBufs.Put(b)
+	return recordOf(e, appendBody(nil, e, data))
+}
+
+// recordOf is the record of e with body as its body.
+func recordOf(e *Event, body []byte) store.EventRecord {
 	return store.EventRecord{Node: e.Node, Seq: e.Seq, At: e.Timestamp, Kind: string(e.Kind),
 		ProposalID: e.ProposalID, Hash: e.Hash, PrevHash: e.PrevHash, Body: body}
 }

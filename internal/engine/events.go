@@ -209,14 +209,17 @@ func (l *EventLog) record(e Event) Event {
 	}
 	if l.raw {
 		// The file store's log keeps the data as encoded here, once, in a
-		// lent buffer: hashed, then copied into the record's body.
-		db := hashBufs.Get()
+		// lent buffer: hashed, then written into the record's body, itself
+		// lent: the log copies it (EventSyncer).
+		db, bb := hashBufs.Get(), hashBufs.Get()
 		*db = appendData(*db, &e)
 		e.PrevHash = l.lastHash
 		sum := sumWith(&e, *db)
 		e.Hash = l.hashes.of(&sum)
-		l.cluster.Append(rawRecord(&e, *db))
+		*bb = appendBody(*bb, &e, *db)
+		l.cluster.Append(recordOf(&e, *bb))
 		hashBufs.Put(db)
+		hashBufs.Put(bb)
 	} else {
 		if l.chained {
 			e.PrevHash = l.lastHash
