@@ -24,7 +24,7 @@ until [ -s "$CAR_HOME/ai.parslee.car/auth-token" ]; do sleep 0.2; done
 CAR_URL=ws://127.0.0.1:9100/ node examples/tracing/agent.mjs >"$work/agent.out"
 cat "$work/agent.out"
 trace=$(sed -n 's/^trace //p' "$work/agent.out")
-echo "the trace:      http://127.0.0.1:16686/trace/$trace"
+echo "the trace:      http://127.0.0.1:16686/trace/$trace (with a Jaeger built with its UI)"
 echo "its spans:      curl -s http://127.0.0.1:16686/api/v3/traces/$trace"
 echo "the dashboard:  $work/car-server dashboard --home $CAR_HOME --port 9100 (the proposal links to the trace)"
 echo "Ctrl-C to stop"
