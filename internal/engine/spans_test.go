@@ -294,7 +294,7 @@ func TestToolArgumentsOnlyOnOptInAndRedacted(t *testing.T) {
 			t.Fatalf("arguments with the opt-in: %q %v", v.AsString(), ok)
 		}
 		for _, kv := range spans[0].Attributes() {
-			if strings.Contains(kv.Value.Emit(), "SECRET") {
+			if strings.Contains(kv.Value.String(), "SECRET") {
 				t.Fatalf("the secret is on the span: %s", kv.Key)
 			}
 		}
