@@ -67,6 +67,8 @@ func init() {
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
+		protocol.MethodProposalScore:  {handle: (*conn).proposalScore},
+		protocol.MethodProposalPlan:   {handle: (*conn).proposalPlan, budgeted: true, followsClient: true},
 
 		protocol.MethodReplanSetConfig:  {handle: (*conn).replanSetConfig},
 		protocol.MethodSessionBudgetSet: {handle: (*conn).sessionBudgetSet},

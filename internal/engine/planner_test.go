@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/parslee-ai/car-server/internal/allocs"
+	"github.com/parslee-ai/car-server/protocol"
+)
+
+// unorderedWriters is a candidate of n state_writes of one key with no
+// ordering between them: the shape whose write-conflict check costs more
+// than its size (every writer against every other).
+func unorderedWriters(t testing.TB, n int) *protocol.ActionProposal {
+	var b strings.Builder
+	b.WriteString(`{"id":"c","actions":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"w%d","type":"state_write","parameters":{"key":"k","value":%d}}`, i, i)
+	}
+	b.WriteString(`]}`)
+	return decode(t, b.String())
+}
+
+// TestScoringCostIsLinearInTheCandidates: twice the actions cost at most
+// about twice the memory to score, on the shape that makes verify's
+// write-conflict check grow with the square of the writers.
+func TestScoringCostIsLinearInTheCandidates(t *testing.T) {
+	rt := NewRuntime(Options{MaxActions: 20000})
+	defer rt.Close()
+	w, _ := ResolvePlanWeights(nil)
+	cost := func(n int) uint64 {
+		cands := []*protocol.ActionProposal{unorderedWriters(t, n)}
+		return allocs.Bytes(func() {
+			scores, ranking, err := rt.ScoreCandidates(t.Context(), cands, registry(t), "", w, nil)
+			if err != nil || len(ranking) != 1 || !scores[0].Valid {
+				t.Fatalf("scores %+v, ranking %v, err %v", scores, ranking, err)
+			}
+		})
+	}
+	small, large := cost(4000), cost(16000)
+	t.Logf("scoring allocated %d bytes for 4,000 actions, %d for 16,000", small, large)
+	if ratio := float64(large) / float64(small); ratio > 5 {
+		t.Fatalf("scoring 4,000 actions allocated %d bytes, 16,000 %d: %.1f×, want about 4×", small, large, ratio)
+	}
+}
+
+// TestPlanOutcome: a rejection stops the plan, a failure that aborted falls
+// back, a failure under failure_behavior skip does not.
+func TestPlanOutcome(t *testing.T) {
+	p := decode(t, `{"actions":[{"id":"a","type":"tool_call","tool":"deploy"},{"id":"b","type":"tool_call","tool":"test","failure_behavior":"skip"}]}`)
+	res := func(a, b protocol.ActionStatus) *protocol.ProposalResult {
+		return &protocol.ProposalResult{Results: []protocol.ActionResult{{ActionID: "a", Status: a}, {ActionID: "b", Status: b}}}
+	}
+	for _, tc := range []struct {
+		a, b protocol.ActionStatus
+		want string
+	}{
+		{protocol.StatusSucceeded, protocol.StatusSucceeded, protocol.PlanSucceeded},
+		{protocol.StatusSucceeded, protocol.StatusFailed, protocol.PlanSucceeded},
+		{protocol.StatusFailed, protocol.StatusSkipped, protocol.PlanFailed},
+		{protocol.StatusFailed, protocol.StatusRejected, protocol.PlanRejected},
+		{protocol.StatusRejected, protocol.StatusRejected, protocol.PlanRejected},
+	} {
+		if got, _ := planOutcome(res(tc.a, tc.b), p); got != tc.want {
+			t.Errorf("%s, %s: %s, want %s", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
