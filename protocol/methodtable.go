@@ -102,6 +102,7 @@ var Methods = []MethodSpec{
 	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: MapReduceParams{}, Result: MapReduceResult{}},
 	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: VoteParams{}, Result: VoteResult{}},
 	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: TournamentParams{}, Result: TournamentResult{}},
+	{Name: MethodMultiSubtask, Summary: "The main agent, lent the spawn_subtask tool while it runs: each call of it in a proposal on this connection starts a sub-agent with a subset of the main agent's tools.", Params: SubtaskParams{}, Result: SubtaskResult{}},
 
 	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: VerifyResult{}},
 	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: SimulateResult{}},

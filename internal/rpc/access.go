@@ -122,6 +122,9 @@ var methodAccess = map[string]access{
 	protocol.MethodMultiMapReduce:  accessAny,
 	protocol.MethodMultiVote:       accessAny,
 	protocol.MethodMultiTournament: accessAny,
+	// spawn_subtask calls are tool calls in the caller's own proposals,
+	// under every gate.
+	protocol.MethodMultiSubtask: accessAny,
 
 	protocol.MethodVerify:           accessAny,
 	protocol.MethodSimulate:         accessAny,

@@ -79,6 +79,7 @@ func init() {
 		protocol.MethodMultiMapReduce:  {handle: (*conn).multiMapReduce, followsClient: true},
 		protocol.MethodMultiVote:       {handle: (*conn).multiVote, followsClient: true},
 		protocol.MethodMultiTournament: {handle: (*conn).multiTournament, followsClient: true},
+		protocol.MethodMultiSubtask:    {handle: (*conn).multiSubtask, followsClient: true},
 
 		protocol.MethodVerify:           {handle: (*conn).verify},
 		protocol.MethodSimulate:         {handle: (*conn).simulate},
