@@ -73,12 +73,13 @@ func PlanTools(cands []*protocol.ActionProposal) []string {
 const maxReasons = maxNamesInMessage
 
 // ScoreCandidates scores every candidate (ids minted) against the session's
-// tools and the state of tenant, with feedback the tools' figures in the
-// window (nil: the daemon keeps none). It returns the scores in the given
-// order and the indexes of the valid candidates, best first, ties to the
-// lower index.
-func (rt *Runtime) ScoreCandidates(ctx context.Context, cands []*protocol.ActionProposal, tools *ToolRegistry, tenant string, w PlanWeights, feedback map[string]protocol.ToolFeedback) ([]protocol.CandidateScore, []int, error) {
-	initial, err := rt.planState(ctx, cands, tenant)
+// tools and the state of tenant it may read, with feedback the tools'
+// figures in the window (nil: the daemon keeps none). It returns the
+// scores in the given order and the indexes of the valid candidates, best
+// first, ties to the lower index.
+func (rt *Runtime) ScoreCandidates(ctx context.Context, cands []*protocol.ActionProposal, s *Session, tenant string, w PlanWeights, feedback map[string]protocol.ToolFeedback) ([]protocol.CandidateScore, []int, error) {
+	tools := s.Tools
+	initial, err := rt.planState(ctx, cands, s.Capabilities(), tenant)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,8 +122,11 @@ func (rt *Runtime) verifyCandidate(p *protocol.ActionProposal, initial map[strin
 }
 
 // planState reads the state keys the candidates' preconditions and state
-// dependencies name, each once, from tenant's namespace.
-func (rt *Runtime) planState(ctx context.Context, cands []*protocol.ActionProposal, tenant string) (map[string]any, error) {
+// dependencies name, each once, from tenant's namespace. A key outside the
+// session's capability set is not read (as absent): scoring tells no more
+// of state than state.get would, and the capability gate refuses such a
+// candidate when it runs.
+func (rt *Runtime) planState(ctx context.Context, cands []*protocol.ActionProposal, caps *Capabilities, tenant string) (map[string]any, error) {
 	state := map[string]any{}
 	read := map[string]bool{}
 	get := func(key string) error {
@@ -130,6 +134,9 @@ func (rt *Runtime) planState(ctx context.Context, cands []*protocol.ActionPropos
 			return nil
 		}
 		read[key] = true
+		if caps.AllowsKey(key) != nil {
+			return nil
+		}
 		v, ok, err := rt.State.Get(ctx, tenant, key)
 		if err != nil {
 			return store.Wrap("reading state for the candidates' preconditions", err)

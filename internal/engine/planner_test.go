@@ -32,10 +32,12 @@ func TestScoringCostIsLinearInTheCandidates(t *testing.T) {
 	rt := NewRuntime(Options{MaxActions: 20000})
 	defer rt.Close()
 	w, _ := ResolvePlanWeights(nil)
+	s := rt.OpenSession("scorer", nil)
+	s.Tools = registry(t)
 	cost := func(n int) uint64 {
 		cands := []*protocol.ActionProposal{unorderedWriters(t, n)}
 		return allocs.Bytes(func() {
-			scores, ranking, err := rt.ScoreCandidates(t.Context(), cands, registry(t), "", w, nil)
+			scores, ranking, err := rt.ScoreCandidates(t.Context(), cands, s, "", w, nil)
 			if err != nil || len(ranking) != 1 || !scores[0].Valid {
 				t.Fatalf("scores %+v, ranking %v, err %v", scores, ranking, err)
 			}

@@ -79,7 +79,7 @@ func (c *conn) scoreCandidates(ctx context.Context, method string, cands []*prot
 	if obs != nil {
 		feedback = obs.Tools
 	}
-	scores, ranking, err := c.srv.rt.ScoreCandidates(ctx, cands, c.sess.Tools, tenant, w, feedback)
+	scores, ranking, err := c.srv.rt.ScoreCandidates(ctx, cands, c.sess, tenant, w, feedback)
 	if err != nil {
 		return nil, nil, 0, storeError(method, "nothing was scored", err)
 	}

@@ -27,6 +27,9 @@ type planServer struct {
 	c     *client.Client
 	mu    sync.Mutex
 	calls map[string]int
+	// A call with {block: true} signals blocked and waits for release.
+	blocked chan struct{}
+	release chan struct{}
 }
 
 func newPlanServer(t *testing.T, opts Options) *planServer {
@@ -46,9 +49,10 @@ func newPlanServer(t *testing.T, opts Options) *planServer {
 			}
 		}
 	}
-	ps := &planServer{calls: map[string]int{}}
+	ps := &planServer{calls: map[string]int{}, blocked: make(chan struct{}, 1), release: make(chan struct{})}
 	ps.ts = startServerWith(t, serverSetup{opts: opts, engine: engine.Options{Trajectories: traj}, closeAfter: traj.Close})
 	ps.c = ps.ts.dial(t, opts.Token)
+	t.Cleanup(func() { close(ps.release) })
 	ps.c.HandleRequest(protocol.MethodToolsExecute, func(_ context.Context, params json.RawMessage) (any, error) {
 		var p protocol.ToolExecuteParams
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -59,6 +63,11 @@ func newPlanServer(t *testing.T, opts Options) *planServer {
 		ps.mu.Unlock()
 		if p.Parameters["fail"] == true {
 			return nil, errors.New("it broke")
+		}
+		if p.Parameters["block"] == true {
+			ps.blocked <- struct{}{}
+			<-ps.release
+			return nil, errors.New("released")
 		}
 		return map[string]any{"ok": true}, nil
 	})
@@ -286,5 +295,63 @@ func TestPlanBounds(t *testing.T) {
 	}
 	if n := ps.called("sure"); n != 1 {
 		t.Errorf("sure was called %d times; want once, by the one plan within the bounds", n)
+	}
+}
+
+// TestProposalPlanStopsOnCancel: proposal.cancel with the running
+// candidate's id stops the whole plan: the next-best does not run.
+func TestProposalPlanStopsOnCancel(t *testing.T) {
+	ps := newPlanServer(t, Options{})
+	done, res := make(chan error, 1), &protocol.PlanResult{}
+	go func() {
+		done <- ps.c.Call(ctxT(t), protocol.MethodProposalPlan, map[string]any{"candidates": []any{
+			candidate("plan-blocks", toolCall("s", "sure", map[string]any{"block": true})),
+			candidate("plan-next", stateWrite("w", "next_ran", true)),
+		}}, res)
+	}()
+	select {
+	case <-ps.blocked:
+	case <-ctxT(t).Done():
+		t.Fatal("the best candidate's tool was never called")
+	}
+	var cancelled protocol.ProposalCancelResult
+	call(t, ps.c, protocol.MethodProposalCancel, map[string]any{"proposal_id": "plan-blocks", "reason": "changed my mind"}, &cancelled)
+	if !cancelled.Cancelled {
+		t.Fatal("proposal.cancel did not find the running candidate")
+	}
+	select {
+	case err := <-done:
+		if err != nil || res.Chosen != 0 || len(res.Attempts) != 1 || res.Attempts[0].Status != protocol.PlanStopped || !strings.Contains(res.Attempts[0].Error, "changed my mind") {
+			t.Fatalf("plan after the cancel: %v %+v", err, res)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("the plan did not end after proposal.cancel")
+	}
+	if _, ok := ps.ts.stateValue(t, "", "next_ran"); ok {
+		t.Error("the next-best candidate ran after the plan was cancelled")
+	}
+}
+
+// TestProposalScoreReadsOnlyStateTheConnectionMay: a precondition on a key
+// outside the connection's capability set is judged as if the key were
+// absent, so scoring tells no more of state than state.get would.
+func TestProposalScoreReadsOnlyStateTheConnectionMay(t *testing.T) {
+	ps := newPlanServer(t, Options{})
+	if err := ps.ts.rt.State.Set(ctxT(t), "", "secret", 1.0); err != nil {
+		t.Fatal(err)
+	}
+	guarded := candidate("guarded", map[string]any{"id": "g", "type": "tool_call", "tool": "sure",
+		"preconditions": []any{map[string]any{"key": "secret", "operator": "eq", "value": 1}}})
+	valid := func() bool {
+		var res protocol.ScoreResult
+		call(t, ps.c, protocol.MethodProposalScore, map[string]any{"candidates": []any{guarded}}, &res)
+		return res.Scores[0].Valid
+	}
+	if !valid() {
+		t.Fatal("with the key readable, the precondition holds and the candidate is valid")
+	}
+	call(t, ps.c, protocol.MethodSessionCapabilitiesSet, map[string]any{"state_keys": []string{"public/*"}}, nil)
+	if valid() {
+		t.Error("with the key outside the capability set, scoring read it")
 	}
 }
