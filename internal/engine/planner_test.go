@@ -72,3 +72,29 @@ func TestPlanOutcome(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkScoreUnorderedWriters scores one candidate of n unordered
+// writers of one key, beside verify of the same proposal as the baseline:
+// scoring grows with n, verify's write-conflict check with n².
+func BenchmarkScoreUnorderedWriters(b *testing.B) {
+	rt := NewRuntime(Options{MaxActions: 100_000})
+	defer rt.Close()
+	s := rt.OpenSession("scorer", nil)
+	s.Tools = registry(b)
+	w, _ := ResolvePlanWeights(nil)
+	for _, n := range []int{2000, 8000} {
+		cands := []*protocol.ActionProposal{unorderedWriters(b, n)}
+		b.Run(fmt.Sprintf("score/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := rt.ScoreCandidates(b.Context(), cands, s, "", w, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("verify/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				Verify(cands[0], nil, s.Tools, 100_000)
+			}
+		})
+	}
+}
