@@ -121,6 +121,10 @@ func (rt *Runtime) verifyCandidate(p *protocol.ActionProposal, initial map[strin
 	return errs
 }
 
+// MaxPlanStateKeys bounds the distinct state keys one scoring reads (each
+// is a read of the store, a round trip with PostgreSQL).
+const MaxPlanStateKeys = 10_000
+
 // planState reads the state keys the candidates' preconditions and state
 // dependencies name, each once, from tenant's namespace. A key outside the
 // session's capability set is not read (as absent): scoring tells no more
@@ -132,6 +136,9 @@ func (rt *Runtime) planState(ctx context.Context, cands []*protocol.ActionPropos
 	get := func(key string) error {
 		if read[key] {
 			return nil
+		}
+		if len(read) == MaxPlanStateKeys {
+			return &LimitError{Msg: fmt.Sprintf("the candidates' preconditions and state_dependencies name more than %d distinct state keys, each a read of the store; at most %d are read for one scoring: send fewer candidates, or fewer keys", MaxPlanStateKeys, MaxPlanStateKeys)}
 		}
 		read[key] = true
 		if caps.AllowsKey(key) != nil {

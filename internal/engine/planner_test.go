@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -47,6 +48,37 @@ func TestScoringCostIsLinearInTheCandidates(t *testing.T) {
 	t.Logf("scoring allocated %d bytes for 4,000 actions, %d for 16,000", small, large)
 	if ratio := float64(large) / float64(small); ratio > 5 {
 		t.Fatalf("scoring 4,000 actions allocated %d bytes, 16,000 %d: %.1f×, want about 4×", small, large, ratio)
+	}
+}
+
+// TestScoringReadsAtMostMaxPlanStateKeys: candidates naming exactly
+// MaxPlanStateKeys distinct keys are scored; one more is refused, naming
+// the bound, before it is read.
+func TestScoringReadsAtMostMaxPlanStateKeys(t *testing.T) {
+	rt := NewRuntime(Options{MaxActions: 2 * MaxPlanStateKeys})
+	defer rt.Close()
+	s := rt.OpenSession("scorer", nil)
+	s.Tools = registry(t)
+	w, _ := ResolvePlanWeights(nil)
+	keys := func(n int) []*protocol.ActionProposal {
+		var b strings.Builder
+		b.WriteString(`{"actions":[{"id":"a","type":"state_write","parameters":{"key":"k","value":1},"state_dependencies":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"key-%d"`, i)
+		}
+		b.WriteString(`]}]}`)
+		return []*protocol.ActionProposal{decode(t, b.String())}
+	}
+	if _, _, err := rt.ScoreCandidates(t.Context(), keys(MaxPlanStateKeys), s, "", w, nil); err != nil {
+		t.Fatalf("%d keys: %v", MaxPlanStateKeys, err)
+	}
+	_, _, err := rt.ScoreCandidates(t.Context(), keys(MaxPlanStateKeys+1), s, "", w, nil)
+	var limit *LimitError
+	if !errors.As(err, &limit) || !strings.Contains(err.Error(), "more than 10000 distinct state keys") {
+		t.Fatalf("%d keys: %v", MaxPlanStateKeys+1, err)
 	}
 }
 

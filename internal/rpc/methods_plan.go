@@ -80,6 +80,10 @@ func (c *conn) scoreCandidates(ctx context.Context, method string, cands []*prot
 		feedback = obs.Tools
 	}
 	scores, ranking, err := c.srv.rt.ScoreCandidates(ctx, cands, c.sess, tenant, w, feedback)
+	var limit *engine.LimitError
+	if errors.As(err, &limit) {
+		return nil, nil, 0, invalidParams("%v", err)
+	}
 	if err != nil {
 		return nil, nil, 0, storeError(method, "nothing was scored", err)
 	}
