@@ -159,6 +159,8 @@ func TestEveryNameIsBound(t *testing.T) {
 		"shutdown_grace":                     {"7", "7s", func(c *Config) any { return c.ShutdownGrace }, nil},
 		"max_actions":                        {"7", "7", func(c *Config) any { return c.MaxActions }, nil},
 		"max_tools":                          {"9", "9", func(c *Config) any { return c.MaxTools }, nil},
+		"max_plan_candidates":                {"5", "5", func(c *Config) any { return c.MaxPlanCandidates }, nil},
+		"max_plan_actions":                   {"50", "50", func(c *Config) any { return c.MaxPlanActions }, nil},
 		"supervision_timeout":                {"7", "7s", func(c *Config) any { return c.SupervisionTimeout }, nil},
 		"max_concurrency":                    {"7", "7", func(c *Config) any { return c.MaxConcurrency }, nil},
 		"max_resolved_action_bytes":          {"7", "7", func(c *Config) any { return c.MaxResolvedAction }, nil},

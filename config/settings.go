@@ -93,6 +93,8 @@ var settings = []setting{
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", engine.DefaultMaxActions},
+	{"max_plan_candidates", "CAR_MAX_PLAN_CANDIDATES", "candidate proposals one proposal.plan or proposal.score may send; more are refused before any is read", rpc.DefaultMaxPlanCandidates},
+	{"max_plan_actions", "CAR_MAX_PLAN_ACTIONS", "actions of all candidates of one proposal.plan or proposal.score together; past it the call is refused before any is scored", engine.DefaultMaxActions},
 	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", engine.DefaultMaxTools},
 	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", engine.DefaultMaxResolvedActionBytes},
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", engine.DefaultMaxResolvedProposalBytes},

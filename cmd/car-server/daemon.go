@@ -208,6 +208,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		HandshakeOptional:       !cfg.RequireHandshake,
 		TrajectoryRetentionDays: cfg.TrajectoryRetentionDays,
 		MaxFeedbackTools:        cfg.MaxTools,
+		MaxPlanCandidates:       cfg.MaxPlanCandidates,
+		MaxPlanActions:          cfg.MaxPlanActions,
 		Home:                    cfg.Home,
 		AllowedOrigins:          cfg.AllowedOrigins,
 		AllowedHosts:            listenHosts(cfg),

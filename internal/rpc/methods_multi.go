@@ -122,3 +122,47 @@ func (c *conn) multiTournament(ctx context.Context, params *json.RawMessage) (an
 	return coordinate(c, ctx, protocol.MethodMultiTournament, params, "{competitors: AgentSpec[], judge: AgentSpec, task, budget?}",
 		func(p *multi.TournamentParams) *multi.BudgetLimits { return p.Budget }, (*multi.Coordinator).Tournament)
 }
+
+func (c *conn) multiSubtask(ctx context.Context, params *json.RawMessage) (any, error) {
+	return coordinate(c, ctx, protocol.MethodMultiSubtask, params, "{main: "+agentShape+", task, budget?}",
+		func(p *multi.SubtaskParams) *multi.BudgetLimits { return p.Budget },
+		func(co *multi.Coordinator, ctx context.Context, p multi.SubtaskParams) (multi.SubtaskResult, error) {
+			return co.Subtask(ctx, p, c.lendSpawnSubtask)
+		})
+}
+
+// lendSpawnSubtask lends spawn_subtask to this connection's proposals while
+// a multi.subtask runs: the engine runs each call through spawnExecutor,
+// after every gate, like any tool call.
+func (c *conn) lendSpawnSubtask(schema protocol.ToolSchema, sp *multi.Spawner) (func(), error) {
+	return c.sess.Tools.Lend(schema, protocol.MethodMultiSubtask, spawnExecutor{sp})
+}
+
+// spawnExecutor runs spawn_subtask calls as sub-agents.
+type spawnExecutor struct{ sp *multi.Spawner }
+
+func (e spawnExecutor) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
+	raw, err := json.Marshal(call.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var req protocol.SpawnSubtaskParams
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, fmt.Errorf("%s: parameters must be {name, task, tools, system_prompt?, max_turns?, metadata?}: %v", protocol.ToolSpawnSubtask, err)
+	}
+	out, err := e.sp.Spawn(ctx, call.ProposalID, call.ActionID, req)
+	if err != nil {
+		return nil, err
+	}
+	// The output as a JSON value, so that references into it
+	// ($id.output.answer) resolve as into any tool's.
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

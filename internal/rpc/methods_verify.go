@@ -106,7 +106,7 @@ func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, er
 			used = append(used, prop.Actions[i].Tool)
 		}
 	}
-	observed, err := c.observedRates(ctx, p.RateWindowDays, used)
+	observed, err := c.observedRates(ctx, protocol.MethodVerifyMonteCarlo, "rate_window_days", p.RateWindowDays, used)
 	if err != nil {
 		return nil, err
 	}

@@ -61,14 +61,21 @@ type Options struct {
 	// MaxFeedbackTools bounds the tools one tools.feedback names or
 	// reports (engine.DefaultMaxTools, the max_tools setting).
 	MaxFeedbackTools int
-	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
-	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
-	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
-	Version          string            // server_version reported by server.handshake
-	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Leases           store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
+
+	// MaxPlanCandidates and MaxPlanActions bound one proposal.plan or
+	// proposal.score: the candidates, and their actions together
+	// (DefaultMaxPlanCandidates, engine.DefaultMaxActions).
+	MaxPlanCandidates int
+	MaxPlanActions    int
+
+	MaxNotifyBytes  int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
+	MaxContextBytes int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
+	FeedQueueBytes  int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
+	Version         string            // server_version reported by server.handshake
+	Runs            *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens     store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures        *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Leases          store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
 	// Lease bounds; zero takes the default (DefaultLease*).
 	LeaseDefaultTTL      time.Duration // ttl_ms absent
 	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
@@ -113,6 +120,7 @@ const (
 	DefaultMaxNotifyBytes     = 256 << 10
 	DefaultMaxContextBytes    = 64 << 10
 	DefaultFeedQueueBytes     = 16 << 20
+	DefaultMaxPlanCandidates  = 16
 )
 
 func (o *Options) setDefaults() {
@@ -124,6 +132,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxFeedbackTools <= 0 {
 		o.MaxFeedbackTools = engine.DefaultMaxTools
+	}
+	if o.MaxPlanCandidates <= 0 {
+		o.MaxPlanCandidates = DefaultMaxPlanCandidates
+	}
+	if o.MaxPlanActions <= 0 {
+		o.MaxPlanActions = engine.DefaultMaxActions
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
