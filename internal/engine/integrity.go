@@ -1,10 +1,11 @@
 package engine
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/parslee-ai/car-server/internal/store"
-	"sync/atomic"
 
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -67,6 +68,26 @@ type sessionIntegrity struct {
 	mu     sync.Mutex // one intent change at a time
 	intent atomic.Pointer[WorkIntent]
 	txMode atomic.Pointer[string]
+	// tainted says where the first tainted data this connection received
+	// came from (bounded); nil while it has received none. From then on
+	// every key it writes is tainted.
+	tainted atomic.Pointer[string]
+}
+
+// TaintedBy says where the first tainted data the session received came
+// from, or "" while it has received none.
+func (s *Session) TaintedBy() string {
+	if p := s.integ.tainted.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// noteTainted records that the session received tainted data; the first
+// origin stays, so what the session keeps is bounded.
+func (s *Session) noteTainted(origin string) {
+	origin = boundOrigin(origin)
+	s.integ.tainted.CompareAndSwap(nil, &origin)
 }
 
 // submissionIntegrity is what the gates found about one proposal, for
@@ -75,12 +96,13 @@ type submissionIntegrity struct {
 	taint        *taintAnalysis
 	txWarnings   []string
 	txRegistered bool
+	noPark       bool // an escalation names the fingerprint instead of waiting (multi.* runs)
 }
 
 // noteIntegrity records what a finished proposal leaves behind: the taint
 // of the keys it wrote, its end in flight, and its warnings.
-func (rt *Runtime) noteIntegrity(sub *Submission, res *protocol.ProposalResult) {
-	rt.noteTaint(sub, res)
+func (rt *Runtime) noteIntegrity(ctx context.Context, sub *Submission, res *protocol.ProposalResult) {
+	rt.noteTaint(ctx, sub, res)
 	rt.noteTransactions(sub, res)
 }
 
