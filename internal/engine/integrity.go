@@ -61,6 +61,7 @@ type runtimeIntegrity struct {
 	intents  intents
 	ledger   taintLedger
 	inFlight txInFlight
+	agents   agentTaint
 }
 
 // sessionIntegrity is a Session's part.
@@ -74,8 +75,9 @@ type sessionIntegrity struct {
 	tainted atomic.Pointer[string]
 }
 
-// TaintedBy says where the first tainted data the session received came
-// from, or "" while it has received none.
+// TaintedBy says where the first tainted data the session's connection
+// received came from, or "" while it has received none (the connection
+// alone: Runtime.TaintedBy adds its agent's).
 func (s *Session) TaintedBy() string {
 	if p := s.integ.tainted.Load(); p != nil {
 		return *p
@@ -83,11 +85,60 @@ func (s *Session) TaintedBy() string {
 	return ""
 }
 
+// agentTaint is what the Runtime keeps of the agents whose connections
+// received tainted data: agent id → the first origin (bounded), so an
+// agent that reconnects is not clean again. One entry per agent id bound
+// to a connection; agent tokens are the host's to issue.
+type agentTaint struct {
+	mu     sync.Mutex
+	agents map[string]string
+}
+
+// agentOf is the agent a session's connection is bound to, or "".
+func agentOf(s *Session) string {
+	if s.RequestedBy == nil {
+		return ""
+	}
+	return s.RequestedBy().AgentID
+}
+
+// TaintedBy says where the first tainted data the session received came
+// from: on its connection, or on any earlier connection of the agent it
+// is bound to (on this daemon, since it started). "" while none.
+func (rt *Runtime) TaintedBy(s *Session) string {
+	if by := s.TaintedBy(); by != "" {
+		return by
+	}
+	agent := agentOf(s)
+	if agent == "" {
+		return ""
+	}
+	rt.integ.agents.mu.Lock()
+	defer rt.integ.agents.mu.Unlock()
+	if by, ok := rt.integ.agents.agents[agent]; ok {
+		return "agent '" + agent + "' received on an earlier connection " + by
+	}
+	return ""
+}
+
 // noteTainted records that the session received tainted data; the first
-// origin stays, so what the session keeps is bounded.
-func (s *Session) noteTainted(origin string) {
+// origin stays, for the connection and for its agent, so what either
+// keeps is bounded.
+func (rt *Runtime) noteTainted(s *Session, origin string) {
 	origin = boundOrigin(origin)
 	s.integ.tainted.CompareAndSwap(nil, &origin)
+	agent := agentOf(s)
+	if agent == "" {
+		return
+	}
+	rt.integ.agents.mu.Lock()
+	defer rt.integ.agents.mu.Unlock()
+	if rt.integ.agents.agents == nil {
+		rt.integ.agents.agents = map[string]string{}
+	}
+	if _, ok := rt.integ.agents.agents[agent]; !ok {
+		rt.integ.agents.agents[agent] = origin
+	}
 }
 
 // submissionIntegrity is what the gates found about one proposal, for

@@ -44,7 +44,7 @@ func (rt *Runtime) AdmitAgents(ctx context.Context, s *Session, method string, s
 	}
 	admitted := func() error {
 		if influence != "" { // the agents' answers come back to the client
-			s.noteTainted(method + " run: " + influence)
+			rt.noteTainted(s, method+" run: "+influence)
 		}
 		return nil
 	}

@@ -145,7 +145,7 @@ func (rt *Runtime) analyzeTaint(ctx context.Context, sub *Submission, g *graph, 
 	actions := sub.Proposal.Actions
 	n := len(actions)
 	an := &taintAnalysis{tainted: make([]bool, n), influence: make([]string, n), untrusted: make([]bool, n), origin: make([]string, n),
-		session: sub.Session.TaintedBy()}
+		session: rt.TaintedBy(sub.Session)}
 	any := false
 	var reads []string
 	for i := range actions {
@@ -294,7 +294,7 @@ func (rt *Runtime) noteTaint(ctx context.Context, sub *Submission, res *protocol
 	}
 	session := an.session
 	if session == "" {
-		session = sub.Session.TaintedBy()
+		session = rt.TaintedBy(sub.Session)
 	}
 	var taint map[string]protocol.TaintEntry
 	var clean []string
@@ -306,7 +306,7 @@ func (rt *Runtime) noteTaint(ctx context.Context, sub *Submission, res *protocol
 		a := &sub.Proposal.Actions[i]
 		origin := an.origin[i]
 		if an.tainted[i] {
-			sub.Session.noteTainted(fmt.Sprintf("proposal %s action '%s' %s", sub.Proposal.ID, a.ID, origin))
+			rt.noteTainted(sub.Session, fmt.Sprintf("proposal %s action '%s' %s", sub.Proposal.ID, a.ID, origin))
 		} else if session != "" {
 			origin = "written by connection " + sub.Session.ID + ", which had received tainted data: " + session
 		}

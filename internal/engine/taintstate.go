@@ -32,7 +32,7 @@ func (rt *Runtime) NoteStateRead(ctx context.Context, s *Session, tenant string,
 	}
 	for _, k := range keys { // the first key asked about, not the map's order
 		if e, ok := found[k]; ok {
-			s.noteTainted(fmt.Sprintf("state key '%s' read with state.get or state.snapshot, tainted by %s", k, describeTaint(e)))
+			rt.noteTainted(s, fmt.Sprintf("state key '%s' read with state.get or state.snapshot, tainted by %s", k, describeTaint(e)))
 			return nil
 		}
 	}
@@ -45,7 +45,7 @@ func (rt *Runtime) NoteStateRead(ctx context.Context, s *Session, tenant string,
 // clean; the write is refused while the ledger is full. A trusted write
 // clears the key's taint after the value is written.
 func (rt *Runtime) SetState(ctx context.Context, s *Session, tenant, key string, v any) error {
-	by := s.TaintedBy()
+	by := rt.TaintedBy(s)
 	if by == "" {
 		if err := rt.State.Set(ctx, tenant, key, v); err != nil {
 			return err
