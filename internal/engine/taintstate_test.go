@@ -233,3 +233,22 @@ func TestAnAgentThatReconnectsIsStillTainted(t *testing.T) {
 		t.Fatalf("another agent %q, a plain connection %q: want both clean", by, byPlain)
 	}
 }
+
+// TestWhatASessionKeepsOfItsTaintIsBounded: a connection, and its agent,
+// keep one origin of at most maxTaintOriginBytes, the first one.
+func TestWhatASessionKeepsOfItsTaintIsBounded(t *testing.T) {
+	rt, s, _, _ := intentRuntime(t, Options{}, summarise)
+	s.RequestedBy = func() host.Requester { return host.Requester{Principal: protocol.PrincipalAgent, AgentID: "scout"} }
+	rt.noteTainted(s, "first "+strings.Repeat("x", 5*maxTaintOriginBytes))
+	rt.noteTainted(s, "second")
+	by := s.TaintedBy()
+	if len(by) > maxTaintOriginBytes || !strings.HasPrefix(by, "first ") {
+		t.Fatalf("the session keeps %d bytes starting %.10q; want at most %d, the first origin", len(by), by, maxTaintOriginBytes)
+	}
+	rt.integ.agents.mu.Lock()
+	kept, n := rt.integ.agents.agents["scout"], len(rt.integ.agents.agents)
+	rt.integ.agents.mu.Unlock()
+	if n != 1 || len(kept) > maxTaintOriginBytes || !strings.HasPrefix(kept, "first ") {
+		t.Fatalf("the agents kept: %d entries, scout's of %d bytes", n, len(kept))
+	}
+}
