@@ -1,5 +1,7 @@
 package protocol
 
+import "slices"
+
 // The shapes of the multi-agent coordinations (multi.*): every agent run is
 // a multi.run_agent request to the calling client, which answers an
 // AgentOutput; the coordination answers the outputs, how they were
@@ -268,4 +270,34 @@ type SubtaskResult struct {
 	Main        AgentOutput     `json:"main"`
 	Subtasks    []SubtaskRecord `json:"subtasks"`
 	Spend       MultiSpend      `json:"spend"`
+}
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p SwarmParams) Specs() []AgentSpec { return withOptional(p.Agents, p.Synthesizer) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p PipelineParams) Specs() []AgentSpec { return p.Stages }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p SupervisorParams) Specs() []AgentSpec { return append(slices.Clip(p.Workers), p.Supervisor) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p MapReduceParams) Specs() []AgentSpec { return []AgentSpec{p.Mapper, p.Reducer} }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p VoteParams) Specs() []AgentSpec { return withOptional(p.Agents, p.Synthesizer) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate: a
+// sub-agent's tools are a subset of the main agent's, so the main agent
+// stands for them.
+func (p SubtaskParams) Specs() []AgentSpec { return []AgentSpec{p.Main} }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p TournamentParams) Specs() []AgentSpec { return append(slices.Clip(p.Competitors), p.Judge) }
+
+func withOptional(agents []AgentSpec, extra *AgentSpec) []AgentSpec {
+	if extra == nil {
+		return agents
+	}
+	return append(slices.Clip(agents), *extra)
 }

@@ -105,11 +105,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
 	}
-	closeTaint, err := openTaint(cfg, log, compactionLog)
-	if err != nil {
-		return err
-	}
-	defer closeTaint()
+	// The taint ledger is the store's: $CAR_HOME/taint.jsonl for one
+	// daemon, a table a cluster shares on PostgreSQL.
+	cfg.Integrity.Taint = shared.Taint
 	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
 	if err != nil {
 		return err

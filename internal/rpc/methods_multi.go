@@ -56,13 +56,22 @@ func (r agentRunner) RunAgent(ctx context.Context, spec multi.AgentSpec, task st
 	return nil, err
 }
 
-// coordinate decodes params into P, runs shape with a fresh coordinator and
-// records each agent run as an event.
-func coordinate[P any, R any](c *conn, ctx context.Context, method string, params *json.RawMessage, shape string,
+// coordinate decodes params into P, puts its agents' tools through the
+// intent gate, runs shape with a fresh coordinator and records each agent
+// run as an event.
+func coordinate[P interface{ Specs() []multi.AgentSpec }, R any](c *conn, ctx context.Context, method string, params *json.RawMessage, shape string,
 	budgetOf func(*P) *multi.BudgetLimits, run func(*multi.Coordinator, context.Context, P) (R, error)) (any, error) {
 	var p P
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
+	}
+	// The intent gate judges the agents' tools before any agent runs.
+	if err := c.srv.rt.AdmitAgents(ctx, c.sess, method, p.Specs()); err != nil {
+		var limit *engine.LimitError
+		if errors.As(err, &limit) {
+			return nil, invalidParams("%v", err)
+		}
+		return nil, rpcError(protocol.CodeApprovalDenied, "%s: %v", method, err)
 	}
 	co := multi.New(agentRunner{c}, budgetOf(&p), agentConcurrency, func(o multi.AgentOutput) {
 		data := map[string]any{"method": method, "agent": o.Name, "turns": o.Turns, "tool_calls": o.ToolCalls, "duration_ms": o.DurationMs}

@@ -48,7 +48,7 @@ func (c *conn) verify(ctx context.Context, params *json.RawMessage) (any, error)
 	}
 	res := engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions())
 	c.srv.rt.VerifyFlow(&res, prop, c.sess)
-	c.srv.rt.VerifyIntent(&res, prop, c.sess, "")
+	c.srv.rt.VerifyIntent(ctx, &res, prop, c.sess, "")
 	c.srv.rt.VerifyTransactions(ctx, &res, prop, c.sess, "")
 	return res, nil
 }
