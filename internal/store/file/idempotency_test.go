@@ -3,8 +3,11 @@ package file
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 func TestRecordLookupInvalidate(t *testing.T) {
@@ -38,7 +41,8 @@ func TestRecordLookupInvalidate(t *testing.T) {
 // TestBeginClaimsLocallyAndCommitsThroughRecord: a miss hands out a local
 // claim whose Commit is Record (durable: it survives a reopen); a stored
 // result is a hit without a claim; a released claim stores nothing, and a
-// second Begin of a key in flight is not merged with the first.
+// second Begin of a key in flight is not merged with the first: it takes
+// the next epoch, and the first claim can no longer commit.
 func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
@@ -54,9 +58,19 @@ func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 	if err != nil || hit2 || claim2 == nil {
 		t.Fatalf("a second Begin of a key in flight: hit %v claim %v err %v; the file store's claims are local and do not wait", hit2, claim2, err)
 	}
+	if claim.Epoch() != 1 || claim2.Epoch() != 2 {
+		t.Fatalf("epochs %d and %d; want 1 and 2", claim.Epoch(), claim2.Epoch())
+	}
 	claim2.Release()
 	if _, ok := c.Lookup("k1"); ok {
 		t.Fatal("a released claim stored a result")
+	}
+	if err := claim.Commit(ctx, map[string]any{"id": "ch_0"}); !errors.Is(err, store.ErrSuperseded) {
+		t.Fatalf("the first claim's Commit after a second claim = %v; want store.ErrSuperseded", err)
+	}
+	_, _, claim, err = c.Begin(ctx, "k1", "charge", "p2")
+	if err != nil || claim == nil || claim.Epoch() != 3 {
+		t.Fatalf("a third Begin: claim %v err %v; want the claim at epoch 3", claim, err)
 	}
 	if err := claim.Commit(ctx, map[string]any{"id": "ch_1"}); err != nil {
 		t.Fatal(err)
