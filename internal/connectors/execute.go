@@ -26,7 +26,8 @@ const maxErrorText = 4096
 
 // ExecuteTool sends tools/call under ctx, which carries the action's
 // timeout: when ctx ends first (timeout, proposal.cancel, shutdown) the SDK
-// sends notifications/cancelled for the request. The output is the
+// sends notifications/cancelled for the request. An idempotent call carries
+// its fencing token in _meta.fence ({key, epoch}). The output is the
 // CallToolResult as JSON (content, and structuredContent when the server
 // sent it); isError fails the call with the text content as its error.
 func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
@@ -34,7 +35,12 @@ func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, 
 	if cs == nil {
 		return nil, fmt.Errorf("connector '%s' is disconnected (%s); the daemon reconnects it with backoff, connectors.list shows when it is back", e.c.slug, why)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: e.tool, Arguments: call.Parameters})
+	params := &mcp.CallToolParams{Name: e.tool, Arguments: call.Parameters}
+	if call.Fence != nil {
+		// An idempotent call's fencing token, for a server that fences.
+		params.Meta = mcp.Meta{"fence": call.Fence}
+	}
+	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, fmt.Errorf("connector '%s' tool '%s' was cancelled (notifications/cancelled sent): %w", e.c.slug, e.tool, cause)
