@@ -290,6 +290,54 @@ func testIdempotency(t *testing.T, open Open, opts Options) {
 	if !opts.Shared {
 		return
 	}
+	// Waiters on two daemons race to take over a claim that lapsed: exactly
+	// one wins, at the next epoch, and every other gets its result; the
+	// stalled holder's Commit is then refused.
+	t.Run("RacingTakeOvers", func(t *testing.T) {
+		b := newBacking(t, open)
+		a, other := b.open("node-a"), b.open("node-b")
+		stalled := miss(t, a.Idempotency, "k", "p0")
+		opts.LapseClaim(t, a.Store, "k")
+		got := make([]begun, racers)
+		race(racers, func(i int) {
+			idem := a.Idempotency
+			if i%2 == 1 {
+				idem = other.Idempotency
+			}
+			r := begin(t, idem, "k", fmt.Sprintf("p%d", i+1))
+			if r.err == nil && r.claim != nil {
+				r.err = r.claim.Commit(ctx(t), fmt.Sprintf("result %d", i))
+				r.out = fmt.Sprintf("result %d", i)
+			}
+			got[i] = r
+		})
+		var winners []int
+		for i, r := range got {
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", i, r.err)
+			}
+			if r.claim != nil {
+				winners = append(winners, i)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("%d waiters took the lapsed claim over; want exactly one", len(winners))
+		}
+		w := got[winners[0]]
+		if e := w.claim.Epoch(); e != stalled.Epoch()+1 {
+			t.Fatalf("the take-over has epoch %d, the stalled claim %d; want the next one", e, stalled.Epoch())
+		}
+		for i, r := range got {
+			if r.claim == nil && (!r.hit || r.out != w.out) {
+				t.Fatalf("waiter %d got %#v hit %v; want the winner's %#v", i, r.out, r.hit, w.out)
+			}
+		}
+		if err := stalled.Commit(ctx(t), "stalled"); !errors.Is(err, store.ErrSuperseded) {
+			t.Fatalf("the stalled holder's Commit = %v; want store.ErrSuperseded", err)
+		}
+		hit(t, other.Idempotency, "k", w.out)
+	})
+
 	// Two daemons claim one key: one dispatches, the other gets its result.
 	t.Run("AcrossDaemons", func(t *testing.T) {
 		b := newBacking(t, open)
