@@ -15,12 +15,11 @@ import (
 )
 
 // idempotencyLine is one journal line of the idempotency cache: a result
-// ("put"), a claim taken before a dispatch ("claim"), a result a rollback
-// took away ("invalidated"), or a tombstone of an older daemon. Every line
-// but a tombstone carries the key's epoch, so the key's claims never reuse
-// one, even after a release, a rollback, a compaction or a restart.
+// ("put"), a result a rollback took away ("invalidated"), a tombstone of an
+// older daemon, or, under generationKey, the generation of the last start
+// ("generation"). A result and an invalidation carry the key's epoch.
 type idempotencyLine struct {
-	Op         string          `json:"op"` // "put", "claim", "invalidated" or "tombstone"
+	Op         string          `json:"op"` // "put", "invalidated", "tombstone" or "generation"
 	Key        string          `json:"key"`
 	Tool       string          `json:"tool,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
@@ -32,9 +31,19 @@ type idempotencyLine struct {
 // Ops of the idempotency journal besides journal.OpTombstone.
 const (
 	opPut         = "put"
-	opClaim       = "claim"
 	opInvalidated = "invalidated"
+	opGeneration  = "generation"
 )
+
+// generationKey is the journal key of the start counter: no idempotency key
+// (a hex digest) is ever spelt so.
+const generationKey = "#generation"
+
+// generationShift places a start's epochs: every epoch handed out by the
+// store opened for generation G lies in [G<<generationShift + 1,
+// (G+1)<<generationShift), so a start never hands out an epoch an earlier
+// start did, with no write per claim.
+const generationShift = 32
 
 // Idempotency is the idempotency cache of a single daemon, over its
 // journal: the result of every successful idempotent tool call, journaled
@@ -43,25 +52,38 @@ const (
 // invalidates a proposal's results, each only while the key still holds
 // that proposal's result. Its claims are local, so two identical calls in
 // flight at once both dispatch (the cache does not merge in-flight
-// duplicates); each claim is journaled with the key's next epoch before
-// its dispatch, and only the key's latest claim may commit: the older
-// call's Commit is refused (store.ErrSuperseded).
+// duplicates); each claim takes the key's next epoch, and only the key's
+// latest claim may commit: the older call's Commit is refused
+// (store.ErrSuperseded).
+//
+// Epochs need no write per claim. Each open journals (and fsyncs) the next
+// generation G before any claim, and this store's epochs all lie in G's
+// range, above every epoch of an earlier start, whether or not that
+// start's claims ever reached the journal. Within a start a key's epochs
+// count up from the last one it saw: its stored result's, or its last
+// claim's, kept in memory. A fresh journal's first start is generation 0,
+// so its epochs read 1, 2, 3...
 type Idempotency struct {
 	j       *journal.Journal
 	gate    keyGate      // a key's lines are read and written one writer at a time
 	results atomic.Int64 // keys whose live line is a result
+	gen     uint64       // this start's generation
+
+	mu     sync.Mutex
+	latest map[string]uint64 // key → its latest claim's epoch, while in flight or released
 }
 
 var _ store.Idempotency = (*Idempotency)(nil)
 
-// OpenIdempotency replays the journal at path. The report says how many results are
-// live and whether a torn last line was cut off.
+// OpenIdempotency replays the journal at path and journals the start's
+// generation. The report says how many results are live and whether a torn
+// last line was cut off.
 func OpenIdempotency(path string, opts ...journal.Option) (*Idempotency, journal.Report, error) {
 	j, rep, err := journal.Open(path, opts...)
 	if err != nil {
 		return nil, rep, err
 	}
-	c := &Idempotency{j: j}
+	c := &Idempotency{j: j, latest: make(map[string]uint64)}
 	var n int64
 	j.Each(func(_ string, rec []byte) {
 		var r idempotencyLine
@@ -71,6 +93,16 @@ func OpenIdempotency(path string, opts ...journal.Option) (*Idempotency, journal
 	})
 	c.results.Store(n)
 	rep.Live = int(n)
+	if r, ok := c.line(generationKey); ok && r.Op == opGeneration {
+		c.gen = r.Epoch + 1
+	}
+	if c.gen >= 1<<(53-generationShift) {
+		return nil, rep, errors.Join(fmt.Errorf("%s: %d starts used up the epochs a JSON number carries exactly; compact it after moving its results to a new journal", path, c.gen), j.Close())
+	}
+	line, _ := json.Marshal(idempotencyLine{Op: opGeneration, Key: generationKey, Epoch: c.gen, At: time.Now().UTC()})
+	if err := j.Append(line); err != nil {
+		return nil, rep, errors.Join(fmt.Errorf("%s: record this start's generation: %w", path, err), j.Close())
+	}
 	return c, rep, nil
 }
 
@@ -104,9 +136,8 @@ func (c *Idempotency) Result(_ context.Context, key string) (any, bool, error) {
 }
 
 // Begin looks key up: a stored result is a hit; otherwise the caller gets
-// a local claim with the key's next epoch, journaled (and fsynced) before
-// Begin returns. A claim of the key still running elsewhere is superseded
-// by it.
+// a local claim with the key's next epoch. A claim of the key still running
+// is superseded by it.
 func (c *Idempotency) Begin(ctx context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
 	if out, ok := c.Lookup(key); ok {
 		return out, true, nil, nil
@@ -116,28 +147,22 @@ func (c *Idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 		return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
 	}
 	defer leave()
+	if out, ok := c.Lookup(key); ok { // committed since the first look
+		return out, true, nil, nil
+	}
 	r, _ := c.line(key)
-	if r.Op == opPut { // committed since the lookup
-		if out, err := protocol.DecodeValue(r.Output); err == nil {
-			return out, true, nil, nil
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	epoch := max(r.Epoch, c.latest[key], c.gen<<generationShift) + 1
+	if epoch >= (c.gen+1)<<generationShift {
+		return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': this start has handed out every epoch of its range for the key; restart the daemon", key, tool)
 	}
-	epoch := r.Epoch + 1
-	line, err := json.Marshal(idempotencyLine{Op: opClaim, Key: key, Tool: tool, ProposalID: proposalID, Epoch: epoch, At: time.Now().UTC()})
-	if err == nil {
-		err = c.j.Append(line)
-	}
-	if err != nil {
-		return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
-	}
-	if r.Op == opPut {
-		c.results.Add(-1) // an unreadable result is replaced by the claim
-	}
+	c.latest[key] = epoch
 	return nil, false, &localClaim{c: c, key: key, tool: tool, proposalID: proposalID, epoch: epoch}, nil
 }
 
 // localClaim is a claim of the file store: nothing is held, so Release has
-// nothing to give up (the claim's line keeps the epoch taken).
+// nothing to give up (the store remembers the epoch taken).
 type localClaim struct {
 	c                     *Idempotency
 	key, tool, proposalID string
@@ -174,8 +199,14 @@ func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, 
 	r, _ := c.line(key)
 	if epoch == 0 {
 		epoch = r.Epoch
-	} else if r.Op != opClaim || r.Epoch != epoch {
-		return superseded(key, tool, epoch, r)
+	} else {
+		c.mu.Lock()
+		latest := c.latest[key]
+		c.mu.Unlock()
+		if latest != epoch {
+			r.Epoch = max(r.Epoch, latest)
+			return superseded(key, tool, epoch, r)
+		}
 	}
 	line, err := json.Marshal(idempotencyLine{Op: opPut, Key: key, Tool: tool, Output: out, ProposalID: proposalID, Epoch: epoch, At: time.Now().UTC()})
 	if err != nil {
@@ -187,6 +218,11 @@ func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, 
 	if r.Op != opPut {
 		c.results.Add(1)
 	}
+	c.mu.Lock()
+	if c.latest[key] == epoch {
+		delete(c.latest, key) // the result's line keeps the epoch now
+	}
+	c.mu.Unlock()
 	return nil
 }
 

@@ -82,6 +82,38 @@ func TestBeginClaimsLocallyAndCommitsThroughRecord(t *testing.T) {
 	}
 }
 
+// Claims write nothing: each start journals its generation once, and its
+// epochs lie above every epoch of the starts before it, so an epoch handed
+// out before a crash (whose claim never reached the journal) is never
+// handed out again.
+func TestEpochsOfAStartLieAboveEveryEarlierStarts(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
+	c, _, err := OpenIdempotency(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, first, err := c.Begin(ctx, "k", "charge", "p1")
+	if err != nil || first.Epoch() != 1 {
+		t.Fatalf("a fresh journal's first claim: %v, err %v; want epoch 1", first, err)
+	}
+	lines, _ := c.j.Stats()
+	c = reopen(t, c, path) // the claim never committed, as after a crash
+	if after, _ := c.j.Stats(); after != lines+1 {
+		t.Fatalf("journal lines %d after a claim and a reopen, %d before; want one more, the new generation's", after, lines)
+	}
+	for want := uint64(1<<generationShift + 1); want <= 1<<generationShift+2; want++ {
+		_, _, cl, err := c.Begin(ctx, "k", "charge", "p2")
+		if err != nil || cl.Epoch() != want {
+			t.Fatalf("a claim after the reopen: %v err %v; want epoch %d", cl, err, want)
+		}
+		cl.Release()
+	}
+	if n, _ := c.j.Stats(); n != lines+1 {
+		t.Fatalf("claims wrote to the journal: %d lines, want %d", n, lines+1)
+	}
+}
+
 // reopen closes c and opens its journal again, closed when the test ends.
 func reopen(t *testing.T, c *Idempotency, path string) *Idempotency {
 	t.Helper()
