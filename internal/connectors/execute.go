@@ -30,7 +30,8 @@ const maxErrorText = 4096
 // sends notifications/cancelled for the request. With tracing on, the
 // request's _meta carries the execute_tool span's traceparent (and
 // tracestate), as MCP carries W3C Trace Context, so the server's own span
-// joins the trace. The output is the
+// joins the trace; an idempotent call carries its fencing token in
+// _meta.fence ({key, epoch}). The output is the
 // CallToolResult as JSON (content, and structuredContent when the server
 // sent it); isError fails the call with the text content as its error.
 func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
@@ -41,6 +42,13 @@ func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, 
 	params := &mcp.CallToolParams{Name: e.tool, Arguments: call.Parameters}
 	if tp, ts := tracing.Inject(ctx); tp != "" {
 		params.Meta = traceMeta(tp, ts)
+	}
+	if call.Fence != nil {
+		// An idempotent call's fencing token, for a server that fences.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta["fence"] = call.Fence
 	}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {

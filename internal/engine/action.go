@@ -338,6 +338,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	}
 	var idemKey string
 	var claim store.Claim
+	var fence *protocol.Fence
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
 		idemKey = idempotency.Scope{Agent: r.sub.Agent, Tenant: r.sub.Tenant, Tool: a.Tool, Schema: t.digest}.Key(params, explicit)
@@ -363,6 +364,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			}
 		}
 		claim = c
+		fence = &protocol.Fence{Key: idemKey, Epoch: c.Epoch()}
 		// Every way out that does not commit gives the claim up, a panic
 		// of the call included.
 		defer func() {
@@ -378,7 +380,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			return out, "result", nil
 		}
 	}
-	out, err = r.dispatch(ctx, a, t, params)
+	out, err = r.dispatch(ctx, a, t, params, fence)
 	if err != nil {
 		return nil, "", err
 	}
@@ -388,6 +390,10 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		c := claim
 		claim = nil // a Commit ends the claim, whatever it returns
 		if err := c.Commit(context.WithoutCancel(ctx), out); err != nil {
+			if errors.Is(err, store.ErrSuperseded) {
+				r.emit(EventActionSuperseded, a.ID, map[string]any{"tool": a.Tool, "epoch": fence.Epoch})
+				return nil, "", fmt.Errorf("superseded: tool '%s' ran under fencing epoch %d, but a newer claim of its idempotency key took the call over while it ran (with the shared store: this daemon stalled past claim_lease); its result was refused and the newer holder's stands: %w", a.Tool, fence.Epoch, err)
+			}
 			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' ran, but its result could not be committed, so a re-submission may run it again", a.Tool), err)
 		}
 		r.mu.Lock()
@@ -402,7 +408,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 
 // dispatch calls the tool through the session's executor, with retries. An
 // output that does not fit the tool's returns schema is a failed attempt.
-func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
+func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, fence *protocol.Fence) (any, error) {
 	if r.sub.Session.Executor == nil && !t.builtin && t.exec == nil {
 		return nil, errors.New("this session has no way to run tools")
 	}
@@ -424,7 +430,7 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 		if err := r.waitForToken(ctx, a, t); err != nil {
 			return nil, err
 		}
-		out, err := r.attempt(ctx, a, t, params, timeout, attempt)
+		out, err := r.attempt(ctx, a, t, params, fence, timeout, attempt)
 		if err == nil {
 			return out, nil
 		}
@@ -501,7 +507,7 @@ func readable(d time.Duration) time.Duration {
 }
 
 // attempt makes one call of the tool within timeout.
-func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, timeout time.Duration, n int) (any, error) {
+func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, fence *protocol.Fence, timeout time.Duration, n int) (any, error) {
 	r.mu.Lock()
 	r.toolCalls++
 	r.mu.Unlock()
@@ -517,6 +523,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		Parameters: params,
 		Timeout:    timeout,
 		Attempt:    n,
+		Fence:      fence,
 	}
 	var out any
 	var err error

@@ -103,6 +103,10 @@ export interface RunTurn {
   policy_rejected?: AlwaysTrue;
   tokens?: TokenUsage;
 }
+export interface Fence {
+  key: StringDoaGddGA;
+  epoch: Integer2AHOqbcQ;
+}
 export interface TraceMeta {
   traceparent?: StringDoaGddGA;
   tracestate?: StringDoaGddGA;
@@ -764,6 +768,7 @@ export interface ToolExecuteParams {
   agent_id?: StringDoaGddGA;
   invocation_mode?: StringDoaGddGA;
   handle?: StringDoaGddGA;
+  fence?: Fence;
   _meta?: TraceMeta;
 }
 export interface ToolCancelParams {

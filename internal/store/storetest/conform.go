@@ -52,6 +52,12 @@ type Options struct {
 	// waits for the holder's Commit (a hit) or Release (its own claim).
 	LocalClaims bool
 
+	// LapseClaim makes the idempotency claim of key held by daemon holder
+	// (open, or closed since) lapse at once, as if holder had stalled past
+	// its lease, and stops holder renewing its claims. A backend without
+	// LocalClaims must have it: the suite takes claims over with it.
+	LapseClaim func(t *testing.T, holder *store.Store, key string)
+
 	// StateInMemory: state does not outlive the store (the file store
 	// keeps a single daemon's state in its memory; checkpoints are how it
 	// is kept). Without it state survives a restart.
