@@ -15,7 +15,7 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-const submitShape = "{proposal: ActionProposal, session_id?: string, scope?: {tenantId?: string, callerId?: string}}"
+const submitShape = "{proposal: ActionProposal, session_id?: string, scope?: {tenantId?: string, callerId?: string, claims?: object}}"
 
 func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any, error) {
 	p, ok := splitSubmit(params)
@@ -31,15 +31,20 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if len(prop.FieldWarnings) > 0 && (prop.Strict || c.srv.opts.StrictFields) {
 		return nil, invalidParams("%v", protocol.StrictFieldsError(prop.FieldWarnings))
 	}
-	var tenant string
+	var scope protocol.RuntimeScope
 	if p.Scope != nil {
-		tenant = p.Scope.TenantID
+		scope = *p.Scope
 	}
-	if err := c.mayUseTenant(protocol.MethodProposalSubmit, tenant); err != nil {
+	if err := c.mayUseTenant(protocol.MethodProposalSubmit, scope.TenantID); err != nil {
+		return nil, err
+	}
+	caller, err := c.scopeCaller(scope)
+	if err != nil {
 		return nil, err
 	}
 	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
-	sub.Tenant = tenant
+	sub.Tenant = scope.TenantID
+	sub.Caller, sub.Claims, sub.ClaimsTrusted = caller, scope.Claims, c.agentID() == ""
 	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
 	if cfg := c.replan.Load(); cfg != nil {
 		rec.Config = *cfg
