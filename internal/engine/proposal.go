@@ -651,14 +651,14 @@ func (r *run) rollback(ctx context.Context, cause error) {
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {
+	// A bound agent is its own caller: its events carry agent alone.
 	if r.sub.Agent != "" || r.sub.Caller != "" {
 		if data == nil {
 			data = map[string]any{}
 		}
 		if r.sub.Agent != "" {
 			data["agent"] = r.sub.Agent
-		}
-		if r.sub.Caller != "" {
+		} else {
 			data["caller"] = r.sub.Caller
 		}
 	}
