@@ -77,7 +77,7 @@ var settings = []setting{
 	{"lease_min_ttl", "CAR_LEASE_MIN_TTL", "the shortest ttl_ms lease.acquire and lease.renew accept", rpc.DefaultLeaseMinTTL},
 	{"lease_max_ttl", "CAR_LEASE_MAX_TTL", "the longest ttl_ms lease.acquire and lease.renew accept", rpc.DefaultLeaseMaxTTL},
 	{"max_goal_conditions", "CAR_MAX_GOAL_CONDITIONS", "conditions one goal condition of goals.evaluate or goals.record may hold, all_of and any_of included", engine.DefaultMaxGoalConditions},
-	{"max_goal_text_bytes", "CAR_MAX_GOAL_TEXT_BYTES", "longest text of goals.record (goal, reason, model, model_tier) and turns.record_completed (decision, stop_reason, model)", rpc.DefaultMaxGoalTextBytes},
+	{"max_goal_text_bytes", "CAR_MAX_GOAL_TEXT_BYTES", "longest text of goals.record (goal, reason, model, model_tier, and its condition as JSON) and turns.record_completed (decision, stop_reason, model)", rpc.DefaultMaxGoalTextBytes},
 	{"max_scope_claims_bytes", "CAR_MAX_SCOPE_CLAIMS_BYTES", "largest scope.claims of proposal.submit, as JSON", rpc.DefaultMaxScopeClaimsBytes},
 	{"max_lease_agent_id_bytes", "CAR_MAX_LEASE_AGENT_ID_BYTES", "the longest agent_id lease.* accept (each id is a row or a journal key kept for good)", rpc.DefaultMaxLeaseAgentIDBytes},
 	{"max_open_run_journals", "CAR_MAX_OPEN_RUN_JOURNALS", "with store file, run journals open at once (each an open file); past it the least recently used idle one is closed, and opened again when its run is next appended to", file.DefaultMaxOpenRunJournals},

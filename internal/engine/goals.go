@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -465,12 +467,17 @@ func (r Recorder) data(d map[string]any) map[string]any {
 
 // RecordGoalEvaluated appends a goal_evaluated event and returns it once
 // the durable log holds it. The condition is checked as goals.evaluate
-// checks one.
-func (rt *Runtime) RecordGoalEvaluated(ctx context.Context, by Recorder, p *protocol.GoalsRecordParams) (Event, error) {
+// checks one, and recorded as raw holds it (every member, numbers exact).
+func (rt *Runtime) RecordGoalEvaluated(ctx context.Context, by Recorder, p *protocol.GoalsRecordParams, raw json.RawMessage) (Event, error) {
 	if err := rt.CheckGoal(p.Condition); err != nil {
 		return Event{}, err
 	}
-	cond := jsonShaped(map[string]any{"c": p.Condition})["c"]
+	var cond any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&cond); err != nil {
+		return Event{}, fmt.Errorf("condition: %w", err)
+	}
 	data := by.data(map[string]any{
 		"goal": p.Goal, "condition": cond, "iteration": *p.Iteration, "met": *p.Met, "grounded": *p.Grounded,
 		"reason": p.Reason, "model": p.Model, "model_tier": p.ModelTier,

@@ -191,8 +191,8 @@ func TestGoalsAndTurnsAreRecordedForTheCallerAndItsRun(t *testing.T) {
 	if ev.Data["agent"] != "alice" || ev.Data["principal"] != protocol.PrincipalAgent || ev.Data["run_id"] != run.RunID || ev.Data["met"] != true || ev.Data["grounded"] != false || ev.Data["model_tier"] != "local" {
 		t.Fatalf("goal_evaluated data %v: it must name alice (not the params' bob) and her run", ev.Data)
 	}
-	if c, _ := ev.Data["condition"].(map[string]any); c["type"] != "command" {
-		t.Fatalf("the condition is kept: %v", ev.Data["condition"])
+	if c, _ := ev.Data["condition"].(map[string]any); c["type"] != "command" || c["cmd"] != "make test" {
+		t.Fatalf("the condition is kept as sent, its command included: %v", ev.Data["condition"])
 	}
 	call(t, alice, protocol.MethodGoalsRecord, map[string]any{"goal": "tests pass", "condition": sp("ci", "eq", "green"), "iteration": 3, "met": true, "grounded": true, "reason": "ci is green"}, nil)
 	call(t, alice, protocol.MethodGoalsRecord, map[string]any{"goal": "tests pass", "condition": sp("ci", "eq", "green"), "iteration": 1, "met": false, "grounded": true, "reason": "red"}, nil)
@@ -243,13 +243,13 @@ func TestGoalsAndTurnsAreRecordedForTheCallerAndItsRun(t *testing.T) {
 // TestGoalRecordBounds: every input is bounded; one past is refused with
 // nothing recorded, the bound itself is served.
 func TestGoalRecordBounds(t *testing.T) {
-	ts := startServerWith(t, serverSetup{opts: Options{MaxGoalTextBytes: 8}, engine: engine.Options{MaxGoalConditions: 2}})
+	ts := startServerWith(t, serverSetup{opts: Options{MaxGoalTextBytes: 64}, engine: engine.Options{MaxGoalConditions: 2}})
 	c := ts.dial(t, "")
 	good := func() map[string]any {
-		return map[string]any{"goal": "12345678", "condition": sp("k", "eq", 1), "iteration": int64(protocol.MaxGoalCounter), "met": false, "grounded": true, "reason": "r"}
+		return map[string]any{"goal": strings.Repeat("g", 64), "condition": cond("plan_achieved"), "iteration": int64(protocol.MaxGoalCounter), "met": false, "grounded": true, "reason": "r"}
 	}
 	call(t, c, protocol.MethodGoalsRecord, good(), nil)
-	call(t, c, protocol.MethodTurnsRecordCompleted, map[string]any{"decision": "12345678", "was_truncated": false, "turns": int64(protocol.MaxGoalCounter)}, nil)
+	call(t, c, protocol.MethodTurnsRecordCompleted, map[string]any{"decision": strings.Repeat("d", 64), "was_truncated": false, "turns": int64(protocol.MaxGoalCounter)}, nil)
 	var before int
 	call(t, c, protocol.MethodEventsCount, nil, &before)
 	for _, bad := range []struct {
@@ -258,9 +258,9 @@ func TestGoalRecordBounds(t *testing.T) {
 		edit   func(p map[string]any)
 		want   string
 	}{
-		{"goal text", protocol.MethodGoalsRecord, func(p map[string]any) { p["goal"] = "123456789" }, "max_goal_text_bytes"},
-		{"reason", protocol.MethodGoalsRecord, func(p map[string]any) { p["reason"] = strings.Repeat("r", 9) }, "max_goal_text_bytes"},
-		{"model tier", protocol.MethodGoalsRecord, func(p map[string]any) { p["model_tier"] = strings.Repeat("t", 9) }, "max_goal_text_bytes"},
+		{"goal text", protocol.MethodGoalsRecord, func(p map[string]any) { p["goal"] = strings.Repeat("g", 65) }, "max_goal_text_bytes"},
+		{"reason", protocol.MethodGoalsRecord, func(p map[string]any) { p["reason"] = strings.Repeat("r", 65) }, "max_goal_text_bytes"},
+		{"model tier", protocol.MethodGoalsRecord, func(p map[string]any) { p["model_tier"] = strings.Repeat("t", 65) }, "max_goal_text_bytes"},
 		{"iteration too large", protocol.MethodGoalsRecord, func(p map[string]any) { p["iteration"] = int64(protocol.MaxGoalCounter) + 1 }, "'iteration' must be 0 to 4294967295"},
 		{"iteration negative", protocol.MethodGoalsRecord, func(p map[string]any) { p["iteration"] = -1 }, "'iteration' must be 0"},
 		{"no met", protocol.MethodGoalsRecord, func(p map[string]any) { delete(p, "met") }, "'iteration', 'met' and 'grounded' are required"},
@@ -269,9 +269,12 @@ func TestGoalRecordBounds(t *testing.T) {
 		{"condition too large", protocol.MethodGoalsRecord, func(p map[string]any) {
 			p["condition"] = cond("all_of", "conditions", []any{sp("a", "eq", 1), sp("b", "eq", 1)})
 		}, "max_goal_conditions"},
+		{"condition too long as JSON", protocol.MethodGoalsRecord, func(p map[string]any) {
+			p["condition"] = cond("command", "cmd", strings.Repeat("x", 64))
+		}, "'condition (as JSON)' is"},
 		{"decision text", protocol.MethodTurnsRecordCompleted, func(p map[string]any) {
 			clear(p)
-			p["decision"], p["was_truncated"], p["turns"] = "123456789", false, 1
+			p["decision"], p["was_truncated"], p["turns"] = strings.Repeat("d", 65), false, 1
 		}, "max_goal_text_bytes"},
 		{"turns too large", protocol.MethodTurnsRecordCompleted, func(p map[string]any) {
 			clear(p)

@@ -17,8 +17,9 @@ import (
 // records only its own verdicts.
 
 // DefaultMaxGoalTextBytes bounds each text of goals.record and
-// turns.record_completed (max_goal_text_bytes).
-const DefaultMaxGoalTextBytes = 4096
+// turns.record_completed, and goals.record's condition as JSON
+// (max_goal_text_bytes).
+const DefaultMaxGoalTextBytes = 16 << 10
 
 const (
 	goalsEvaluateShape = "{goal: GoalCondition, proposal_id?: string, tenant_id?: string}"
@@ -73,7 +74,18 @@ func (c *conn) goalsRecord(ctx context.Context, params *json.RawMessage) (any, e
 	if err := c.srv.rt.CheckGoal(p.Condition); err != nil {
 		return nil, invalidParams("goals.record: condition: %v; nothing was recorded", err)
 	}
-	e, err := c.srv.rt.RecordGoalEvaluated(ctx, c.goalRecorder(), &p)
+	// The condition is recorded as sent, members of command and
+	// model_judge included, within the same bound as the texts.
+	var raw struct {
+		Condition json.RawMessage `json:"condition"`
+	}
+	if err := json.Unmarshal(*params, &raw); err != nil {
+		return nil, invalidParams("goals.record: %v", err)
+	}
+	if err := c.checkTexts(map[string]string{"condition (as JSON)": string(raw.Condition)}); err != nil {
+		return nil, err
+	}
+	e, err := c.srv.rt.RecordGoalEvaluated(ctx, c.goalRecorder(), &p, raw.Condition)
 	if err != nil {
 		return nil, goalError(protocol.MethodGoalsRecord, err)
 	}
