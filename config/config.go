@@ -111,7 +111,11 @@ type Config struct {
 	AuditHeadInterval        time.Duration // the longest wait for a signed head
 	Heartbeat                time.Duration // how often the member row is stamped
 
-	Tracing tracing.Settings // OpenTelemetry traces; off without an endpoint
+	Tracing  tracing.Settings // OpenTelemetry traces; off without an endpoint
+	TraceURL string           // the dashboard's link template to a trace, naming {trace_id}; "" for none
+	// TraceToolArguments puts each tool call's redacted parameters on its
+	// span (otel_capture_tool_arguments).
+	TraceToolArguments bool
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -458,6 +462,11 @@ func (c *Config) resolve(r *reader) error {
 	}
 	var bad *tracing.SettingError
 	if err := c.Tracing.Check(); errors.As(err, &bad) {
+		r.fail(bad.Key, "%s", bad.Msg)
+	}
+	c.TraceToolArguments = r.boolean("otel_capture_tool_arguments")
+	c.TraceURL = strings.TrimSpace(r.str("otel_trace_url"))
+	if err := tracing.CheckTraceURL(c.TraceURL); errors.As(err, &bad) {
 		r.fail(bad.Key, "%s", bad.Msg)
 	}
 	if c.Port > 65535 {

@@ -148,6 +148,8 @@ var settings = []setting{
 	{"otel_resource_attributes", "OTEL_RESOURCE_ATTRIBUTES", "more resource attributes, key=value pairs separated by commas (service.version, car.node.id and car.home are set by the daemon)", ""},
 	{"otel_traces_sampler", "OTEL_TRACES_SAMPLER", "which traces are kept: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", tracing.DefaultSampler},
 	{"otel_traces_sampler_arg", "OTEL_TRACES_SAMPLER_ARG", "the ratio (0 to 1) of the traceidratio samplers; empty: 1", ""},
+	{"otel_capture_tool_arguments", "CAR_OTEL_CAPTURE_TOOL_ARGUMENTS", "put each tool call's parameters on its execute_tool span (gen_ai.tool.call.arguments), redacted and cut as an approval's preview is; false: no parameter value is ever in a span", false},
+	{"otel_trace_url", "CAR_OTEL_TRACE_URL", "a link template to a proposal's trace, naming {trace_id} (http://127.0.0.1:16686/trace/{trace_id} for a local Jaeger): the dashboard links each traced proposal to it; empty: the trace id only", ""},
 	{"otel_trace_queue_spans", "CAR_OTEL_TRACE_QUEUE_SPANS", "ended spans waiting for export; past it a span is dropped and counted in car_trace_spans_dropped_total, so a slow collector never slows a proposal", tracing.DefaultQueueSpans},
 }
 

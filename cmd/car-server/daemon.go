@@ -171,6 +171,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
 		Tracer:                   traces.Tracer(),
+		TraceToolArguments:       cfg.TraceToolArguments,
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})
@@ -233,6 +234,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Node:                    shared.Node,
 		Bus:                     clusterBus(shared),
 		Tracer:                  traces.Tracer(),
+		TraceURL:                cfg.TraceURL,
 		Leases:                  shared.Leases,
 		LeaseDefaultTTL:         cfg.LeaseDefaultTTL,
 		LeaseMinTTL:             cfg.LeaseMinTTL,

@@ -53,6 +53,9 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 		rec.Config.MaxReplans = int(c.srv.rt.Harness().PlanningMaxReplans)
 	}
 	res, err := c.srv.rt.Execute(ctx, sub, rec)
+	if c.srv.opts.Tracer != nil {
+		noteRequestSpan(ctx, sub.SpanContext()) // the request's log line names the proposal's span
+	}
 	var deadline *engine.DeadlineError
 	if errors.As(err, &deadline) {
 		return nil, deadlineError(protocol.MethodProposalSubmit, deadline.Timeout)

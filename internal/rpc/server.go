@@ -91,6 +91,9 @@ type Options struct {
 	// traceparent of its execute_tool span. Nil: off. The engine's spans
 	// take the same tracer through engine.Options.Tracer.
 	Tracer trace.Tracer
+	// TraceURL is the dashboard's link template to a proposal's trace
+	// (otel_trace_url), naming {trace_id}; "" shows the trace id only.
+	TraceURL string
 }
 
 // Approver roles (Options.ApproverRole).
@@ -239,7 +242,7 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	s.mux.Handle("GET "+ui.Prefix, ui.Handler())
+	s.mux.Handle("GET "+ui.Prefix, ui.Handler(ui.Options{TraceURL: s.opts.TraceURL}))
 	s.mux.HandleFunc("/{$}", s.serveWebSocket)
 	return s
 }
