@@ -53,6 +53,9 @@ var Methods = []MethodSpec{
 
 	{Name: MethodToolsRegister, Summary: "Register tools on the connection; answers how many.", Params: []ToolSchema{}, Result: 0},
 	{Name: MethodToolsList, Summary: "The connection's tools, sorted by name.", Result: ToolsListResult{}},
+	{Name: MethodGoalsEvaluate, Summary: "Decide a goal condition from the daemon's ground truth: state, receipts, a proposal's outcome and transaction check; command and model_judge fail closed.", Params: GoalsEvaluateParams{}, Result: GoalsEvaluateResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodGoalsRecord, Summary: "Append a durable goal_evaluated event for the caller (and its run in progress).", Params: GoalsRecordParams{}, Result: RecordedEvent{}},
+	{Name: MethodTurnsRecordCompleted, Summary: "Append a durable turn_completed event for the caller (and its run in progress).", Params: TurnsRecordCompletedParams{}, Result: RecordedEvent{}},
 	{Name: MethodHarnessGet, Summary: "The daemon-wide harness config: default max_retries, retry_backoff_ms and planning_max_replans.", Result: HarnessConfig{}},
 	{Name: MethodHarnessSet, Summary: "Replace the named fields of the harness config; returns the config after.", Params: HarnessFields{}, Result: HarnessConfig{}},
 	{Name: MethodHarnessUpdate, Summary: "Set, then add to, fields of the harness config in one atomic step; returns the config after.", Params: HarnessUpdateParams{}, Result: HarnessConfig{}},

@@ -4,11 +4,11 @@ package protocol
 // policies slot of session.init).
 type PolicyDefinition struct {
 	Name      string `json:"name"`
-	Rule      string `json:"rule"`              // deny_tool, deny_connector, deny_tool_param or require_state
-	Target    string `json:"target,omitempty"`  // the tool (deny_tool, deny_tool_param), or the connector's slug (deny_connector)
-	Key       string `json:"key,omitempty"`     // the parameter (deny_tool_param) or state key (require_state)
+	Rule      string `json:"rule"`              // deny_tool, deny_connector, deny_tool_param, require_state or require_claim
+	Target    string `json:"target,omitempty"`  // the tool (deny_tool, deny_tool_param; require_claim: only its calls), or the connector's slug (deny_connector)
+	Key       string `json:"key,omitempty"`     // the parameter (deny_tool_param; scope.callerId or scope.claims.<k> read the submission's scope), state key (require_state) or claim (require_claim)
 	Pattern   string `json:"pattern,omitempty"` // substring of the parameter's string form (deny_tool_param)
-	Value     any    `json:"value,omitempty"`   // the JSON value state[key] must equal (require_state)
+	Value     any    `json:"value,omitempty"`   // the JSON value state[key] (require_state) or the claim (require_claim, optional) must equal
 	SessionID string `json:"session_id,omitempty"`
 }
 

@@ -163,6 +163,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		SupervisionTimeout:       cfg.SupervisionTimeout,
 		ApprovalTimeout:          cfg.ApprovalTimeout,
 		MaxApprovalsPerProposal:  cfg.MaxApprovalsPerProposal,
+		MaxGoalConditions:        cfg.MaxGoalConditions,
 		IntegrityOptions:         cfg.Integrity,
 		Streams:                  streams.Options{IdleTimeout: cfg.StreamIdleTimeout, MaxPerOwner: cfg.MaxStreamHandles, MaxChunkBytes: cfg.MaxStreamChunk, MaxBuffered: cfg.MaxStreamBuffered},
 		Postures:                 postures,
@@ -239,6 +240,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		LeaseMinTTL:             cfg.LeaseMinTTL,
 		LeaseMaxTTL:             cfg.LeaseMaxTTL,
 		MaxLeaseAgentIDBytes:    cfg.MaxLeaseAgentIDBytes,
+		MaxGoalTextBytes:        cfg.MaxGoalTextBytes,
+		MaxScopeClaimsBytes:     cfg.MaxScopeClaimsBytes,
 	})
 
 	tcp, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -132,8 +133,8 @@ func newEventLog(capacity int, maxBytes int64) *EventLog {
 
 // Append records e, stamping its sequence number, time and (when chaining is
 // on) its hash link, then hands it to the subscribers whose filter it
-// matches.
-func (l *EventLog) Append(e Event) {
+// matches. It returns the event as kept.
+func (l *EventLog) Append(e Event) Event {
 	l.mu.Lock()
 	subs := l.subs
 	var ticket uint64
@@ -146,6 +147,7 @@ func (l *EventLog) Append(e Event) {
 	if ticket != 0 {
 		l.deliver(ticket, subs, e)
 	}
+	return e
 }
 
 // deliver hands e to the matching subscribers once every earlier ticket has
@@ -452,6 +454,14 @@ func summarize(events eventSeq) MetricsSummary {
 			s.PermissionDecisions++
 		case EventApprovalRecorded:
 			s.ApprovalsRecorded++
+		case EventGoalEvaluated:
+			s.GoalEvaluations++
+			if met, _ := e.Data["met"].(bool); met {
+				s.GoalsMet++
+				if grounded, _ := e.Data["grounded"].(bool); !grounded {
+					s.GoalsUngrounded++
+				}
+			}
 		}
 		if e.Kind == EventActionSucceeded || e.Kind == EventActionFailed {
 			if d, ok := jsonvalue.ToFloat(e.Data["duration_ms"]); ok {
@@ -512,6 +522,13 @@ func observe(e *Event) {
 		metrics.GateDecisions.WithLabelValues("supervision", fmt.Sprint(e.Data["decision"])).Inc()
 	case EventPolicyViolation:
 		metrics.GateDecisions.WithLabelValues("policy", "deny").Inc()
+	case EventGoalEvaluated:
+		met, _ := e.Data["met"].(bool)
+		grounded, _ := e.Data["grounded"].(bool)
+		metrics.GoalsEvaluated.WithLabelValues(metrics.GoalOutcome(met, grounded)).Inc()
+	case EventTurnCompleted:
+		truncated, _ := e.Data["was_truncated"].(bool)
+		metrics.TurnsCompleted.WithLabelValues(strconv.FormatBool(truncated)).Inc()
 	}
 }
 

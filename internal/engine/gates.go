@@ -44,6 +44,14 @@ type Submission struct {
 	// Budget meters what the proposal may spend (session.budget.set); nil
 	// is unbounded.
 	Budget *Meter
+	// Caller and Claims are the submission's RuntimeScope: recorded on its
+	// events and span, and read by policy rules (policy.ScopeReader).
+	// ClaimsTrusted says the submitter is not an agent: only then may a
+	// claim satisfy a rule that requires one. The transport sets Caller to
+	// a bound agent's own id, whatever the scope said.
+	Caller        string
+	Claims        map[string]any
+	ClaimsTrusted bool
 
 	// denied holds the actions a person rejected while the proposal was
 	// parked at the permission gate, with the reason; set before execution.

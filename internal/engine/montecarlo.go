@@ -53,20 +53,20 @@ type goal struct {
 	parts []goal
 }
 
-// parseGoal reads {type: state_predicate, key, operator, value} and
-// {type: all_of|any_of, conditions: [...]}; any other type cannot be decided
-// from a simulated state, fails closed and is named.
+// parseGoal reads a GoalCondition (goals.evaluate's type): {type:
+// state_predicate, key, operator, value} and {type: all_of|any_of,
+// conditions: [...]} are decided from a simulated state; any other type
+// cannot be, fails closed and is named.
 func parseGoal(raw json.RawMessage, underivable *[]string) (goal, error) {
-	var g struct {
-		Type       string            `json:"type"`
-		Key        string            `json:"key"`
-		Operator   string            `json:"operator"`
-		Value      any               `json:"value"`
-		Conditions []json.RawMessage `json:"conditions"`
-	}
+	var g protocol.GoalCondition
 	if err := json.Unmarshal(raw, &g); err != nil {
 		return goal{}, fmt.Errorf("goal must be a GoalCondition object: %v", err)
 	}
+	return simulatedGoal(&g, underivable)
+}
+
+// simulatedGoal is parseGoal on a decoded condition.
+func simulatedGoal(g *protocol.GoalCondition, underivable *[]string) (goal, error) {
 	switch g.Type {
 	case "state_predicate":
 		if g.Key == "" {
@@ -79,8 +79,8 @@ func parseGoal(raw json.RawMessage, underivable *[]string) (goal, error) {
 		return goal{kind: g.Type, pred: protocol.Precondition{Key: g.Key, Operator: op, Value: g.Value}}, nil
 	case "all_of", "any_of":
 		out := goal{kind: g.Type}
-		for _, c := range g.Conditions {
-			sub, err := parseGoal(c, underivable)
+		for i := range g.Conditions {
+			sub, err := simulatedGoal(&g.Conditions[i], underivable)
 			if err != nil {
 				return goal{}, err
 			}

@@ -91,7 +91,7 @@ type policyCheck struct{ rt *Runtime }
 func (policyCheck) Name() string { return "policy" }
 
 func (c policyCheck) Check(ctx context.Context, sub *Submission, a *protocol.Action) error {
-	state := &policyState{ctx: ctx, st: c.rt.State, tenant: sub.Tenant}
+	state := &policyState{ctx: ctx, st: c.rt.State, tenant: sub.Tenant, sub: sub}
 	type layer struct {
 		name string
 		e    *policy.Engine
@@ -132,7 +132,23 @@ type policyState struct {
 	ctx    context.Context
 	st     store.State
 	tenant string
+	sub    *Submission // its scope, for policy.ScopeReader
 	err    error
+}
+
+// Scope implements policy.ScopeReader over the submission's RuntimeScope.
+func (p *policyState) Scope(path string) (any, bool, bool) {
+	if path == "callerId" {
+		// A bound agent's caller is its own id (the transport sees to it);
+		// anyone else's is what a trusted submitter said.
+		return p.sub.Caller, p.sub.Caller != "", true
+	}
+	k, ok := strings.CutPrefix(path, "claims.")
+	if !ok {
+		return nil, false, false
+	}
+	v, present := p.sub.Claims[k]
+	return v, present, p.sub.ClaimsTrusted
 }
 
 func (p *policyState) State(key string) (any, bool) {

@@ -56,7 +56,11 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
 	sub.graph = r.graph
-	received := map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant}
+	received := map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant, "transaction_check": rt.TransactionCheck(sub.Session)}
+	if len(sub.Claims) > 0 {
+		received["claims"] = sub.Claims
+		received["claims_trusted"] = sub.ClaimsTrusted
+	}
 	if sub.span.IsValid() {
 		received["trace_id"] = sub.span.TraceID().String() // what a trace backend finds the proposal by
 	}
@@ -647,11 +651,16 @@ func (r *run) rollback(ctx context.Context, cause error) {
 }
 
 func (r *run) emit(kind EventKind, actionID string, data map[string]any) {
-	if r.sub.Agent != "" {
+	// A bound agent is its own caller: its events carry agent alone.
+	if r.sub.Agent != "" || r.sub.Caller != "" {
 		if data == nil {
 			data = map[string]any{}
 		}
-		data["agent"] = r.sub.Agent
+		if r.sub.Agent != "" {
+			data["agent"] = r.sub.Agent
+		} else {
+			data["caller"] = r.sub.Caller
+		}
 	}
 	r.rt.Events.Append(Event{Kind: kind, ProposalID: r.sub.Proposal.ID, ActionID: actionID, Connection: r.sub.Session.ID, Data: data})
 }

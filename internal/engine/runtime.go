@@ -50,6 +50,7 @@ type Options struct {
 	MaxResolvedActionBytes   int64 // one action's parameters and effects with references resolved (8 MiB)
 	MaxResolvedProposalBytes int64 // all of a proposal's resolved actions together (64 MiB)
 	MaxStateValueBytes       int64 // one state value as JSON, however it is written (8 MiB)
+	MaxGoalConditions        int   // conditions of one goal condition, all_of and any_of included (DefaultMaxGoalConditions)
 
 	Streams streams.Options // handles of detached tool invocations
 
@@ -123,6 +124,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxStateValueBytes <= 0 {
 		o.MaxStateValueBytes = DefaultMaxStateValueBytes
+	}
+	if o.MaxGoalConditions <= 0 {
+		o.MaxGoalConditions = DefaultMaxGoalConditions
 	}
 	if o.EventBytes <= 0 {
 		o.EventBytes = DefaultEventBytes

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
+	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/policy"
 	"github.com/parslee-ai/car-server/internal/streams"
 	"github.com/parslee-ai/car-server/protocol"
@@ -41,6 +42,8 @@ const (
 	AttrAgentID         = attribute.Key("car.agent.id")
 	AttrClient          = attribute.Key("car.client")
 	AttrTenant          = attribute.Key("car.tenant")
+	AttrScopeCaller     = attribute.Key("car.scope.caller")
+	AttrScopeClaims     = attribute.Key("car.scope.claims")
 	AttrActions         = attribute.Key("car.proposal.actions")
 	AttrStatus          = attribute.Key("car.proposal.status")
 	AttrToolCalls       = attribute.Key("car.cost.tool_calls")
@@ -103,6 +106,12 @@ func proposalAttrs(sub *Submission) []attribute.KeyValue {
 		kvs = append(kvs, AttrAgentID.String(sub.Agent))
 	} else {
 		kvs = append(kvs, AttrClient.String(sub.Session.ID))
+	}
+	if sub.Caller != "" {
+		kvs = append(kvs, AttrScopeCaller.String(sub.Caller))
+	}
+	if len(sub.Claims) > 0 {
+		kvs = append(kvs, AttrScopeClaims.String(string(jsonvalue.Canonical(sub.Claims))))
 	}
 	if id := sub.runID(); id != "" {
 		kvs = append(kvs, AttrRunID.String(id))

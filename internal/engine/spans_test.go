@@ -75,7 +75,7 @@ func TestSpanTreeOfAProposal(t *testing.T) {
 		{ID: "flaky", Type: protocol.ActionToolCall, Tool: "t", FailureBehavior: protocol.FailRetry, MaxRetries: 1},
 		{ID: "broken", Type: protocol.ActionToolCall, Tool: "t", FailureBehavior: protocol.FailSkip},
 	}}
-	if _, err := rt.Submit(ctx, &Submission{Proposal: p, Session: s, Agent: "agent-7", Tenant: "acme"}); err != nil {
+	if _, err := rt.Submit(ctx, &Submission{Proposal: p, Session: s, Agent: "agent-7", Tenant: "acme", Caller: "agent-7", Claims: map[string]any{"team": "ops", "level": 2}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -87,7 +87,8 @@ func TestSpanTreeOfAProposal(t *testing.T) {
 	if prop.Parent().SpanID() != parent.SpanID() || prop.SpanContext().TraceID() != parent.TraceID() {
 		t.Fatalf("the proposal span's parent is %v, want the client's %v", prop.Parent(), parent)
 	}
-	for k, want := range map[attribute.Key]string{AttrProposalID: "p1", AttrAgentID: "agent-7", AttrTenant: "acme", AttrStatus: "skipped"} {
+	for k, want := range map[attribute.Key]string{AttrProposalID: "p1", AttrAgentID: "agent-7", AttrTenant: "acme", AttrStatus: "skipped",
+		AttrScopeCaller: "agent-7", AttrScopeClaims: `{"level":2,"team":"ops"}`} {
 		if v, _ := attrOf(prop, k); v.AsString() != want {
 			t.Errorf("proposal %s = %q, want %q", k, v.AsString(), want)
 		}

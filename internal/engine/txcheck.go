@@ -207,28 +207,49 @@ func (rt *Runtime) transactionConflicts(ctx context.Context, sub *Submission, g 
 			if refPattern.MatchString(as.Key) {
 				continue
 			}
-			var cur any
-			var version uint64
-			var err error
-			if vr != nil {
-				cur, version, _, err = vr.GetVersioned(ctx, sub.Tenant, as.Key)
-			} else {
-				cur, _, err = rt.State.Get(ctx, sub.Tenant, as.Key)
-			}
+			h, err := rt.checkAssumption(ctx, vr, sub.Tenant, as)
 			if err != nil {
 				return nil, fmt.Errorf("action '%s': assumption on '%s' cannot be checked: %w", a.ID, as.Key, err)
 			}
-			if as.ReadVersion != nil && vr != nil && *as.ReadVersion < version {
+			if h.stale {
 				out = append(out, protocol.TransactionConflict{Kind: protocol.ConflictStaleRead, Key: as.Key, ActionID: a.ID,
-					Detail: fmt.Sprintf("action '%s' read '%s' at version %d; it is at version %d now", a.ID, as.Key, *as.ReadVersion, version)})
+					Detail: fmt.Sprintf("action '%s' read '%s' at version %d; it is at version %d now", a.ID, as.Key, *as.ReadVersion, h.version)})
 			}
-			if len(as.ExpectedValue) > 0 && !holdsJSON(as.ExpectedValue, cur) {
+			if h.diverged {
 				out = append(out, protocol.TransactionConflict{Kind: protocol.ConflictBeliefDivergence, Key: as.Key, ActionID: a.ID,
 					Detail: fmt.Sprintf("action '%s' assumes a value of '%s' that state does not hold now", a.ID, as.Key)})
 			}
 		}
 	}
 	return out, nil
+}
+
+// assumptionHolds is how one assumption stands against state now: read
+// at an older version than the key's (stale), or expecting a value the key
+// does not hold (diverged). version is the key's version (0 without a
+// versioned store).
+type assumptionHolds struct {
+	stale, diverged bool
+	version         uint64
+}
+
+// checkAssumption reads as.Key in tenant (with its version when vr is set)
+// and compares it with what as expects.
+func (rt *Runtime) checkAssumption(ctx context.Context, vr store.VersionReader, tenant string, as protocol.Assumption) (assumptionHolds, error) {
+	var h assumptionHolds
+	var cur any
+	var err error
+	if vr != nil {
+		cur, h.version, _, err = vr.GetVersioned(ctx, tenant, as.Key)
+	} else {
+		cur, _, err = rt.State.Get(ctx, tenant, as.Key)
+	}
+	if err != nil {
+		return h, err
+	}
+	h.stale = as.ReadVersion != nil && vr != nil && *as.ReadVersion < h.version
+	h.diverged = len(as.ExpectedValue) > 0 && !holdsJSON(as.ExpectedValue, cur)
+	return h, nil
 }
 
 // holdsJSON reports whether state value v is the JSON value raw.

@@ -37,6 +37,8 @@ func TestCollectors(t *testing.T) {
 	FsyncSeconds.Observe(0.001)
 	Connections.Set(2)
 	Proposals.Inc()
+	GoalsEvaluated.WithLabelValues(GoalOutcome(true, false)).Inc()
+	TurnsCompleted.WithLabelValues("false").Inc()
 
 	type family struct {
 		name   string
@@ -52,6 +54,8 @@ func TestCollectors(t *testing.T) {
 		{"car_callback_seconds", "HISTOGRAM", []string{"outcome"}},
 		{"car_journal_fsync_seconds", "HISTOGRAM", nil},
 		{"car_trajectory_write_failures_total", "COUNTER", nil},
+		{"car_goals_evaluated_total", "COUNTER", []string{"outcome"}},
+		{"car_turns_completed_total", "COUNTER", []string{"truncated"}},
 	}
 	families, err := Registry.Gather()
 	if err != nil {
@@ -111,11 +115,23 @@ car_requests_total{code="0",method="proposal.submit"} 2
 func TestRegistryLint(t *testing.T) {
 	problems, err := testutil.GatherAndLint(Registry,
 		"car_connections", "car_requests_total", "car_proposals_total", "car_actions_total",
-		"car_gate_decisions_total", "car_callback_seconds", "car_journal_fsync_seconds")
+		"car_gate_decisions_total", "car_callback_seconds", "car_journal_fsync_seconds",
+		"car_goals_evaluated_total", "car_turns_completed_total")
 	if err != nil {
 		t.Fatalf("lint: %v", err)
 	}
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestGoalOutcomeNamesEachVerdict(t *testing.T) {
+	for _, c := range []struct {
+		met, grounded bool
+		want          string
+	}{{false, false, "not_met"}, {false, true, "not_met"}, {true, true, "met_grounded"}, {true, false, "met_ungrounded"}} {
+		if got := GoalOutcome(c.met, c.grounded); got != c.want {
+			t.Errorf("GoalOutcome(%v, %v) = %s, want %s", c.met, c.grounded, got, c.want)
+		}
 	}
 }

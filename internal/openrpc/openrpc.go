@@ -232,6 +232,7 @@ func (g *generator) keep(s *jsonschema.Schema) {
 		if d.Title == "" { // generators name their types after it
 			d.Title = name
 		}
+		cutSelfRefs(d, "#/$defs/"+name, name)
 		g.defs[name] = d
 	}
 	s.Definitions = nil
@@ -246,5 +247,28 @@ func (g *generator) reflector(expanded bool) *jsonschema.Reflector {
 		RequiredFromJSONSchemaTags: false,
 		// The document names every member the daemon sends and reads.
 		AllowAdditionalProperties: false,
+	}
+}
+
+// cutSelfRefs replaces the references a definition makes to itself (a
+// recursive type: GoalCondition's conditions) with an open object that
+// names the type: code generators that resolve every reference (the
+// TypeScript example's) never finish on a cycle.
+func cutSelfRefs(s *jsonschema.Schema, ref, name string) {
+	if s == nil {
+		return
+	}
+	if s.Items != nil && s.Items.Ref == ref {
+		s.Items = &jsonschema.Schema{Type: "object", Description: "a " + name + " (nested)"}
+	}
+	cutSelfRefs(s.Items, ref, name)
+	if s.Properties != nil {
+		for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+			if p.Value.Ref == ref {
+				p.Value = &jsonschema.Schema{Type: "object", Description: "a " + name + " (nested)"}
+				s.Properties.Set(p.Key, p.Value)
+			}
+			cutSelfRefs(p.Value, ref, name)
+		}
 	}
 }

@@ -54,10 +54,23 @@ func FromDefinition(d protocol.PolicyDefinition) (Policy, error) {
 			Description: fmt.Sprintf("require state '%s' to be %s", d.Key, jsonvalue.Canonical(d.Value)),
 			Rule:        RequireState{Key: d.Key, Value: d.Value},
 		}, nil
+	case "require_claim":
+		if err := need("key", d.Key); err != nil {
+			return Policy{}, err
+		}
+		r := RequireClaim{Claim: d.Key, Tool: d.Target, Value: d.Value, HasValue: d.Value != nil}
+		desc := fmt.Sprintf("require scope claim '%s'", d.Key)
+		if r.HasValue {
+			desc += fmt.Sprintf(" = %s", jsonvalue.Canonical(d.Value))
+		}
+		if d.Target != "" {
+			desc += fmt.Sprintf(" for tool '%s'", d.Target)
+		}
+		return Policy{Name: d.Name, Description: desc, Rule: r}, nil
 	case "deny_tool_callback":
 		return Policy{}, fmt.Errorf("policy '%s': rule deny_tool_callback is not supported by the daemon; use deny_tool or deny_tool_param", d.Name)
 	case "":
-		return Policy{}, fmt.Errorf("policy '%s': field 'rule' is required (deny_tool, deny_connector, deny_tool_param or require_state)", d.Name)
+		return Policy{}, fmt.Errorf("policy '%s': field 'rule' is required (deny_tool, deny_connector, deny_tool_param, require_state or require_claim)", d.Name)
 	}
-	return Policy{}, fmt.Errorf("policy '%s': unknown rule '%s' (use deny_tool, deny_connector, deny_tool_param or require_state)", d.Name, d.Rule)
+	return Policy{}, fmt.Errorf("policy '%s': unknown rule '%s' (use deny_tool, deny_connector, deny_tool_param, require_state or require_claim)", d.Name, d.Rule)
 }

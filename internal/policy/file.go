@@ -27,6 +27,7 @@ type fileRules struct {
 	AllowToolParam        []fileAllowToolParam    `toml:"allow_tool_param"`
 	DenyToolParamMatching []fileDenyParamMatching `toml:"deny_tool_param_matching"`
 	RateLimitTool         []fileRateLimitTool     `toml:"rate_limit_tool"`
+	RequireClaim          []fileRequireClaim      `toml:"require_claim"`
 	TraceRule             []toml.Primitive        `toml:"trace_rule"`
 }
 
@@ -35,6 +36,12 @@ type fileDenyToolParam struct {
 	Param    string  `toml:"param"`
 	Equals   any     `toml:"equals"`
 	Contains *string `toml:"contains"`
+}
+
+type fileRequireClaim struct {
+	Claim  string `toml:"claim"`
+	Tool   string `toml:"tool"`
+	Equals any    `toml:"equals"`
 }
 
 type fileAllowToolParam struct {
@@ -115,7 +122,7 @@ func LoadFile(path string) ([]Policy, error) {
 			keys[i] = k.String()
 		}
 		if len(fr.TraceRule) == 0 {
-			return nil, fail("unknown key %s (known: deny_tool, deny_connector, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool)", strings.Join(keys, ", "))
+			return nil, fail("unknown key %s (known: deny_tool, deny_connector, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool, require_claim)", strings.Join(keys, ", "))
 		}
 	}
 	if len(fr.TraceRule) > 0 {
@@ -169,6 +176,16 @@ func LoadFile(path string) ([]Policy, error) {
 			return nil, fail("deny_tool_param_matching[%d] needs tool, param and matches", i)
 		}
 		out = append(out, Policy{Name: fmt.Sprintf("deny_tool_param_matching:%s.%s", r.Tool, r.Param), Description: fmt.Sprintf("deny tool '%s' when parameter '%s' matches a pattern (%s)", r.Tool, r.Param, path), Rule: NewDenyToolParamMatching(r.Tool, r.Param, *r.Matches)})
+	}
+	for i, r := range fr.RequireClaim {
+		if r.Claim == "" {
+			return nil, fail("require_claim[%d] needs claim", i)
+		}
+		rule := RequireClaim{Claim: r.Claim, Tool: r.Tool}
+		if r.Equals != nil {
+			rule.HasValue, rule.Value = true, tomlToJSON(r.Equals)
+		}
+		out = append(out, Policy{Name: "require_claim:" + r.Claim, Description: fmt.Sprintf("require scope claim '%s' from a trusted submitter (%s)", r.Claim, path), Rule: rule})
 	}
 	for i, r := range fr.RateLimitTool {
 		if r.Tool == "" || r.MaxCalls == nil || r.IntervalSecs == nil {

@@ -63,11 +63,11 @@ type DenyToolParam struct {
 func (r DenyToolParam) ScopeTool() string { return r.Tool }
 
 // Evaluate implements Rule.
-func (r DenyToolParam) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
+func (r DenyToolParam) Evaluate(a *protocol.Action, state StateReader, _ time.Time) (string, bool) {
 	if a.Type != protocol.ActionToolCall || a.Tool != r.Tool {
 		return "", false
 	}
-	v, ok := a.Parameters[r.Param]
+	v, ok := param(a, state, r.Param, false)
 	if !ok {
 		return "", false
 	}
@@ -153,11 +153,11 @@ type AllowToolParam struct {
 func (r AllowToolParam) ScopeTool() string { return r.Tool }
 
 // Evaluate implements Rule.
-func (r AllowToolParam) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
+func (r AllowToolParam) Evaluate(a *protocol.Action, state StateReader, _ time.Time) (string, bool) {
 	if a.Type != protocol.ActionToolCall || a.Tool != r.Tool {
 		return "", false
 	}
-	v, ok := a.Parameters[r.Param]
+	v, ok := param(a, state, r.Param, true)
 	if !ok {
 		return fmt.Sprintf("tool '%s' needs parameter '%s' set to an allowed value", r.Tool, r.Param), true
 	}
@@ -192,14 +192,14 @@ func NewDenyToolParamMatching(tool, param, pattern string) *DenyToolParamMatchin
 func (r *DenyToolParamMatching) ScopeTool() string { return r.Tool }
 
 // Evaluate implements Rule.
-func (r *DenyToolParamMatching) Evaluate(a *protocol.Action, _ StateReader, _ time.Time) (string, bool) {
+func (r *DenyToolParamMatching) Evaluate(a *protocol.Action, state StateReader, _ time.Time) (string, bool) {
 	if a.Type != protocol.ActionToolCall || a.Tool != r.Tool {
 		return "", false
 	}
 	if r.compileErr != nil {
 		return fmt.Sprintf("tool '%s' is denied: the rule's pattern for parameter '%s' does not compile", r.Tool, r.Param), true
 	}
-	v, ok := a.Parameters[r.Param]
+	v, ok := param(a, state, r.Param, false)
 	if ok && r.re.MatchString(jsonvalue.String(v)) {
 		return fmt.Sprintf("parameter '%s' of tool '%s' matches a denied pattern", r.Param, r.Tool), true
 	}

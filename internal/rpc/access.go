@@ -105,6 +105,12 @@ var methodAccess = map[string]access{
 	// only (the handler checks).
 	protocol.MethodSessionTransactionCheckSet: accessAny,
 	protocol.MethodReceiptsVerify:             accessAny,
+	// Goals read what every connection may read (state in a tenant the
+	// handler checks, the event log); a record names the caller's own
+	// principal and run, never one from its params.
+	protocol.MethodGoalsEvaluate:        accessAny,
+	protocol.MethodGoalsRecord:          accessAny,
+	protocol.MethodTurnsRecordCompleted: accessAny,
 
 	protocol.MethodProposalSubmit: accessAny,
 	protocol.MethodProposalCancel: accessAny,

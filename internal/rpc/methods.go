@@ -65,6 +65,10 @@ func init() {
 		protocol.MethodSessionTransactionCheckSet: {handle: (*conn).transactionCheckSet},
 		protocol.MethodReceiptsVerify:             {handle: (*conn).receiptsVerify},
 
+		protocol.MethodGoalsEvaluate:        {handle: (*conn).goalsEvaluate},
+		protocol.MethodGoalsRecord:          {handle: (*conn).goalsRecord},
+		protocol.MethodTurnsRecordCompleted: {handle: (*conn).turnsRecordCompleted},
+
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
 		protocol.MethodProposalScore:  {handle: (*conn).proposalScore},

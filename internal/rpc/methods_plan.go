@@ -134,7 +134,9 @@ func (c *conn) proposalPlan(ctx context.Context, params *json.RawMessage) (any, 
 	}
 	subs := make([]*engine.Submission, len(cands))
 	for _, i := range ranking {
-		subs[i] = c.submission(cands[i], p.SessionID, p.Scope)
+		if subs[i], err = c.submission(cands[i], p.SessionID, p.Scope); err != nil {
+			return nil, err
+		}
 	}
 	// The fallback to the next-best candidate is the plan's recovery: a
 	// candidate is not also replanned.

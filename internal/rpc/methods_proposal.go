@@ -15,7 +15,7 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-const submitShape = "{proposal: ActionProposal, session_id?: string, scope?: {tenantId?: string, callerId?: string}}"
+const submitShape = "{proposal: ActionProposal, session_id?: string, scope?: {tenantId?: string, callerId?: string, claims?: object}}"
 
 func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any, error) {
 	p, ok := splitSubmit(params)
@@ -35,7 +35,10 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if err := c.mayUseTenant(protocol.MethodProposalSubmit, tenant); err != nil {
 		return nil, err
 	}
-	sub := c.submission(prop, p.SessionID, p.Scope)
+	sub, err := c.submission(prop, p.SessionID, p.Scope)
+	if err != nil {
+		return nil, err
+	}
 	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
 	if cfg := c.replan.Load(); cfg != nil {
 		rec.Config = *cfg
@@ -68,10 +71,19 @@ func scopeTenant(scope *protocol.RuntimeScope) string {
 // as its agent, under the policy sub-session and the scope given, with its
 // run recorder and cost budget. proposal.submit and proposal.plan build
 // every run this way.
-func (c *conn) submission(prop *protocol.ActionProposal, policySession string, scope *protocol.RuntimeScope) *engine.Submission {
+func (c *conn) submission(prop *protocol.ActionProposal, policySession string, scope *protocol.RuntimeScope) (*engine.Submission, error) {
+	var sc protocol.RuntimeScope
+	if scope != nil {
+		sc = *scope
+	}
+	caller, err := c.scopeCaller(sc)
+	if err != nil {
+		return nil, err
+	}
 	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: policySession, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
-	sub.Tenant = scopeTenant(scope)
-	return sub
+	sub.Tenant = sc.TenantID
+	sub.Caller, sub.Claims, sub.ClaimsTrusted = caller, sc.Claims, c.agentID() == ""
+	return sub, nil
 }
 
 // executeError is the reply to a proposal Execute refused (over a limit) or

@@ -358,7 +358,9 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodSessionCapabilitiesGet},
 		{method: protocol.MethodSessionBudgetSet, params: func() any { return map[string]any{"max_tool_calls": 1000, "scope": "session"} }},
 		{method: protocol.MethodEventsSubscribe},
-		{method: protocol.MethodProposalSubmit, params: func() any { return map[string]any{"proposal": proposal} }},
+		{method: protocol.MethodProposalSubmit, params: func() any {
+			return map[string]any{"proposal": proposal, "scope": map[string]any{"callerId": "a2a:carol", "claims": map[string]any{"role": "admin"}}}
+		}},
 		{method: protocol.MethodProposalCancel, params: func() any { return map[string]any{"proposal_id": "none"} }},
 		{method: protocol.MethodProposalScore, params: func() any { return map[string]any{"candidates": []any{proposal}} }},
 		{method: protocol.MethodProposalPlan, params: func() any { return map[string]any{"candidates": []any{proposal}} }},
@@ -418,6 +420,18 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 			return map[string]any{"run_id": runID}
 		}},
 		{method: protocol.MethodRunsGetTrace, on: agent, params: func() any { return map[string]any{"run_id": "no-such-run"} }},
+		{method: protocol.MethodGoalsEvaluate, on: agent, params: func() any {
+			return map[string]any{"goal": map[string]any{"type": "any_of", "conditions": []any{
+				map[string]any{"type": "state_predicate", "key": "k", "operator": "exists"},
+				map[string]any{"type": "model_judge", "prompt": "done?"},
+			}}}
+		}},
+		{method: protocol.MethodGoalsRecord, on: agent, params: func() any {
+			return map[string]any{"goal": "build fixed", "condition": map[string]any{"type": "command", "cmd": "make"}, "iteration": 1, "met": true, "grounded": false, "reason": "said so", "model": "m", "model_tier": "local"}
+		}},
+		{method: protocol.MethodTurnsRecordCompleted, on: agent, params: func() any {
+			return map[string]any{"decision": "accepted", "stop_reason": "end_turn", "was_truncated": false, "turns": 3, "model": "m"}
+		}},
 		{method: protocol.MethodRunsList, on: agent, params: func() any { return map[string]any{"agent_id": "bot-a"} }},
 		{method: protocol.MethodRunsComplete, on: agent, params: func() any {
 			return map[string]any{"run_id": runID, "outcome": map[string]any{"status": "success"}}

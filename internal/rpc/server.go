@@ -81,6 +81,8 @@ type Options struct {
 	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
 	LeaseMaxTTL          time.Duration // the longest ttl_ms accepted
 	MaxLeaseAgentIDBytes int           // the longest agent_id lease.* accept
+	MaxGoalTextBytes     int           // goals.record and turns.record_completed texts (DefaultMaxGoalTextBytes)
+	MaxScopeClaimsBytes  int           // proposal.submit scope.claims as JSON (DefaultMaxScopeClaimsBytes)
 	Store                *store.Store  // the store of the shared parts: /healthz asks its Health, server.status lists its Members; nil: healthy, no members
 	Connectors           Connectors    // the daemon's MCP connectors (connectors.*); nil: those methods say they are off
 	Logger               *zap.Logger
@@ -189,6 +191,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxLeaseAgentIDBytes <= 0 {
 		o.MaxLeaseAgentIDBytes = DefaultMaxLeaseAgentIDBytes
+	}
+	if o.MaxGoalTextBytes <= 0 {
+		o.MaxGoalTextBytes = DefaultMaxGoalTextBytes
+	}
+	if o.MaxScopeClaimsBytes <= 0 {
+		o.MaxScopeClaimsBytes = DefaultMaxScopeClaimsBytes
 	}
 	if o.MaxAbandoned <= 0 {
 		o.MaxAbandoned = 1024
