@@ -253,6 +253,10 @@ func (c *conn) agentsRevoke(ctx context.Context, params *json.RawMessage) (any, 
 // holds.
 func (c *conn) closeRevoked(agentID string) {
 	c.log.Info("closing the connection of a revoked agent", zap.String("agent", agentID))
+	// The agent is free before its client sees the close, so that a client
+	// reconnecting at once with its new token is not told the agent is
+	// still attached.
+	c.srv.bound.release(agentID, c)
 	c.goOwned(func() { _ = c.ws.Close(websocket.StatusPolicyViolation, "agent token revoked") })
 }
 
