@@ -90,6 +90,10 @@ type ApprovalRecord struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Uses      int        `json:"uses,omitempty"`
 	Used      int        `json:"used,omitempty"`
+	// Approvers are the distinct people (person:NAME) who approved this
+	// operation at this tier while the approval stood: a quorum rule's
+	// approval counts once they are as many as it requires.
+	Approvers []string `json:"approvers,omitempty"`
 }
 
 // ApprovalsListResult is the reply to approvals.list.
@@ -350,7 +354,10 @@ type HostApproval struct {
 	ResolvedBy        string     `json:"resolved_by,omitempty"`
 	Approved          *bool      `json:"approved,omitempty"`
 	Notes             string     `json:"notes,omitempty"`
-	Node              string     `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
+	// Approvers are the people (person:NAME) whose approvals count so far
+	// while RequiredApprovals (a quorum rule's) are not all given.
+	Approvers []string `json:"approvers,omitempty"`
+	Node      string   `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
 	// RequestedBy is who caused it: the connection that asked with
 	// host.request_approval, or whose proposal the daemon parked.
 	RequestedBy *ApprovalRequester `json:"requested_by,omitempty"`

@@ -226,6 +226,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Logger:                  log,
 		Runs:                    runStore,
 		AgentTokens:             shared.AgentTokens,
+		People:                  shared.People,
 		Postures:                postures,
 		Store:                   shared,
 		Connectors:              conns,

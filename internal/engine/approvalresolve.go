@@ -79,6 +79,17 @@ func (rt *Runtime) ResolveApproval(conn string, d Decision) (Resolution, error) 
 			return Resolution{}, err
 		}
 		res.Record = &rec
+		if q := rt.quorumOf(&protocol.Action{Type: protocol.ActionType(op.Type), Tool: op.Tool}); d.Approved && q > 1 {
+			a, err := rt.opts.Desk.Count(d.ApprovalID, people(rec.Approvers))
+			if !quorumMet(rec, q) {
+				// Counted; the row waits for the rest of the quorum.
+				if err != nil {
+					return res, err
+				}
+				res.Approval = &a
+				return res, nil
+			}
+		}
 	}
 	a, err := rt.settleRow(conn, d.ApprovalID, d.Approved, d.Notes, d.Reviewer)
 	if err != nil {
@@ -107,14 +118,17 @@ func (rt *Runtime) recordDecision(conn string, d Decision, fingerprint string, t
 	}
 	rec.Uses = d.Limits.Uses
 	rec.Type, rec.Tool, rec.ParamsDigest, rec.GrantedTier = d.Operation.Type, d.Operation.Tool, d.Operation.ParamsDigest, d.Operation.GrantedTier
+	rt.decideMu.Lock()
+	rt.countApprovers(&rec)
 	rec, err := rt.opts.Approvals.Record(rec)
+	rt.decideMu.Unlock()
 	if err != nil {
 		return rec, fmt.Errorf("record the decision: %w", err)
 	}
 	rt.Events.Append(Event{Kind: EventApprovalRecorded, Connection: conn, Data: map[string]any{
 		"fingerprint": rec.Fingerprint, "decision": rec.Decision, "required_tier": rec.RequiredTier, "reviewer": rec.Reviewer,
 		"type": rec.Type, "tool": rec.Tool, "params_digest": rec.ParamsDigest, "granted_tier": rec.GrantedTier,
-		"expires_at": rec.ExpiresAt, "uses": rec.Uses,
+		"expires_at": rec.ExpiresAt, "uses": rec.Uses, "approvers": rec.Approvers,
 	}})
 	return rec, nil
 }

@@ -32,6 +32,9 @@ type PermissionRow struct {
 	Granted       policy.Tier            `json:"granted"`
 	Reason        string                 `json:"reason,omitempty"`
 	Signals       []string               `json:"signals,omitempty"` // the classifier's reasons for Required
+	// Quorum is how many distinct people must approve (an operator quorum
+	// rule); 0 when no rule matches.
+	Quorum int `json:"quorum,omitempty"`
 	// byApproval: allowed only by an approval on the ledger, which the
 	// admission takes a use of (store.Approvals.Use).
 	byApproval bool
@@ -55,7 +58,7 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		c := rt.Classify(a)
-		row := PermissionRow{ActionID: a.ID, Type: a.Type, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
+		row := PermissionRow{ActionID: a.ID, Type: a.Type, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals, Quorum: rt.quorumOf(a)}
 		var rec approvals.Record
 		var recorded bool
 		if rt.opts.Approvals != nil {
@@ -71,9 +74,12 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 			if rec.Reason != "" {
 				row.Reason += ": " + rec.Reason
 			}
-		case c.Tier == policy.FullAccess || c.Tier > granted:
-			if recorded && approvedAtOrAbove(rec, c.Tier) {
+		case row.Quorum > 0 || c.Tier == policy.FullAccess || c.Tier > granted:
+			if recorded && approvedAtOrAbove(rec, c.Tier) && quorumMet(rec, row.Quorum) {
 				row.Reason = fmt.Sprintf("approved by %s", rec.Reviewer)
+				if row.Quorum > 1 {
+					row.Reason = fmt.Sprintf("approved by %s", strings.Join(people(rec.Approvers), ", "))
+				}
 				row.byApproval = true
 				break
 			}
@@ -82,7 +88,13 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 			if c.Tier == policy.FullAccess {
 				row.Reason += "; full_access always needs a recorded approval"
 			}
-			if recorded {
+			if row.Quorum > 0 {
+				row.Reason += fmt.Sprintf("; a quorum rule needs %d distinct people to approve tool '%s'", row.Quorum, a.Tool)
+			}
+			switch {
+			case recorded && approvedAtOrAbove(rec, c.Tier):
+				row.Reason += fmt.Sprintf("; %d of %d approved so far", len(people(rec.Approvers)), row.Quorum)
+			case recorded && rec.Decision == approvals.Approved:
 				row.Reason += fmt.Sprintf("; the approval on record is for %s only", rec.RequiredTier)
 			}
 		}

@@ -208,6 +208,9 @@ var methodAccess = map[string]access{
 func (c *conn) principal() string {
 	switch {
 	case c.isHost():
+		if who := c.person.Load(); who != nil {
+			return "person " + who.name
+		}
 		return "host"
 	case c.agentID() != "":
 		return "agent " + c.agentID()
@@ -224,7 +227,7 @@ func (c *conn) mayCall(method string) error {
 	case accessDecide:
 		return c.mayApprove(method)
 	case accessHost:
-		if c.isHost() {
+		if c.stillHost() {
 			return nil
 		}
 		return hostOnly(method)

@@ -67,6 +67,7 @@ type Options struct {
 	Version          string            // server_version reported by server.handshake
 	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	People           store.People      // the people's host-role token hashes; nil: only HostToken has the host role
 	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
 	Leases           store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
 	// Lease bounds; zero takes the default (DefaultLease*).

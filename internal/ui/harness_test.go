@@ -16,6 +16,7 @@ import (
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -61,7 +62,7 @@ func (d *daemon) start(addr string) {
 	d.ledger = ledger
 	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
 	d.rt = rt
-	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile())})
+	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile()), People: d.people()})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
 }
@@ -99,6 +100,11 @@ func (d *daemon) wsURL() string { return "ws://" + d.addr + "/" }
 
 // tokenFile holds the agents' tokens.
 func (d *daemon) tokenFile() string { return filepath.Join(d.dir, "agent-tokens.json") }
+
+// people is where the daemon keeps the people's token hashes.
+func (d *daemon) people() store.People {
+	return file.PeopleFile(filepath.Join(d.dir, "people-tokens.json"))
+}
 
 // pageURL is what car-server dashboard prints.
 func (d *daemon) pageURL() string { return "http://" + d.addr + "/ui/#host_token=" + d.hostToken }

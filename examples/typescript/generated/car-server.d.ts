@@ -189,8 +189,9 @@ export interface ApprovalRecord {
   expires_at?: StringV0UwQeVu;
   uses?: Integer2AHOqbcQ;
   used?: Integer2AHOqbcQ;
+  approvers?: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
-export type UnorderedSetOfApprovalRecordFZCOxcPT = ApprovalRecord[];
+export type UnorderedSetOfApprovalRecordRbEzCZds = ApprovalRecord[];
 export interface ConnectionInfo {
   id: StringDoaGddGA;
   role: StringDoaGddGA;
@@ -555,10 +556,11 @@ export interface HostApproval {
   resolved_by?: StringDoaGddGA;
   approved?: BooleanVyG3AETh;
   notes?: StringDoaGddGA;
+  approvers?: UnorderedSetOfStringDoaGddGADvj0XlFa;
   node?: StringDoaGddGA;
   requested_by?: ApprovalRequester;
 }
-export type UnorderedSetOfHostApprovalrdhOK3Tp = HostApproval[];
+export type UnorderedSetOfHostApprovalcb01KlF8 = HostApproval[];
 export interface HostEventEntry {
   id: StringDoaGddGA;
   timestamp: StringV0UwQeVu;
@@ -785,6 +787,7 @@ export interface AuthResult {
   auth_enabled: BooleanVyG3AETh;
   role?: StringDoaGddGA;
   agent_id?: StringDoaGddGA;
+  person?: StringDoaGddGA;
 }
 export interface HandshakeResult {
   protocol_version: Integer2AHOqbcQ;
@@ -806,7 +809,7 @@ export interface ServerStatusResult {
   listen: UnorderedSetOfStringDoaGddGADvj0XlFa;
 }
 export interface ApprovalsListResult {
-  approvals: UnorderedSetOfApprovalRecordFZCOxcPT;
+  approvals: UnorderedSetOfApprovalRecordRbEzCZds;
 }
 export interface ServerConnectionsResult {
   connections: UnorderedSetOfConnectionInfoPq5V39Vy;
@@ -1036,13 +1039,13 @@ export interface SupervisionDecideResult {
 export interface HostSnapshot {
   subscribed: BooleanVyG3AETh;
   agents: UnorderedSetOfHostAgentjRKNklaP;
-  approvals: UnorderedSetOfHostApprovalrdhOK3Tp;
+  approvals: UnorderedSetOfHostApprovalcb01KlF8;
   events: UnorderedSetOfHostEventEntrylZgrb47I;
   devices: SetOfAnykhpArGaq;
   identity: HostIdentity;
 }
 export interface HostApprovalsResult {
-  approvals: UnorderedSetOfHostApprovalrdhOK3Tp;
+  approvals: UnorderedSetOfHostApprovalcb01KlF8;
 }
 export interface HostEventsResult {
   events: UnorderedSetOfHostEventEntrylZgrb47I;

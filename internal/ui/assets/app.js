@@ -401,6 +401,17 @@ function renderApprovals() {
   $('approvals-count').textContent = want.length ? `(${want.length})` : '';
   $('approvals-empty').hidden = want.length > 0;
   syncCards(ol, want, approvalCard);
+  for (const a of want) {
+    const q = ol.querySelector(`li[data-id="${CSS.escape(a.id)}"] .quorum`);
+    if (q) q.textContent = quorumText(a);
+  }
+}
+
+// quorumText is how far an approval that needs several people has got, as
+// car-server approvals watch says it: "1 of 2 approvals (person:alice)".
+function quorumText(a) {
+  const who = a.approvers || [];
+  return `${who.length} of ${a.required_approvals} approvals${who.length ? ` (${who.join(', ')})` : ''}`;
 }
 
 // syncCards keeps one card per item, in order, reusing the cards already
@@ -448,6 +459,7 @@ function approvalCard(a) {
       ['asked at', clock(a.created_at)],
     ]),
   );
+  if (a.required_approvals > 1) li.append(el('p', { class: 'quorum', 'aria-label': 'people who approved' }, quorumText(a)));
   if (signals.length) li.append(el('ul', { class: 'chips', 'aria-label': 'signals' }, signals.map((s) => el('li', {}, typeof s === 'string' ? s : JSON.stringify(s)))));
   if (a.description) li.append(el('p', {}, a.description));
   if (c.preview !== undefined) li.append(el('pre', { class: 'preview', 'aria-label': 'parameters (redacted)' }, JSON.stringify(c.preview, null, 2)));
@@ -464,8 +476,14 @@ function approvalCard(a) {
     approve.disabled = deny.disabled = true;
     err.textContent = '';
     try {
-      await call('host.resolve_approval', { approval_id: a.id, approved, notes: approved ? reason.value.trim() : reason.value.trim() });
-      state.approvals.delete(a.id);
+      const now = await call('host.resolve_approval', { approval_id: a.id, approved, notes: approved ? reason.value.trim() : reason.value.trim() });
+      if (now?.status === 'pending') {
+        // Counted toward a quorum: the card stays until enough people approve.
+        state.approvals.set(a.id, now);
+        deny.disabled = reason.value.trim() === '';
+      } else {
+        state.approvals.delete(a.id);
+      }
       renderApprovals();
     } catch (e) {
       err.textContent = e.message;
