@@ -529,7 +529,7 @@ func TestAuditPubkeyAndExport(t *testing.T) {
 	if err != nil || len(b) != 0 {
 		t.Fatalf("an empty window exported %q %v", b, err)
 	}
-	if out, code := runBinary(t, "audit", "export", "--home", home); code != exitUsage || !strings.Contains(out, "--since is required") {
+	if out, code := runBinary(t, "audit", "export", "--home", home); code != exitUsage || !strings.Contains(out, "--since or --proposal is required") {
 		t.Fatalf("export without --since: %d %s", code, out)
 	}
 }

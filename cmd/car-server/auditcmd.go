@@ -31,10 +31,12 @@ const auditUsage = `usage:
   car-server audit pubkey [--home DIR]
         print the public key the heads are signed with (PEM); give it to a
         witness, and to audit verify --pubkey on another machine
-  car-server audit export --since T [--until T] [--format jsonl|cloudevents] [--home DIR]
+  car-server audit export (--since T [--until T] | --proposal ID) [--format jsonl|cloudevents] [--home DIR]
         write the events from T (inclusive) to T (exclusive) to stdout, as the
         engine's JSON one per line, or as CloudEvents 1.0; T is RFC 3339 or a
-        duration before now (24h)`
+        duration before now (24h). --proposal keeps one proposal's story:
+        received, gated, who approved what and when, each use of an approval,
+        dispatched, its results, what was rolled back, finished`
 
 // runAuditCommand serves audit verify, pubkey and export.
 func runAuditCommand(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +48,7 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "", "export from this time")
 	until := fs.String("until", "", "export until this time")
 	format := fs.String("format", "jsonl", "jsonl or cloudevents")
+	proposal := fs.String("proposal", "", "export only this proposal's events")
 	if err := fs.Parse(args); err != nil || len(fs.Args()) != 1 {
 		if err == nil {
 			err = errors.New("name one of verify, pubkey, export")
@@ -95,13 +98,16 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "ok: the log holds")
 		return 0
 	case "export":
-		if *since == "" {
-			fmt.Fprintf(stderr, "car-server audit export: --since is required\n%s\n", auditUsage)
+		if *since == "" && *proposal == "" {
+			fmt.Fprintf(stderr, "car-server audit export: --since or --proposal is required\n%s\n", auditUsage)
 			return exitUsage
 		}
-		from, err := parseWhen(*since)
-		if err != nil {
-			return fail(fmt.Errorf("--since: %w", err))
+		var from time.Time
+		var err error
+		if *since != "" {
+			if from, err = parseWhen(*since); err != nil {
+				return fail(fmt.Errorf("--since: %w", err))
+			}
 		}
 		var to time.Time
 		if *until != "" {
@@ -113,7 +119,7 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "car-server audit export: --format must be jsonl or cloudevents, got %q\n", *format)
 			return exitUsage
 		}
-		if err := exportEvents(stdout, dir, from, to, *format); err != nil {
+		if err := exportEvents(stdout, dir, exportFilter{from: from, to: to, proposal: *proposal}, *format); err != nil {
 			return fail(err)
 		}
 		return 0
@@ -179,8 +185,19 @@ func parseWhen(s string) (time.Time, error) {
 	return time.Now().Add(-d), nil
 }
 
-// exportEvents writes the events of dir's segments in [from, to) to w.
-func exportEvents(w io.Writer, dir string, from, to time.Time, format string) error {
+// exportFilter is which events audit export writes: those in [from, to)
+// (a zero to: no end), of proposal when it is set.
+type exportFilter struct {
+	from, to time.Time
+	proposal string
+}
+
+func (f exportFilter) keeps(l auditlog.Line) bool {
+	return !l.At.Before(f.from) && (f.to.IsZero() || l.At.Before(f.to)) && (f.proposal == "" || l.ProposalID == f.proposal)
+}
+
+// exportEvents writes the events of dir's segments that f keeps to w.
+func exportEvents(w io.Writer, dir string, f exportFilter, format string) error {
 	names, err := auditlog.Segments(dir)
 	if err != nil {
 		return fmt.Errorf("list the segments of %s: %w", dir, err)
@@ -190,7 +207,7 @@ func exportEvents(w io.Writer, dir string, from, to time.Time, format string) er
 		var werr error
 		err := auditlog.ScanSegment(filepath.Join(dir, name), 0, func(_ int64, _ int, b []byte) bool {
 			l, err := auditlog.ParseLine(b)
-			if err != nil || l.Op != auditlog.OpEvent || l.At.Before(from) || (!to.IsZero() && !l.At.Before(to)) {
+			if err != nil || l.Op != auditlog.OpEvent || !f.keeps(l) {
 				return true
 			}
 			if format == "jsonl" {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,6 +116,32 @@ func TestAQuorumOfTwoPeopleReleasesADeploy(t *testing.T) {
 		t.Fatalf("the approval_recorded events name %v", reviewers)
 	}
 
+	// audit export --proposal tells the proposal's story, in order.
+	story := exportStory(t, env, res.ProposalID)
+	want := []string{"proposal_received", "permission_decision", "approval_waiting", "approval_recorded person:alice", "approval_recorded person:alice",
+		"approval_recorded person:bob", "approval_settled person:bob", "approval_used person:bob", "action_started", "action_succeeded", "proposal_finished"}
+	if !inOrder(story, want) {
+		t.Fatalf("the exported story of %s is\n%s\nwant in order %v", res.ProposalID, strings.Join(story, "\n"), want)
+	}
+
+	// The same deploy again, after a state write, is admitted by the standing
+	// approval (a use of it) and fails: its state write is rolled back.
+	dd.runner.HandleRequest(protocol.MethodToolsExecute, func(context.Context, json.RawMessage) (any, error) {
+		return nil, errors.New("the release broke")
+	})
+	var again protocol.ProposalResult
+	if err := dd.runner.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "mark", "type": "state_write", "parameters": map[string]any{"key": "release", "value": "v2"}},
+		map[string]any{"id": "ship", "type": "tool_call", "tool": "deploy_service", "parameters": map[string]any{"env": "prod"}, "dependencies": []string{"mark"}},
+	}}}, &again); err != nil {
+		t.Fatal(err)
+	}
+	story = exportStory(t, env, again.ProposalID)
+	want = []string{"proposal_received", "approval_used person:bob", "permission_decision", "action_started", "action_succeeded", "action_started", "action_failed", "state_rolled_back", "proposal_finished"}
+	if !inOrder(story, want) {
+		t.Fatalf("the exported story of %s is\n%s\nwant in order %v", again.ProposalID, strings.Join(story, "\n"), want)
+	}
+
 	// bob's connection has the host role until bob's token is revoked.
 	bobConn, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{HostToken: bob})
 	if err != nil {
@@ -134,4 +163,45 @@ func TestAQuorumOfTwoPeopleReleasesADeploy(t *testing.T) {
 	if out := cli(nil, "people", "list"); strings.Contains(out, "bob") || !strings.Contains(out, "alice") {
 		t.Fatalf("people list after the revoke: %s", out)
 	}
+}
+
+// exportStory is what car-server audit export --proposal id writes, one
+// line per event: its kind, and the person it names when it names one.
+func exportStory(t *testing.T, env []string, id string) []string {
+	t.Helper()
+	c := execBinary("audit", "export", "--proposal", id)
+	c.Env = env
+	out, err := c.Output()
+	if code := exitCode(t, err); code != exitOK {
+		t.Fatalf("audit export --proposal %s: %d %s", id, code, out)
+	}
+	var story []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var ev struct {
+			Kind       string         `json:"kind"`
+			ProposalID string         `json:"proposal_id"`
+			Data       map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.ProposalID != id {
+			t.Fatalf("audit export --proposal %s wrote %q (%v)", id, line, err)
+		}
+		if who, _ := ev.Data["reviewer"].(string); who != "" {
+			ev.Kind += " " + who
+		}
+		story = append(story, ev.Kind)
+	}
+	t.Logf("the story of %s: %s", id, strings.Join(story, ", "))
+	return story
+}
+
+// inOrder reports whether want appears in story in that order, other
+// lines between them allowed.
+func inOrder(story, want []string) bool {
+	i := 0
+	for _, s := range story {
+		if i < len(want) && s == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
 }

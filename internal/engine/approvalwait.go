@@ -173,11 +173,12 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			}
 		default:
 			// An approval releases the wait only with a use of it left.
-			_, ok, err := rt.opts.Approvals.Use(ctx, fp, time.Now())
+			rec, ok, err := rt.opts.Approvals.Use(ctx, fp, time.Now())
 			if err != nil {
 				return nil, store.Wrap("the approval ledger could not count the use of an approval", err)
 			}
 			if ok {
+				rt.approvalUsed(sub, op.actions[0], rec)
 				continue
 			}
 			reason = fmt.Sprintf("the approval by %s expired or its uses were spent by another proposal; propose again to be asked", op.decision.Reviewer)

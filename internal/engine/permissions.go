@@ -103,6 +103,23 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	return rows
 }
 
+// EventApprovalUsed: a proposal took a use of an approval on the ledger
+// (admitted by it, or released by it from a wait).
+const EventApprovalUsed EventKind = "approval_used"
+
+// approvalUsed records that sub's action took a use of rec: with the
+// approval's decision, who made it, and what is left of it.
+func (rt *Runtime) approvalUsed(sub *Submission, actionID string, rec approvals.Record) {
+	data := map[string]any{"fingerprint": rec.Fingerprint, "reviewer": rec.Reviewer, "required_tier": rec.RequiredTier, "used": rec.Used, "recorded_at": rec.RecordedAt}
+	if rec.Uses > 0 {
+		data["uses"] = rec.Uses
+	}
+	if len(rec.Approvers) > 0 {
+		data["approvers"] = rec.Approvers
+	}
+	rt.Events.Append(Event{Kind: EventApprovalUsed, ProposalID: sub.Proposal.ID, ActionID: actionID, Connection: sub.Session.ID, Data: data})
+}
+
 // approvedAtOrAbove: an approval counts only at or above the true tier, so an
 // under-scoped approval cannot widen access.
 func approvedAtOrAbove(rec approvals.Record, tier policy.Tier) bool {
@@ -119,7 +136,7 @@ func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protoc
 	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
 	rows := rt.EvaluatePermissions(p, sub.Session.Tier())
 	rt.applyPosture(sub, rows)
-	if err := rt.useApprovals(ctx, rows); err != nil {
+	if err := rt.useApprovals(ctx, sub, rows); err != nil {
 		return fmt.Errorf("with its references resolved, action '%s': %w", a.ID, err)
 	}
 	r := rows[0]
@@ -209,7 +226,7 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows, stale := g.rt.freshPermissions(ctx, sub)
-	if err := g.rt.useApprovals(ctx, rows); err != nil {
+	if err := g.rt.useApprovals(ctx, sub, rows); err != nil {
 		return fmt.Errorf("permission gate blocked the proposal: %w", err)
 	}
 	if g.rt.tracing() && len(rows) == len(sub.Proposal.Actions) {
@@ -278,7 +295,7 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 // (an admission is one use, however many of its actions share the
 // operation). A row whose approval expired or was spent meanwhile (another
 // admission took its last use) then needs an approval again.
-func (rt *Runtime) useApprovals(ctx context.Context, rows []PermissionRow) error {
+func (rt *Runtime) useApprovals(ctx context.Context, sub *Submission, rows []PermissionRow) error {
 	taken := map[string]bool{}
 	for i := range rows {
 		r := &rows[i]
@@ -287,11 +304,14 @@ func (rt *Runtime) useApprovals(ctx context.Context, rows []PermissionRow) error
 		}
 		ok, seen := taken[r.Fingerprint]
 		if !seen {
-			_, used, err := rt.opts.Approvals.Use(ctx, r.Fingerprint, time.Now())
+			rec, used, err := rt.opts.Approvals.Use(ctx, r.Fingerprint, time.Now())
 			if err != nil {
 				return store.Wrap("the approval ledger could not count the use of an approval", err)
 			}
 			ok, taken[r.Fingerprint] = used, used
+			if used {
+				rt.approvalUsed(sub, r.ActionID, rec)
+			}
 		}
 		if !ok {
 			r.Decision, r.byApproval = DecisionNeedsApproval, false
