@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,7 +12,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +19,8 @@ import (
 	"github.com/parslee-ai/car-server/internal/auditlog"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/postgres"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 const auditUsage = `usage:
@@ -28,6 +30,11 @@ const auditUsage = `usage:
         holds the newest signed head ($CAR_HOME/events/head.json) and, with
         --witness, every head a witness kept (audit.head events, one JSON per
         line). Exit 0: it holds; 1: the first failure and what it means.
+  car-server audit verify --store URL
+        check the shared PostgreSQL event log (store: postgres) at URL: each
+        daemon's chain, every event's hash and link. Exit 0: every chain
+        holds; 1: the first daemon whose chain breaks, and where; 3: the
+        database cannot be reached.
   car-server audit pubkey [--home DIR]
         print the public key the heads are signed with (PEM); give it to a
         witness, and to audit verify --pubkey on another machine
@@ -49,12 +56,20 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 	until := fs.String("until", "", "export until this time")
 	format := fs.String("format", "jsonl", "jsonl or cloudevents")
 	proposal := fs.String("proposal", "", "export only this proposal's events")
+	storeURL := fs.String("store", "", "verify the shared PostgreSQL event log at this URL")
 	if err := fs.Parse(args); err != nil || len(fs.Args()) != 1 {
 		if err == nil {
 			err = errors.New("name one of verify, pubkey, export")
 		}
 		fmt.Fprintf(stderr, "car-server audit: %v\n%s\n", err, auditUsage)
 		return exitUsage
+	}
+	if *storeURL != "" {
+		if fs.Args()[0] != "verify" || *home != "" || *witness != "" || *pubkey != "" {
+			fmt.Fprintf(stderr, "car-server audit: --store goes with verify alone (the shared log has no files, no signed heads to witness)\n%s\n", auditUsage)
+			return exitUsage
+		}
+		return verifyStore(*storeURL, stdout, stderr)
 	}
 	if *home == "" {
 		cfg, code := loadConfig(command{name: "car-server audit", help: auditUsage, faultHelp: auditUsage}, nil, stdout, stderr)
@@ -126,6 +141,60 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "car-server audit: unknown command %q\n%s\n", fs.Args()[0], auditUsage)
 	return exitUsage
+}
+
+// storeVerifyWait bounds audit verify --store: connecting, and reading the
+// whole log a page at a time.
+const storeVerifyWait = 30 * time.Minute
+
+// verifyStore checks every daemon's chain in the shared PostgreSQL event
+// log at url, and says what it checked.
+func verifyStore(url string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), storeVerifyWait)
+	defer cancel()
+	read, closeRead, err := postgres.OpenEventReader(ctx, postgres.Config{URL: url})
+	if err != nil {
+		fmt.Fprintln(stderr, "car-server audit verify --store:", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			return exitUnreachable
+		}
+		return exitFailed
+	}
+	defer closeRead()
+	rep, err := engine.VerifyChains(ctx, read, false)
+	if err != nil {
+		fmt.Fprintln(stderr, "car-server audit verify --store:", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			return exitUnreachable
+		}
+		return exitFailed
+	}
+	events := 0
+	for _, n := range rep.Nodes {
+		events += n.Verified
+		if n.Tampered != nil {
+			events++
+		}
+	}
+	fmt.Fprintf(stdout, "store: %d events in the chains of %d daemons\n", events, len(rep.Nodes))
+	var broken *protocol.NodeChain
+	for i, n := range rep.Nodes {
+		if n.Tampered != nil {
+			fmt.Fprintf(stdout, "daemon %s: %d events hold, then its chain breaks at seq %d\n", n.Node, n.Verified, *n.Tampered)
+			if broken == nil {
+				broken = &rep.Nodes[i]
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "daemon %s: %d events, every hash and link holds\n", n.Node, n.Verified)
+	}
+	fmt.Fprintln(stdout, "the shared log has no signed heads: the newest events of a daemon's chain can be cut off undetected")
+	if broken != nil {
+		fmt.Fprintf(stdout, "FAILED: daemon %s's event seq %d does not hold: its body does not hash to its hash, its columns disagree with its body, or it does not link to the event before it (an event edited, deleted, reordered, or refused by the database when written)\n", broken.Node, *broken.Tampered)
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "ok: every chain holds")
+	return exitOK
 }
 
 // verifyKey is the key heads must be signed with: the one in pubkeyPath

@@ -176,6 +176,20 @@ func OpenPeople(ctx context.Context, cfg Config) (tokens store.People, close fun
 	return &people{pool: pool, timeout: timeout}, pool.Close, nil
 }
 
+// OpenEventReader is a handle on the shared event log alone, for car-server
+// audit verify --store: read is store.Events.Since of every daemon. It
+// writes nothing. close releases the pool.
+func OpenEventReader(ctx context.Context, cfg Config) (read func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error), close func(), err error) {
+	pool, _, err := openOperatorPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &events{pool: pool}
+	return func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error) {
+		return e.Since(ctx, cursor, limit, "")
+	}, pool.Close, nil
+}
+
 // openOperatorPool is a bounded pool for an operator's command, on a
 // database already at this binary's schema, with the timeout of one call.
 func openOperatorPool(ctx context.Context, cfg Config) (*pgxpool.Pool, time.Duration, error) {
