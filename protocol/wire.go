@@ -297,6 +297,30 @@ type NodeChain struct {
 	Tampered *uint64 `json:"tampered,omitempty"`
 }
 
+// AuditStatus is the reply to audit.status: what the daemon's last check
+// of its durable event log found, as car-server audit verify checks it.
+type AuditStatus struct {
+	// Log is what was checked: "file" (segments, signed heads), "postgres"
+	// (every daemon's chain, no signed heads) or "memory" (no durable log).
+	Log       string     `json:"log"`
+	OK        bool       `json:"ok"`
+	Failure   string     `json:"failure,omitempty"` // the first failure and what it means
+	Events    int        `json:"events"`
+	FirstSeq  uint64     `json:"first_seq,omitempty"`
+	LastSeq   uint64     `json:"last_seq,omitempty"`
+	Heads     int        `json:"heads"`
+	Head      *AuditHead `json:"head,omitempty"`    // the newest signed head, which the log was verified up to
+	Daemons   int        `json:"daemons,omitempty"` // postgres: the chains checked
+	CheckedAt time.Time  `json:"checked_at"`
+}
+
+// AuditHead is a signed head as audit.status names it.
+type AuditHead struct {
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+	Node string    `json:"node,omitempty"`
+}
+
 // RetentionPolicy bounds the event log.
 type RetentionPolicy struct {
 	MaxEvents  *uint64 `json:"max_events,omitempty"`

@@ -604,3 +604,57 @@ func TestAuditVerifyStoreChecksEveryDaemonsChain(t *testing.T) {
 		t.Fatalf("--store with --witness: %d %s", code, out)
 	}
 }
+
+// audit.status answers a person with the daemon's check of its durable
+// log, verified up to the newest signed head; a second call within the
+// minute is the same check; an agent may not ask.
+func TestAuditStatusFromTheDaemon(t *testing.T) {
+	home := t.TempDir()
+	d := startDaemon(t, home, "CAR_AUDIT_HEAD_EVERY=1")
+	c := echoClient(t, d)
+	defer c.Close()
+	var res protocol.ProposalResult
+	if err := c.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "e", "type": "tool_call", "tool": "echo", "parameters": map[string]any{}},
+	}}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	// The head is signed with the events; its file is replaced just after.
+	testwait.Eventually(t, waitLimit, "the signed head's file", func() bool {
+		_, err := os.Stat(filepath.Join(home, "events", "head.json"))
+		return err == nil
+	})
+	hostToken, err := os.ReadFile(filepath.Join(home, "ai.parslee.car", "host-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	person, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{HostToken: string(hostToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+	var st, again protocol.AuditStatus
+	if err := person.Call(ctxT(t), protocol.MethodAuditStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.OK || st.Log != "file" || st.Events == 0 || st.Head == nil || st.Head.Seq == 0 || st.Head.Seq > st.LastSeq || st.CheckedAt.IsZero() {
+		t.Fatalf("audit.status: %+v", st)
+	}
+	if err := person.Call(ctxT(t), protocol.MethodAuditStatus, nil, &again); err != nil || !again.CheckedAt.Equal(st.CheckedAt) {
+		t.Fatalf("a second audit.status within the minute checked again: %+v %v", again, err)
+	}
+	issue := execBinary("agents", "issue-token", "bot")
+	issue.Env = append(os.Environ(), "CAR_HOME="+home)
+	token, err := issue.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{Token: strings.TrimSpace(string(token)), AgentID: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Close()
+	if err := bot.Call(ctxT(t), protocol.MethodAuditStatus, nil, &again); err == nil || !strings.Contains(err.Error(), "audit.status") {
+		t.Fatalf("an agent asked audit.status: %v", err)
+	}
+}

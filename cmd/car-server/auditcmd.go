@@ -18,6 +18,7 @@ import (
 
 	"github.com/parslee-ai/car-server/internal/auditlog"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres"
 	"github.com/parslee-ai/car-server/protocol"
@@ -96,7 +97,7 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		o := auditlog.VerifyOptions{Dir: dir, Public: pub, CheckEvent: checkEventLine}
+		o := auditlog.VerifyOptions{Dir: dir, Public: pub, CheckEvent: rpc.CheckEventLine}
 		if *witness != "" {
 			if o.Witness, err = auditlog.ReadWitness(*witness); err != nil {
 				return fail(err)
@@ -216,13 +217,6 @@ func verifyKey(keyPath, pubkeyPath string) (ed25519.PublicKey, error) {
 		return nil, err
 	}
 	return key.Public().(ed25519.PublicKey), nil
-}
-
-// checkEventLine recomputes an event line's hash with the engine's
-// definition.
-func checkEventLine(l *auditlog.Line) error {
-	r := store.EventRecord{Node: l.Node, Seq: l.Seq, At: l.At, Kind: l.Kind, ProposalID: l.ProposalID, Hash: l.Hash, PrevHash: l.PrevHash, Body: l.Body}
-	return engine.CheckRecord(&r)
 }
 
 // printVerify says what Verify checked.

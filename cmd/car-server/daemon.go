@@ -227,6 +227,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Runs:                    runStore,
 		AgentTokens:             shared.AgentTokens,
 		People:                  shared.People,
+		AuditCheck:              auditCheck(cfg, shared),
 		Postures:                postures,
 		Store:                   shared,
 		Connectors:              conns,
