@@ -438,7 +438,12 @@ func (rt *Runtime) escalated(ctx context.Context, sub *Submission, reviewer, rea
 		if err != nil {
 			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", reviewer, reason, err)
 		}
-		if ok && approvedAtOrAbove(rec, tier) {
+		q := rt.quorumOf(a)
+		if ok && approvedAtOrAbove(rec, tier) && quorumMet(rec, q) {
+			continue
+		}
+		if q > 1 {
+			missing = append(missing, fmt.Sprintf("action '%s': %d distinct people approve fingerprint %s at %s (%d so far)", a.ID, q, fp, tier, len(people(rec.Approvers))))
 			continue
 		}
 		missing = append(missing, fmt.Sprintf("action '%s': approve fingerprint %s at %s", a.ID, fp, tier))
