@@ -330,7 +330,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient))
 		attempts := &attemptCount{Context: ctx}
 		ctx = attempts
-		defer func() { r.endToolSpan(span, i, hit, int(attempts.n.Load()), err) }()
+		defer func() { r.endToolSpan(span, i, params, hit, int(attempts.n.Load()), err) }()
 	}
 	if a.Detached() {
 		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation

@@ -80,6 +80,10 @@ type Store struct {
 	// Harness keeps the daemon-wide harness config; nil: it lives in
 	// memory only and a restart forgets it.
 	Harness Harness
+	// Taint is the intent gate's taint ledger when the store shares it
+	// with a cluster; nil: the daemon keeps its own (the file backend's is
+	// $CAR_HOME/taint.jsonl).
+	Taint Taint
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/auditlog"
@@ -40,6 +41,8 @@ type daemon struct {
 	served    chan error
 	ledger    *file.Approvals
 	events    *file.Events
+	tracer    trace.Tracer // tracing on when set
+	traceURL  string       // otel_trace_url
 }
 
 func startDaemon(t *testing.T, hostToken string) *daemon {
@@ -62,7 +65,7 @@ func (d *daemon) start(addr string) {
 		d.t.Fatal(err)
 	}
 	d.ledger = ledger
-	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
+	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout, Tracer: d.tracer})
 	d.rt = rt
 	// The durable event log, as the daemon keeps it with the file store.
 	events, err := file.OpenEvents(file.EventsConfig{Dir: filepath.Join(d.dir, "events"), KeyPath: d.keyPath(), Node: "ui-test", OnHead: d.heads})
@@ -74,7 +77,7 @@ func (d *daemon) start(addr string) {
 		d.t.Fatal(err)
 	}
 	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile()), People: d.people(),
-		AuditCheck: rpc.FileAuditCheck(filepath.Join(d.dir, "events"), d.keyPath())})
+		AuditCheck: rpc.FileAuditCheck(filepath.Join(d.dir, "events"), d.keyPath()), Tracer: d.tracer, TraceURL: d.traceURL})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
 }

@@ -86,6 +86,7 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("Supervisors", func(t *testing.T) { testSupervisors(t, open, opts) })
 	t.Run("Trajectories", func(t *testing.T) { testTrajectories(t, open, opts) })
 	t.Run("Harness", func(t *testing.T) { testHarness(t, open, opts) })
+	t.Run("Taint", func(t *testing.T) { testTaint(t, open, opts) })
 }
 
 // backing is one test's backing store and the daemons opened on it.
@@ -181,6 +182,7 @@ func partsOf(st *store.Store) map[string]bool {
 		"Postures":    st.Postures == nil,
 		"Leases":      st.Leases == nil,
 		"Harness":     st.Harness == nil,
+		"Taint":       st.Taint == nil,
 	}
 }
 
