@@ -130,6 +130,7 @@ type Config struct {
 	LeasesPath      string // the agents' leases (lease.*)
 	RunsDir         string // run traces, one directory per agent
 	AgentTokensPath string // hashes of the agents' own tokens
+	PeoplePath      string // hashes of the people's host-role tokens
 	PosturesPath    string // per-agent postures (agent_permissions.*)
 	TrajectoriesDir string // day files of dispatched attempts (store file)
 	HarnessPath     string // the harness config (store file)
@@ -231,6 +232,7 @@ func Load(args []string, userHome string, out io.Writer) (*Config, error) {
 	cfg.LeasesPath = filepath.Join(home, "leases.jsonl")
 	cfg.RunsDir = filepath.Join(home, "runs")
 	cfg.AgentTokensPath = filepath.Join(home, "agent-tokens.json")
+	cfg.PeoplePath = filepath.Join(home, "people-tokens.json")
 	cfg.PosturesPath = filepath.Join(home, "agent-permissions.json")
 	cfg.TrajectoriesDir = filepath.Join(home, "trajectories")
 	cfg.HarnessPath = filepath.Join(home, "harness.json")

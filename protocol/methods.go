@@ -69,6 +69,7 @@ const (
 	MethodEventsRetention   = "events.retention"
 	MethodEventsSubscribe   = "events.subscribe"
 	MethodEventsUnsubscribe = "events.unsubscribe"
+	MethodAuditStatus       = "audit.status"
 	MethodMetricsSummary    = "metrics.summary"
 	MethodMetricsAlerts     = "metrics.alerts"
 	MethodEventsCostByAgent = "events.cost_by_agent"

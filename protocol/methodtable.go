@@ -142,6 +142,7 @@ var Methods = []MethodSpec{
 	{Name: MethodEventsQuery, Summary: "Events matching a filter, newest first.", Params: EventsQueryParams{}, Result: EventsQueryResult{}},
 	{Name: MethodEventsChainEnable, Summary: "Kept for compatibility: every event is hash-chained always; it changes nothing.", Result: OKResult{}},
 	{Name: MethodEventsChainVerify, Summary: "Check the hash chain: verified, or where it breaks.", Result: ChainVerifyResult{}},
+	{Name: MethodAuditStatus, Summary: "What the last check of the durable event log found: verified up to which signed head, and when (a person's; checked at most once a minute).", Result: AuditStatus{}},
 	{Name: MethodEventsRetention, Summary: "Read or set the in-memory event log's retention (host role; the durable log keeps its settings).", Params: RetentionParams{}, Result: RetentionResult{}},
 	{Name: MethodEventsSubscribe, Summary: "Receive events.event for appended events.", Params: EventsSubscribeParams{}, Result: EventsSubscribeResult{}},
 	{Name: MethodEventsUnsubscribe, Summary: "Stop receiving events.event.", Result: SubscriptionResult{}},

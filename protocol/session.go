@@ -19,7 +19,13 @@ type AuthResult struct {
 	AuthEnabled bool   `json:"auth_enabled"`
 	Role        string `json:"role,omitempty"`     // "host" for the host-token path
 	AgentID     string `json:"agent_id,omitempty"` // the agent the connection is now bound to
+	// Person is who holds the host role: "operator" for the daemon's host
+	// token, else the name a token of car-server people was issued to.
+	Person string `json:"person,omitempty"`
 }
+
+// PersonPrefix starts the principal of a person's decisions: person:NAME.
+const PersonPrefix = "person:"
 
 // RoleHost is the role of a connection that authenticated with the host
 // token: it may approve when approver_role is host, and cancel any proposal.

@@ -90,6 +90,10 @@ type ApprovalRecord struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Uses      int        `json:"uses,omitempty"`
 	Used      int        `json:"used,omitempty"`
+	// Approvers are the distinct people (person:NAME) who approved this
+	// operation at this tier while the approval stood: a quorum rule's
+	// approval counts once they are as many as it requires.
+	Approvers []string `json:"approvers,omitempty"`
 }
 
 // ApprovalsListResult is the reply to approvals.list.
@@ -293,6 +297,30 @@ type NodeChain struct {
 	Tampered *uint64 `json:"tampered,omitempty"`
 }
 
+// AuditStatus is the reply to audit.status: what the daemon's last check
+// of its durable event log found, as car-server audit verify checks it.
+type AuditStatus struct {
+	// Log is what was checked: "file" (segments, signed heads), "postgres"
+	// (every daemon's chain, no signed heads) or "memory" (no durable log).
+	Log       string     `json:"log"`
+	OK        bool       `json:"ok"`
+	Failure   string     `json:"failure,omitempty"` // the first failure and what it means
+	Events    int        `json:"events"`
+	FirstSeq  uint64     `json:"first_seq,omitempty"`
+	LastSeq   uint64     `json:"last_seq,omitempty"`
+	Heads     int        `json:"heads"`
+	Head      *AuditHead `json:"head,omitempty"`    // the newest signed head, which the log was verified up to
+	Daemons   int        `json:"daemons,omitempty"` // postgres: the chains checked
+	CheckedAt time.Time  `json:"checked_at"`
+}
+
+// AuditHead is a signed head as audit.status names it.
+type AuditHead struct {
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+	Node string    `json:"node,omitempty"`
+}
+
 // RetentionPolicy bounds the event log.
 type RetentionPolicy struct {
 	MaxEvents  *uint64 `json:"max_events,omitempty"`
@@ -350,7 +378,10 @@ type HostApproval struct {
 	ResolvedBy        string     `json:"resolved_by,omitempty"`
 	Approved          *bool      `json:"approved,omitempty"`
 	Notes             string     `json:"notes,omitempty"`
-	Node              string     `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
+	// Approvers are the people (person:NAME) whose approvals count so far
+	// while RequiredApprovals (a quorum rule's) are not all given.
+	Approvers []string `json:"approvers,omitempty"`
+	Node      string   `json:"node,omitempty"` // the daemon that raised it (several daemons on one store only)
 	// RequestedBy is who caused it: the connection that asked with
 	// host.request_approval, or whose proposal the daemon parked.
 	RequestedBy *ApprovalRequester `json:"requested_by,omitempty"`

@@ -50,7 +50,7 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 	var missed atomic.Bool
 	c.HandleNotification(protocol.MethodHostEvent, func(raw json.RawMessage) {
 		var n notice
-		if json.Unmarshal(raw, &n) != nil || (n.Kind != host.KindApprovalRequested && n.Kind != host.KindApprovalResolved && n.Dropped == 0) {
+		if json.Unmarshal(raw, &n) != nil || (n.Kind != host.KindApprovalRequested && n.Kind != host.KindApprovalResolved && n.Kind != host.KindApprovalCounted && n.Dropped == 0) {
 			return
 		}
 		select {
@@ -70,12 +70,17 @@ func watchApprovals(asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "watching for approval requests (Ctrl-C to stop)")
 	}
 	printed := map[string]bool{} // requests shown, true once their end is shown too
+	counted := map[string]int{}  // the approvals of a quorum shown, by request
 	show := func(a host.Approval) {
 		ended, seen := printed[a.ID]
 		switch {
 		case a.Status == host.ApprovalPending && !seen:
 			printed[a.ID] = false
+			counted[a.ID] = len(a.Approvers)
 			printApproval(stdout, a, asJSON)
+		case a.Status == host.ApprovalPending && counted[a.ID] != len(a.Approvers):
+			counted[a.ID] = len(a.Approvers)
+			printCount(stdout, a, asJSON)
 		case a.Status != host.ApprovalPending && seen && !ended:
 			printed[a.ID] = true
 			printResolution(stdout, a, reviewerName(ctx, c, a.ResolvedBy), asJSON)
@@ -151,6 +156,26 @@ func printResolution(w io.Writer, a host.Approval, who string, asJSON bool) {
 	fmt.Fprintln(w, line)
 }
 
+// quorumLine is how far a request that needs several people has got:
+// "1 of 2 approvals (person:alice)".
+func quorumLine(a host.Approval) string {
+	line := fmt.Sprintf("%d of %d approvals", len(a.Approvers), a.RequiredApprovals)
+	if len(a.Approvers) > 0 {
+		line += " (" + strings.Join(a.Approvers, ", ") + ")"
+	}
+	return line
+}
+
+// printCount shows a person's approval counted toward a quorum.
+func printCount(w io.Writer, a host.Approval, asJSON bool) {
+	if asJSON {
+		b, _ := json.Marshal(a)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "approval %s counted: %s\n", a.ID, quorumLine(a))
+}
+
 // printApproval shows one request: what would run, the tier it needs, the
 // parameters (as the daemon previews them, credentials redacted) and how to
 // decide it.
@@ -170,6 +195,9 @@ func printApproval(w io.Writer, a host.Approval, asJSON bool) {
 	if tier, _ := a.Context["required_tier"].(string); tier != "" {
 		rev, _ := a.Context["reversibility"].(string)
 		fmt.Fprintf(w, "  tier     %s (%s)\n", tier, rev)
+	}
+	if a.RequiredApprovals > 1 {
+		fmt.Fprintf(w, "  needs    %d distinct people: %s so far\n", a.RequiredApprovals, quorumLine(a))
 	}
 	if p, ok := a.Context["preview"]; ok {
 		b, _ := json.Marshal(p)

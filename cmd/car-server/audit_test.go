@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/auditlog"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/internal/testwait"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -529,7 +533,128 @@ func TestAuditPubkeyAndExport(t *testing.T) {
 	if err != nil || len(b) != 0 {
 		t.Fatalf("an empty window exported %q %v", b, err)
 	}
-	if out, code := runBinary(t, "audit", "export", "--home", home); code != exitUsage || !strings.Contains(out, "--since is required") {
+	if out, code := runBinary(t, "audit", "export", "--home", home); code != exitUsage || !strings.Contains(out, "--since or --proposal is required") {
 		t.Fatalf("export without --since: %d %s", code, out)
+	}
+}
+
+// audit verify --store checks every daemon's chain in the shared log, and
+// names the daemon and the event where an edited or deleted row breaks it.
+func TestAuditVerifyStoreChecksEveryDaemonsChain(t *testing.T) {
+	url := pgtest.URL(t)
+	ds := startCluster(t, url, 2)
+	for i, d := range ds {
+		c := d.dial(t)
+		for j := range 3 {
+			var res protocol.ProposalResult
+			if err := c.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+				map[string]any{"id": "w", "type": "state_write", "parameters": map[string]any{"key": fmt.Sprintf("k%d-%d", i, j), "value": j}},
+			}}}, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+	}
+	db, err := pgx.Connect(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	nodes := []string{nodeOf(t, ds[0]), nodeOf(t, ds[1])}
+	// Each daemon's events reach the database a batch behind its replies.
+	testwait.Eventually(t, waitLimit, "both daemons' events in the database", func() bool {
+		for _, n := range nodes {
+			var k int
+			if db.QueryRow(ctxT(t), "SELECT count(*) FROM car_events WHERE node = $1", n).Scan(&k) != nil || k < 12 {
+				return false
+			}
+		}
+		return true
+	})
+
+	out, code := runBinary(t, "audit", "verify", "--store", url)
+	if code != exitOK || !strings.Contains(out, "in the chains of 2 daemons") || !strings.Contains(out, "daemon "+nodes[0]+": ") ||
+		!strings.Contains(out, "daemon "+nodes[1]+": ") || !strings.Contains(out, "ok: every chain holds") {
+		t.Fatalf("audit verify --store on an untouched log: %d\n%s", code, out)
+	}
+
+	// An edited event of daemon 1: its chain breaks there; daemon 0's holds.
+	if _, err := db.Exec(ctxT(t), `UPDATE car_events SET body = replace(body::text, '"k1-1"', '"k1-9"')::json WHERE node = $1 AND body::text LIKE '%"k1-1"%'`, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runBinary(t, "audit", "verify", "--store", url)
+	if code != exitFailed || !strings.Contains(out, "FAILED: daemon "+nodes[1]+"'s event seq ") || !strings.Contains(out, "daemon "+nodes[0]+": ") || strings.Contains(out, "daemon "+nodes[0]+"'s") {
+		t.Fatalf("audit verify --store after an edit: %d\n%s", code, out)
+	}
+
+	// A deleted interior event of daemon 0 breaks its chain at the next one.
+	var seq int64
+	if err := db.QueryRow(ctxT(t), "SELECT seq FROM car_events WHERE node = $1 ORDER BY seq OFFSET 3 LIMIT 1", nodes[0]).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctxT(t), "DELETE FROM car_events WHERE node = $1 AND seq = $2", nodes[0], seq); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runBinary(t, "audit", "verify", "--store", url)
+	if code != exitFailed || !strings.Contains(out, fmt.Sprintf("daemon %s: 3 events hold, then its chain breaks at seq %d", nodes[0], seq+1)) {
+		t.Fatalf("audit verify --store after a deletion: %d\n%s", code, out)
+	}
+
+	if out, code := runBinary(t, "audit", "verify", "--store", url, "--witness", "w.jsonl"); code != exitUsage || !strings.Contains(out, "--store goes with verify alone") {
+		t.Fatalf("--store with --witness: %d %s", code, out)
+	}
+}
+
+// audit.status answers a person with the daemon's check of its durable
+// log, verified up to the newest signed head; a second call within the
+// minute is the same check; an agent may not ask.
+func TestAuditStatusFromTheDaemon(t *testing.T) {
+	home := t.TempDir()
+	d := startDaemon(t, home, "CAR_AUDIT_HEAD_EVERY=1")
+	c := echoClient(t, d)
+	defer c.Close()
+	var res protocol.ProposalResult
+	if err := c.Call(ctxT(t), protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{
+		map[string]any{"id": "e", "type": "tool_call", "tool": "echo", "parameters": map[string]any{}},
+	}}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	// The head is signed with the events; its file is replaced just after.
+	testwait.Eventually(t, waitLimit, "the signed head's file", func() bool {
+		_, err := os.Stat(filepath.Join(home, "events", "head.json"))
+		return err == nil
+	})
+	hostToken, err := os.ReadFile(filepath.Join(home, "ai.parslee.car", "host-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	person, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{HostToken: string(hostToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+	var st, again protocol.AuditStatus
+	if err := person.Call(ctxT(t), protocol.MethodAuditStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.OK || st.Log != "file" || st.Events == 0 || st.Head == nil || st.Head.Seq == 0 || st.Head.Seq > st.LastSeq || st.CheckedAt.IsZero() {
+		t.Fatalf("audit.status: %+v", st)
+	}
+	if err := person.Call(ctxT(t), protocol.MethodAuditStatus, nil, &again); err != nil || !again.CheckedAt.Equal(st.CheckedAt) {
+		t.Fatalf("a second audit.status within the minute checked again: %+v %v", again, err)
+	}
+	issue := execBinary("agents", "issue-token", "bot")
+	issue.Env = append(os.Environ(), "CAR_HOME="+home)
+	token, err := issue.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := client.Dial(ctxT(t), "ws://"+d.addr+"/", &client.Options{Token: strings.TrimSpace(string(token)), AgentID: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Close()
+	if err := bot.Call(ctxT(t), protocol.MethodAuditStatus, nil, &again); err == nil || !strings.Contains(err.Error(), "audit.status") {
+		t.Fatalf("an agent asked audit.status: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,14 +12,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/parslee-ai/car-server/internal/auditlog"
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/rpc"
 	"github.com/parslee-ai/car-server/internal/store"
+	"github.com/parslee-ai/car-server/internal/store/postgres"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 const auditUsage = `usage:
@@ -28,13 +31,20 @@ const auditUsage = `usage:
         holds the newest signed head ($CAR_HOME/events/head.json) and, with
         --witness, every head a witness kept (audit.head events, one JSON per
         line). Exit 0: it holds; 1: the first failure and what it means.
+  car-server audit verify --store URL
+        check the shared PostgreSQL event log (store: postgres) at URL: each
+        daemon's chain, every event's hash and link. Exit 0: every chain
+        holds; 1: the first daemon whose chain breaks, and where; 3: the
+        database cannot be reached.
   car-server audit pubkey [--home DIR]
         print the public key the heads are signed with (PEM); give it to a
         witness, and to audit verify --pubkey on another machine
-  car-server audit export --since T [--until T] [--format jsonl|cloudevents] [--home DIR]
+  car-server audit export (--since T [--until T] | --proposal ID) [--format jsonl|cloudevents] [--home DIR]
         write the events from T (inclusive) to T (exclusive) to stdout, as the
         engine's JSON one per line, or as CloudEvents 1.0; T is RFC 3339 or a
-        duration before now (24h)`
+        duration before now (24h). --proposal keeps one proposal's story:
+        received, gated, who approved what and when, each use of an approval,
+        dispatched, its results, what was rolled back, finished`
 
 // runAuditCommand serves audit verify, pubkey and export.
 func runAuditCommand(args []string, stdout, stderr io.Writer) int {
@@ -46,12 +56,21 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "", "export from this time")
 	until := fs.String("until", "", "export until this time")
 	format := fs.String("format", "jsonl", "jsonl or cloudevents")
+	proposal := fs.String("proposal", "", "export only this proposal's events")
+	storeURL := fs.String("store", "", "verify the shared PostgreSQL event log at this URL")
 	if err := fs.Parse(args); err != nil || len(fs.Args()) != 1 {
 		if err == nil {
 			err = errors.New("name one of verify, pubkey, export")
 		}
 		fmt.Fprintf(stderr, "car-server audit: %v\n%s\n", err, auditUsage)
 		return exitUsage
+	}
+	if *storeURL != "" {
+		if fs.Args()[0] != "verify" || *home != "" || *witness != "" || *pubkey != "" {
+			fmt.Fprintf(stderr, "car-server audit: --store goes with verify alone (the shared log has no files, no signed heads to witness)\n%s\n", auditUsage)
+			return exitUsage
+		}
+		return verifyStore(*storeURL, stdout, stderr)
 	}
 	if *home == "" {
 		cfg, code := loadConfig(command{name: "car-server audit", help: auditUsage, faultHelp: auditUsage}, nil, stdout, stderr)
@@ -78,7 +97,7 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		o := auditlog.VerifyOptions{Dir: dir, Public: pub, CheckEvent: checkEventLine}
+		o := auditlog.VerifyOptions{Dir: dir, Public: pub, CheckEvent: rpc.CheckEventLine}
 		if *witness != "" {
 			if o.Witness, err = auditlog.ReadWitness(*witness); err != nil {
 				return fail(err)
@@ -95,13 +114,16 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "ok: the log holds")
 		return 0
 	case "export":
-		if *since == "" {
-			fmt.Fprintf(stderr, "car-server audit export: --since is required\n%s\n", auditUsage)
+		if *since == "" && *proposal == "" {
+			fmt.Fprintf(stderr, "car-server audit export: --since or --proposal is required\n%s\n", auditUsage)
 			return exitUsage
 		}
-		from, err := parseWhen(*since)
-		if err != nil {
-			return fail(fmt.Errorf("--since: %w", err))
+		var from time.Time
+		var err error
+		if *since != "" {
+			if from, err = parseWhen(*since); err != nil {
+				return fail(fmt.Errorf("--since: %w", err))
+			}
 		}
 		var to time.Time
 		if *until != "" {
@@ -113,13 +135,67 @@ func runAuditCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "car-server audit export: --format must be jsonl or cloudevents, got %q\n", *format)
 			return exitUsage
 		}
-		if err := exportEvents(stdout, dir, from, to, *format); err != nil {
+		if err := exportEvents(stdout, dir, exportFilter{from: from, to: to, proposal: *proposal}, *format); err != nil {
 			return fail(err)
 		}
 		return 0
 	}
 	fmt.Fprintf(stderr, "car-server audit: unknown command %q\n%s\n", fs.Args()[0], auditUsage)
 	return exitUsage
+}
+
+// storeVerifyWait bounds audit verify --store: connecting, and reading the
+// whole log a page at a time.
+const storeVerifyWait = 30 * time.Minute
+
+// verifyStore checks every daemon's chain in the shared PostgreSQL event
+// log at url, and says what it checked.
+func verifyStore(url string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), storeVerifyWait)
+	defer cancel()
+	read, closeRead, err := postgres.OpenEventReader(ctx, postgres.Config{URL: url})
+	if err != nil {
+		fmt.Fprintln(stderr, "car-server audit verify --store:", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			return exitUnreachable
+		}
+		return exitFailed
+	}
+	defer closeRead()
+	rep, err := engine.VerifyChains(ctx, read, false)
+	if err != nil {
+		fmt.Fprintln(stderr, "car-server audit verify --store:", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			return exitUnreachable
+		}
+		return exitFailed
+	}
+	events := 0
+	for _, n := range rep.Nodes {
+		events += n.Verified
+		if n.Tampered != nil {
+			events++
+		}
+	}
+	fmt.Fprintf(stdout, "store: %d events in the chains of %d daemons\n", events, len(rep.Nodes))
+	var broken *protocol.NodeChain
+	for i, n := range rep.Nodes {
+		if n.Tampered != nil {
+			fmt.Fprintf(stdout, "daemon %s: %d events hold, then its chain breaks at seq %d\n", n.Node, n.Verified, *n.Tampered)
+			if broken == nil {
+				broken = &rep.Nodes[i]
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "daemon %s: %d events, every hash and link holds\n", n.Node, n.Verified)
+	}
+	fmt.Fprintln(stdout, "the shared log has no signed heads: the newest events of a daemon's chain can be cut off undetected")
+	if broken != nil {
+		fmt.Fprintf(stdout, "FAILED: daemon %s's event seq %d does not hold: its body does not hash to its hash, its columns disagree with its body, or it does not link to the event before it (an event edited, deleted, reordered, or refused by the database when written)\n", broken.Node, *broken.Tampered)
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "ok: every chain holds")
+	return exitOK
 }
 
 // verifyKey is the key heads must be signed with: the one in pubkeyPath
@@ -141,13 +217,6 @@ func verifyKey(keyPath, pubkeyPath string) (ed25519.PublicKey, error) {
 		return nil, err
 	}
 	return key.Public().(ed25519.PublicKey), nil
-}
-
-// checkEventLine recomputes an event line's hash with the engine's
-// definition.
-func checkEventLine(l *auditlog.Line) error {
-	r := store.EventRecord{Node: l.Node, Seq: l.Seq, At: l.At, Kind: l.Kind, ProposalID: l.ProposalID, Hash: l.Hash, PrevHash: l.PrevHash, Body: l.Body}
-	return engine.CheckRecord(&r)
 }
 
 // printVerify says what Verify checked.
@@ -179,8 +248,19 @@ func parseWhen(s string) (time.Time, error) {
 	return time.Now().Add(-d), nil
 }
 
-// exportEvents writes the events of dir's segments in [from, to) to w.
-func exportEvents(w io.Writer, dir string, from, to time.Time, format string) error {
+// exportFilter is which events audit export writes: those in [from, to)
+// (a zero to: no end), of proposal when it is set.
+type exportFilter struct {
+	from, to time.Time
+	proposal string
+}
+
+func (f exportFilter) keeps(l auditlog.Line) bool {
+	return !l.At.Before(f.from) && (f.to.IsZero() || l.At.Before(f.to)) && (f.proposal == "" || l.ProposalID == f.proposal)
+}
+
+// exportEvents writes the events of dir's segments that f keeps to w.
+func exportEvents(w io.Writer, dir string, f exportFilter, format string) error {
 	names, err := auditlog.Segments(dir)
 	if err != nil {
 		return fmt.Errorf("list the segments of %s: %w", dir, err)
@@ -190,7 +270,7 @@ func exportEvents(w io.Writer, dir string, from, to time.Time, format string) er
 		var werr error
 		err := auditlog.ScanSegment(filepath.Join(dir, name), 0, func(_ int64, _ int, b []byte) bool {
 			l, err := auditlog.ParseLine(b)
-			if err != nil || l.Op != auditlog.OpEvent || l.At.Before(from) || (!to.IsZero() && !l.At.Before(to)) {
+			if err != nil || l.Op != auditlog.OpEvent || !f.keeps(l) {
 				return true
 			}
 			if format == "jsonl" {

@@ -228,6 +228,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Logger:                  log,
 		Runs:                    runStore,
 		AgentTokens:             shared.AgentTokens,
+		People:                  shared.People,
+		AuditCheck:              auditCheck(cfg, shared),
 		Postures:                postures,
 		Store:                   shared,
 		Connectors:              conns,

@@ -112,7 +112,7 @@ func TestOperatorSubcommands(t *testing.T) {
 	if out, code = run(nil, "approvals", "approve", fp, "--tier", "full_access", "--reason", "change 9"); code != 0 || !strings.Contains(out, fp+" approved at full_access") {
 		t.Fatalf("approve: %d %s", code, out)
 	}
-	if out, code = run(nil, "approvals", "list", "--json"); code != 0 || !strings.Contains(out, `"reason":"change 9"`) || !strings.Contains(out, `"reviewer":"conn:`) {
+	if out, code = run(nil, "approvals", "list", "--json"); code != 0 || !strings.Contains(out, `"reason":"change 9"`) || !strings.Contains(out, `"reviewer":"person:operator"`) {
 		t.Fatalf("approvals list --json: %d %s", code, out)
 	}
 	if out, code = run(nil, "approvals", "reject", fp, "--tier", "bogus"); code != exitFailed || !strings.Contains(out, "unknown tier") {

@@ -39,6 +39,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		RunsDir:         cfg.RunsDir,
 		RunJournals:     cfg.MaxOpenRunJournals,
 		AgentTokensPath: cfg.AgentTokensPath,
+		PeoplePath:      cfg.PeoplePath,
 		PosturesPath:    cfg.PosturesPath,
 		TrajectoriesDir: cfg.TrajectoriesDir,
 		HarnessPath:     cfg.HarnessPath,

@@ -34,6 +34,8 @@ var subcommands = map[string]subcommand{
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runMigrateCommand(a, o, e) }},
 	"agents": {"issue, revoke and list the agents' own tokens", agentsUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runAgentsCommand(a, o, e) }},
+	"people": {"issue, revoke and list the people's own host-role tokens", peopleUsage,
+		func(a []string, _ io.Reader, o, e io.Writer) int { return runPeopleCommand(a, o, e) }},
 	"dashboard": {"print (or open) the dashboard's link", dashboardUsage,
 		func(a []string, _ io.Reader, o, e io.Writer) int { return runDashboardCommand(a, o, e) }},
 	"status": {"the running daemon's version, uptime, connections and store", statusUsage,

@@ -37,6 +37,10 @@ type Decision struct {
 	// Operation describes what is decided (type, tool, params digest,
 	// granted tier) when the door knows it; kept on the ledger record.
 	Operation host.Operation
+	// proposalID is the proposal whose parked action the decided host
+	// approval holds, when there is one: the approval_recorded event names
+	// it, so that the proposal's story in the log says who decided.
+	proposalID string
 }
 
 // Resolution is what a decision changed.
@@ -74,11 +78,23 @@ func (rt *Runtime) ResolveApproval(conn string, d Decision) (Resolution, error) 
 			return Resolution{}, fmt.Errorf("%w: approval '%s' names required tier %q: %v; decide its operation with permission.approve {fingerprint, required_tier}", host.ErrInvalid, d.ApprovalID, op.RequiredTier, err)
 		}
 		d.Operation = op
+		d.proposalID, _ = row.Context["proposal_id"].(string)
 		rec, err := rt.recordDecision(conn, d, op.Fingerprint, tier)
 		if err != nil {
 			return Resolution{}, err
 		}
 		res.Record = &rec
+		if q := rt.quorumOf(&protocol.Action{Type: protocol.ActionType(op.Type), Tool: op.Tool}); d.Approved && q > 1 {
+			a, err := rt.opts.Desk.Count(d.ApprovalID, people(rec.Approvers))
+			if !quorumMet(rec, q) {
+				// Counted; the row waits for the rest of the quorum.
+				if err != nil {
+					return res, err
+				}
+				res.Approval = &a
+				return res, nil
+			}
+		}
 	}
 	a, err := rt.settleRow(conn, d.ApprovalID, d.Approved, d.Notes, d.Reviewer)
 	if err != nil {
@@ -107,15 +123,22 @@ func (rt *Runtime) recordDecision(conn string, d Decision, fingerprint string, t
 	}
 	rec.Uses = d.Limits.Uses
 	rec.Type, rec.Tool, rec.ParamsDigest, rec.GrantedTier = d.Operation.Type, d.Operation.Tool, d.Operation.ParamsDigest, d.Operation.GrantedTier
+	rt.decideMu.Lock()
+	rt.countApprovers(&rec)
 	rec, err := rt.opts.Approvals.Record(rec)
+	rt.decideMu.Unlock()
 	if err != nil {
 		return rec, fmt.Errorf("record the decision: %w", err)
 	}
-	rt.Events.Append(Event{Kind: EventApprovalRecorded, Connection: conn, Data: map[string]any{
+	data := map[string]any{
 		"fingerprint": rec.Fingerprint, "decision": rec.Decision, "required_tier": rec.RequiredTier, "reviewer": rec.Reviewer,
 		"type": rec.Type, "tool": rec.Tool, "params_digest": rec.ParamsDigest, "granted_tier": rec.GrantedTier,
-		"expires_at": rec.ExpiresAt, "uses": rec.Uses,
-	}})
+		"expires_at": rec.ExpiresAt, "uses": rec.Uses, "approvers": rec.Approvers,
+	}
+	if d.ApprovalID != "" {
+		data["approval_id"] = d.ApprovalID
+	}
+	rt.Events.Append(Event{Kind: EventApprovalRecorded, ProposalID: d.proposalID, Connection: conn, Data: data})
 	return rec, nil
 }
 

@@ -114,6 +114,9 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 		if rt.tracing() {
 			waits.start(rt, ctx, sub.Proposal.ID, fp, op)
 		}
+		if rec, ok := rt.opts.Approvals.Decision(fp); ok && rt.counts(rec, op.row) {
+			_, _ = rt.opts.Desk.Count(op.approval.ID, people(rec.Approvers))
+		}
 		go func() {
 			defer w.stop()
 			for {
@@ -122,6 +125,10 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 					if rt.settles(rec, op.row) {
 						settled <- decided{fp, rec}
 						return
+					}
+					if rt.counts(rec, op.row) {
+						// Pending or decided elsewhere meanwhile: the ledger rules.
+						_, _ = rt.opts.Desk.Count(op.approval.ID, people(rec.Approvers))
 					}
 				case <-wctx.Done():
 					return
@@ -166,11 +173,12 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			}
 		default:
 			// An approval releases the wait only with a use of it left.
-			_, ok, err := rt.opts.Approvals.Use(ctx, fp, time.Now())
+			rec, ok, err := rt.opts.Approvals.Use(ctx, fp, time.Now())
 			if err != nil {
 				return nil, store.Wrap("the approval ledger could not count the use of an approval", err)
 			}
 			if ok {
+				rt.approvalUsed(sub, op.actions[0], rec)
 				continue
 			}
 			reason = fmt.Sprintf("the approval by %s expired or its uses were spent by another proposal; propose again to be asked", op.decision.Reviewer)
@@ -234,7 +242,13 @@ func (s *Session) requester() host.Requester {
 // settles reports whether rec decides row: any rejection does, an approval
 // only at or above the tier the operation needs.
 func (rt *Runtime) settles(rec approvals.Record, row PermissionRow) bool {
-	return rec.Decision == approvals.Rejected || (approvedAtOrAbove(rec, row.Required) && approvals.Live(rec, time.Now()))
+	return rec.Decision == approvals.Rejected || (approvedAtOrAbove(rec, row.Required) && approvals.Live(rec, time.Now()) && quorumMet(rec, row.Quorum))
+}
+
+// counts reports whether rec is part of a quorum row still waits for: a
+// standing approval at its tier with some of the people it needs.
+func (rt *Runtime) counts(rec approvals.Record, row PermissionRow) bool {
+	return row.Quorum > 1 && approvedAtOrAbove(rec, row.Required) && approvals.Live(rec, time.Now()) && len(people(rec.Approvers)) > 0
 }
 
 // undecided expires what is still waiting and says how to get past it.
@@ -315,8 +329,12 @@ func approvalRequest(sub *Submission, op *waitingOp, params map[string]any) host
 	r := op.row
 	actions := append([]string(nil), op.actions...)
 	sort.Strings(actions)
+	title := fmt.Sprintf("%s needs %s", describe(r), r.Required)
+	if r.Quorum > 1 {
+		title += fmt.Sprintf(" from %d people", r.Quorum)
+	}
 	return host.ApprovalRequest{
-		Title:       fmt.Sprintf("%s needs %s", describe(r), r.Required),
+		Title:       title,
 		Description: fmt.Sprintf("Proposal %s wants to run %s (%s). Approve to record it at %s on the approval ledger.", sub.Proposal.ID, describe(r), r.Reversibility, r.Required),
 		Context: map[string]any{
 			"proposal_id":   sub.Proposal.ID,
@@ -329,7 +347,7 @@ func approvalRequest(sub *Submission, op *waitingOp, params map[string]any) host
 			"signals":       append([]string{}, r.Signals...),
 			"preview":       policy.Preview(params),
 		},
-		RequiredApprovals: 1,
+		RequiredApprovals: max(1, r.Quorum),
 	}
 }
 

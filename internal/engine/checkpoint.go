@@ -145,7 +145,7 @@ func (rt *Runtime) RestoreCheckpoint(ctx context.Context, s *Session, id string)
 func (rt *Runtime) approveRestore(ctx context.Context, s *Session, id string) error {
 	op := protocol.Action{ID: "restore-" + id, Type: protocol.ActionToolCall, Tool: "checkpoint.restore", Parameters: map[string]any{"checkpoint_id": id}}
 	row := PermissionRow{ActionID: op.ID, Tool: op.Tool, Fingerprint: approvals.Fingerprint(&op), Decision: DecisionNeedsApproval,
-		Required: policy.FullAccess, Reversibility: protocol.Irreversible, Granted: s.Tier(), Signals: []string{"replaces state"}}
+		Required: policy.FullAccess, Reversibility: protocol.Irreversible, Granted: s.Tier(), Signals: []string{"replaces state"}, Quorum: rt.quorumOf(&op)}
 	if rt.opts.Approvals == nil {
 		return fmt.Errorf("checkpoint.restore %w, and this daemon has no approval ledger", ErrNeedsApproval)
 	}
@@ -157,7 +157,7 @@ func (rt *Runtime) approveRestore(ctx context.Context, s *Session, id string) er
 		if rec.Decision == approvals.Rejected {
 			return fmt.Errorf("checkpoint.restore of '%s' (fingerprint %s) was rejected by %s: %w", id, row.Fingerprint, rec.Reviewer, ErrNeedsApproval)
 		}
-		if approvedAtOrAbove(rec, policy.FullAccess) {
+		if approvedAtOrAbove(rec, policy.FullAccess) && quorumMet(rec, row.Quorum) {
 			return nil
 		}
 	}

@@ -30,7 +30,7 @@ func (rt *Runtime) escalate(ctx context.Context, sub *Submission, items []escala
 		row := PermissionRow{
 			ActionID: a.ID, Tool: a.Tool, Fingerprint: it.fingerprint, Decision: DecisionNeedsApproval,
 			Required: policy.FullAccess, Reversibility: rt.Classify(a).Reversibility, Granted: sub.Session.Tier(),
-			Reason: it.why, Signals: []string{it.signal},
+			Reason: it.why, Signals: []string{it.signal}, Quorum: rt.quorumOf(a),
 		}
 		rec, ok, err := rt.ledgerDecision(ctx, row.Fingerprint, policy.FullAccess)
 		if err != nil {
@@ -41,7 +41,7 @@ func (rt *Runtime) escalate(ctx context.Context, sub *Submission, items []escala
 				denied = append(denied, fmt.Sprintf("action '%s': %s, and it was rejected by %s (fingerprint %s)", a.ID, it.why, rec.Reviewer, row.Fingerprint))
 				continue
 			}
-			if approvedAtOrAbove(rec, policy.FullAccess) {
+			if approvedAtOrAbove(rec, policy.FullAccess) && quorumMet(rec, row.Quorum) {
 				continue
 			}
 		}

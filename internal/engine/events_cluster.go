@@ -401,6 +401,25 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 	l.mu.Lock()
 	raw := l.raw
 	l.mu.Unlock()
+	return VerifyChains(ctx, func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error) {
+		return cl.Since(ctx, cursor, limit, "")
+	}, raw)
+}
+
+// ReadSince reads a shared log's records after cursor, oldest first, up to
+// limit, and the cursor to read on from (store.Events.Since of every
+// daemon).
+type ReadSince func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error)
+
+// VerifyChains verifies every daemon's chain of a shared log read through
+// read, in pages (memory grows with the number of daemons, not of
+// records), by recomputing each record's hash from its stored JSON (over
+// the data as kept when raw, the file store's way): a daemon's chain
+// breaks at its first record whose body does not hash to its hash, whose
+// columns disagree with its body, or that does not link to the record
+// before it. events.chain.verify in a cluster, and car-server audit verify
+// --store.
+func VerifyChains(ctx context.Context, read ReadSince, raw bool) (protocol.ChainVerifyResult, error) {
 	type state struct {
 		protocol.NodeChain
 		prev string
@@ -411,7 +430,7 @@ func (l *EventLog) VerifyAll(ctx context.Context) (protocol.ChainVerifyResult, e
 	var cursor int64
 	index := 0
 	for {
-		recs, next, err := cl.Since(ctx, cursor, verifyPage, "")
+		recs, next, err := read(ctx, cursor, verifyPage)
 		if err != nil {
 			return protocol.ChainVerifyResult{}, fmt.Errorf("read the cluster's events to verify their chains: %w", err)
 		}

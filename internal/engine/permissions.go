@@ -32,6 +32,9 @@ type PermissionRow struct {
 	Granted       policy.Tier            `json:"granted"`
 	Reason        string                 `json:"reason,omitempty"`
 	Signals       []string               `json:"signals,omitempty"` // the classifier's reasons for Required
+	// Quorum is how many distinct people must approve (an operator quorum
+	// rule); 0 when no rule matches.
+	Quorum int `json:"quorum,omitempty"`
 	// byApproval: allowed only by an approval on the ledger, which the
 	// admission takes a use of (store.Approvals.Use).
 	byApproval bool
@@ -55,7 +58,7 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		c := rt.Classify(a)
-		row := PermissionRow{ActionID: a.ID, Type: a.Type, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals}
+		row := PermissionRow{ActionID: a.ID, Type: a.Type, Tool: a.Tool, Fingerprint: approvals.Fingerprint(a), Required: c.Tier, Reversibility: c.Reversibility, Granted: granted, Decision: DecisionAllow, Signals: c.Signals, Quorum: rt.quorumOf(a)}
 		var rec approvals.Record
 		var recorded bool
 		if rt.opts.Approvals != nil {
@@ -71,9 +74,12 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 			if rec.Reason != "" {
 				row.Reason += ": " + rec.Reason
 			}
-		case c.Tier == policy.FullAccess || c.Tier > granted:
-			if recorded && approvedAtOrAbove(rec, c.Tier) {
+		case row.Quorum > 0 || c.Tier == policy.FullAccess || c.Tier > granted:
+			if recorded && approvedAtOrAbove(rec, c.Tier) && quorumMet(rec, row.Quorum) {
 				row.Reason = fmt.Sprintf("approved by %s", rec.Reviewer)
+				if row.Quorum > 1 {
+					row.Reason = fmt.Sprintf("approved by %s", strings.Join(people(rec.Approvers), ", "))
+				}
 				row.byApproval = true
 				break
 			}
@@ -82,13 +88,36 @@ func (rt *Runtime) EvaluatePermissions(p *protocol.ActionProposal, granted polic
 			if c.Tier == policy.FullAccess {
 				row.Reason += "; full_access always needs a recorded approval"
 			}
-			if recorded {
+			if row.Quorum > 0 {
+				row.Reason += fmt.Sprintf("; a quorum rule needs %d distinct people to approve tool '%s'", row.Quorum, a.Tool)
+			}
+			switch {
+			case recorded && approvedAtOrAbove(rec, c.Tier):
+				row.Reason += fmt.Sprintf("; %d of %d approved so far", len(people(rec.Approvers)), row.Quorum)
+			case recorded && rec.Decision == approvals.Approved:
 				row.Reason += fmt.Sprintf("; the approval on record is for %s only", rec.RequiredTier)
 			}
 		}
 		rows[i] = row
 	}
 	return rows
+}
+
+// EventApprovalUsed: a proposal took a use of an approval on the ledger
+// (admitted by it, or released by it from a wait).
+const EventApprovalUsed EventKind = "approval_used"
+
+// approvalUsed records that sub's action took a use of rec: with the
+// approval's decision, who made it, and what is left of it.
+func (rt *Runtime) approvalUsed(sub *Submission, actionID string, rec approvals.Record) {
+	data := map[string]any{"fingerprint": rec.Fingerprint, "reviewer": rec.Reviewer, "required_tier": rec.RequiredTier, "used": rec.Used, "recorded_at": rec.RecordedAt}
+	if rec.Uses > 0 {
+		data["uses"] = rec.Uses
+	}
+	if len(rec.Approvers) > 0 {
+		data["approvers"] = rec.Approvers
+	}
+	rt.Events.Append(Event{Kind: EventApprovalUsed, ProposalID: sub.Proposal.ID, ActionID: actionID, Connection: sub.Session.ID, Data: data})
 }
 
 // approvedAtOrAbove: an approval counts only at or above the true tier, so an
@@ -107,7 +136,7 @@ func (rt *Runtime) checkResolved(ctx context.Context, sub *Submission, a *protoc
 	p := &protocol.ActionProposal{Actions: []protocol.Action{*a}}
 	rows := rt.EvaluatePermissions(p, sub.Session.Tier())
 	rt.applyPosture(sub, rows)
-	if err := rt.useApprovals(ctx, rows); err != nil {
+	if err := rt.useApprovals(ctx, sub, rows); err != nil {
 		return fmt.Errorf("with its references resolved, action '%s': %w", a.ID, err)
 	}
 	r := rows[0]
@@ -197,7 +226,7 @@ func (permissionGate) Name() string { return "permission" }
 
 func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 	rows, stale := g.rt.freshPermissions(ctx, sub)
-	if err := g.rt.useApprovals(ctx, rows); err != nil {
+	if err := g.rt.useApprovals(ctx, sub, rows); err != nil {
 		return fmt.Errorf("permission gate blocked the proposal: %w", err)
 	}
 	if g.rt.tracing() && len(rows) == len(sub.Proposal.Actions) {
@@ -266,7 +295,7 @@ func (g permissionGate) Admit(ctx context.Context, sub *Submission) error {
 // (an admission is one use, however many of its actions share the
 // operation). A row whose approval expired or was spent meanwhile (another
 // admission took its last use) then needs an approval again.
-func (rt *Runtime) useApprovals(ctx context.Context, rows []PermissionRow) error {
+func (rt *Runtime) useApprovals(ctx context.Context, sub *Submission, rows []PermissionRow) error {
 	taken := map[string]bool{}
 	for i := range rows {
 		r := &rows[i]
@@ -275,11 +304,14 @@ func (rt *Runtime) useApprovals(ctx context.Context, rows []PermissionRow) error
 		}
 		ok, seen := taken[r.Fingerprint]
 		if !seen {
-			_, used, err := rt.opts.Approvals.Use(ctx, r.Fingerprint, time.Now())
+			rec, used, err := rt.opts.Approvals.Use(ctx, r.Fingerprint, time.Now())
 			if err != nil {
 				return store.Wrap("the approval ledger could not count the use of an approval", err)
 			}
 			ok, taken[r.Fingerprint] = used, used
+			if used {
+				rt.approvalUsed(sub, r.ActionID, rec)
+			}
 		}
 		if !ok {
 			r.Decision, r.byApproval = DecisionNeedsApproval, false

@@ -170,6 +170,7 @@ type Runtime struct {
 	integ       runtimeIntegrity                       // intents, the taint ledger, proposals in flight
 	harness     atomic.Pointer[protocol.HarnessConfig] // nil: the defaults (harness.go)
 	harnessMu   sync.Mutex                             // held by each harness update
+	decideMu    sync.Mutex                             // held by each decision recorded, so that a quorum's approvers add up
 
 	mu       sync.Mutex
 	sessions map[string]*Session

@@ -203,6 +203,12 @@ func notPending(intentID string) error {
 // whichever daemon it was made); an error wrapping ErrCluster says the
 // daemon could not be reached or did not answer.
 func (s *Supervisors) Decide(ctx context.Context, connID, intentID string, d SupervisionDecision) error {
+	return s.DecideAs(ctx, connID, "conn:"+connID, intentID, d)
+}
+
+// DecideAs is Decide recorded as reviewer (the person, person:NAME, on a
+// host-role connection) rather than as the connection.
+func (s *Supervisors) DecideAs(ctx context.Context, connID, reviewer, intentID string, d SupervisionDecision) error {
 	switch d.Kind {
 	case "allow":
 	case "deny", "escalate":
@@ -218,7 +224,7 @@ func (s *Supervisors) Decide(ctx context.Context, connID, intentID string, d Sup
 		return errors.New("only a subscribed supervisor can decide: call supervision.subscribe first")
 	}
 	if p, ok := s.pending[intentID]; ok && p.matched[connID] {
-		p.reviewer = "conn:" + connID
+		p.reviewer = reviewer
 		s.removeLocked(intentID)
 		p.decided <- d
 		s.mu.Unlock()
@@ -234,7 +240,7 @@ func (s *Supervisors) Decide(ctx context.Context, connID, intentID string, d Sup
 	if a == nil || !a.matched[connID] {
 		return notPending(intentID)
 	}
-	return s.decideAway(ctx, cl, a, connID, d)
+	return s.decideAway(ctx, cl, a, reviewer, d)
 }
 
 func (s *Supervisors) removeLocked(id string) {
@@ -432,7 +438,12 @@ func (rt *Runtime) escalated(ctx context.Context, sub *Submission, reviewer, rea
 		if err != nil {
 			return fmt.Errorf("supervisor %s escalated to the approval ledger (%s), and it cannot be read: %w", reviewer, reason, err)
 		}
-		if ok && approvedAtOrAbove(rec, tier) {
+		q := rt.quorumOf(a)
+		if ok && approvedAtOrAbove(rec, tier) && quorumMet(rec, q) {
+			continue
+		}
+		if q > 1 {
+			missing = append(missing, fmt.Sprintf("action '%s': %d distinct people approve fingerprint %s at %s (%d so far)", a.ID, q, fp, tier, len(people(rec.Approvers))))
 			continue
 		}
 		missing = append(missing, fmt.Sprintf("action '%s': approve fingerprint %s at %s", a.ID, fp, tier))

@@ -495,13 +495,13 @@ func (s *Supervisors) pruneAwayLocked(now time.Time) {
 
 // decideAway sends a decision to the daemon where the intent waits, and
 // waits for it to say whether the decision landed.
-func (s *Supervisors) decideAway(ctx context.Context, cl *supervisionCluster, a *awayIntent, connID string, d SupervisionDecision) error {
+func (s *Supervisors) decideAway(ctx context.Context, cl *supervisionCluster, a *awayIntent, reviewer string, d SupervisionDecision) error {
 	if len(d.Reason) > maxRemoteReason {
 		return fmt.Errorf("the reason is %d bytes; a decision sent to daemon %s, where intent '%s' waits, carries at most %d: shorten it", len(d.Reason), a.node, a.intent.ID, maxRemoteReason)
 	}
 	id := uuid.NewString()
 	pctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	err := cl.publish(pctx, supervisionMsg{Type: msgDecision, Node: a.node, From: cl.node, IntentID: a.intent.ID, DecisionID: id, Decision: &d, Reviewer: "conn:" + connID})
+	err := cl.publish(pctx, supervisionMsg{Type: msgDecision, Node: a.node, From: cl.node, IntentID: a.intent.ID, DecisionID: id, Decision: &d, Reviewer: reviewer})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%w: your decision could not be sent to daemon %s, where intent '%s' waits: %w; it did not land, decide again", ErrCluster, a.node, a.intent.ID, err)

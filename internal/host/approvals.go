@@ -294,6 +294,24 @@ func (r *Registry) Resolve(conn, id string, approved bool, notes, reviewer strin
 	return *ap, nil
 }
 
+// Count records approvers (the people whose approvals count so far) on a
+// pending approval a quorum keeps waiting, and tells the subscribers
+// (approval.counted). An approval no longer pending is left as it is.
+func (r *Registry) Count(id string, approvers []string) (Approval, error) {
+	r.mu.Lock()
+	defer r.unlock()
+	ap, err := r.pendingLocked(id)
+	if err != nil {
+		return Approval{}, err
+	}
+	if slices.Equal(ap.Approvers, approvers) || r.mirrorLocked(ap) {
+		return *ap, nil // a mirror is counted by the daemon that raised it
+	}
+	ap.Approvers = slices.Clone(approvers)
+	r.emitLocked(KindApprovalCounted, ap.AgentID, fmt.Sprintf("%s: %d of %d approvals", ap.Title, len(ap.Approvers), ap.RequiredApprovals), map[string]any{"approval": *ap})
+	return *ap, nil
+}
+
 // PendingHere returns the pending approvals this daemon raised (not the
 // views of another daemon's), oldest first.
 func (r *Registry) PendingHere() []Approval {

@@ -346,7 +346,7 @@ func (r *Registry) arriveLocked(node string, ev Event) {
 	if ev.Payload == nil {
 		ev.Payload = map[string]any{}
 	}
-	if ev.Kind == KindApprovalRequested || ev.Kind == KindApprovalResolved {
+	if ev.Kind == KindApprovalRequested || ev.Kind == KindApprovalResolved || ev.Kind == KindApprovalCounted {
 		var p struct {
 			Approval Approval `json:"approval"`
 		}

@@ -17,7 +17,10 @@ const (
 	KindAgentStatusChanged = "agent.status_changed"
 	KindApprovalRequested  = "approval.requested"
 	KindApprovalResolved   = "approval.resolved"
-	KindNotification       = "host.notification"
+	// KindApprovalCounted: a person's approval counted toward a quorum
+	// and the approval still waits for more (its approvers say who).
+	KindApprovalCounted = "approval.counted"
+	KindNotification    = "host.notification"
 )
 
 // reservedKinds are the kinds only the registry itself may produce, so a
@@ -28,6 +31,7 @@ var reservedKinds = map[string]bool{
 	KindAgentStatusChanged: true,
 	KindApprovalRequested:  true,
 	KindApprovalResolved:   true,
+	KindApprovalCounted:    true,
 }
 
 // Event is one host.event notification, as sent and as kept in the ring.

@@ -60,6 +60,7 @@ type Engine struct {
 	policies []Policy
 	byTool   map[string][]int // indexes of ToolScoped policies, by tool; nil while there are none
 	general  []int            // indexes of every other policy
+	quorums  []int            // indexes of the Quorum rules, which deny nothing and are read by Quorum
 	now      func() time.Time
 }
 
@@ -74,6 +75,7 @@ func NewEngine(ps ...Policy) *Engine {
 func (e *Engine) reindex() {
 	e.byTool = nil
 	e.general = e.general[:0]
+	e.quorums = e.quorums[:0]
 	for i, p := range e.policies {
 		e.index(p, i)
 	}
@@ -83,6 +85,10 @@ func (e *Engine) reindex() {
 // hold mu (or own e). The tool index is made with its first entry: every
 // connection has an engine, and most hold no policy.
 func (e *Engine) index(p Policy, i int) {
+	if _, ok := p.Rule.(Quorum); ok {
+		e.quorums = append(e.quorums, i)
+		return
+	}
 	ts, ok := p.Rule.(ToolScoped)
 	if !ok {
 		e.general = append(e.general, i)

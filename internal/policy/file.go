@@ -29,6 +29,12 @@ type fileRules struct {
 	RateLimitTool         []fileRateLimitTool     `toml:"rate_limit_tool"`
 	RequireClaim          []fileRequireClaim      `toml:"require_claim"`
 	TraceRule             []toml.Primitive        `toml:"trace_rule"`
+	Quorum                []fileQuorum            `toml:"quorum"`
+}
+
+type fileQuorum struct {
+	Tool      string `toml:"tool"`
+	Approvers int    `toml:"approvers"`
 }
 
 type fileDenyToolParam struct {
@@ -122,7 +128,7 @@ func LoadFile(path string) ([]Policy, error) {
 			keys[i] = k.String()
 		}
 		if len(fr.TraceRule) == 0 {
-			return nil, fail("unknown key %s (known: deny_tool, deny_connector, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool, require_claim)", strings.Join(keys, ", "))
+			return nil, fail("unknown key %s (known: deny_tool, deny_connector, deny_keyword, deny_tool_param, allow_tool_param, deny_tool_param_matching, rate_limit_tool, require_claim, quorum)", strings.Join(keys, ", "))
 		}
 	}
 	if len(fr.TraceRule) > 0 {
@@ -201,6 +207,17 @@ func LoadFile(path string) ([]Policy, error) {
 			Name:        "rate_limit_tool:" + r.Tool,
 			Description: fmt.Sprintf("at most %d calls to '%s' per %gs, daemon-wide (%s)", *r.MaxCalls, r.Tool, *r.IntervalSecs, path),
 			Rule:        &RateLimitTool{Tool: r.Tool, MaxCalls: int(*r.MaxCalls), Interval: protocol.Seconds(*r.IntervalSecs)},
+		})
+	}
+	for i, r := range fr.Quorum {
+		q := Quorum(r)
+		if err := checkQuorum(q); err != nil {
+			return nil, fail("quorum[%d] %v", i, err)
+		}
+		out = append(out, Policy{
+			Name:        "quorum:" + r.Tool,
+			Description: fmt.Sprintf("%d distinct people approve every call of '%s' (%s)", r.Approvers, r.Tool, path),
+			Rule:        q,
 		})
 	}
 	return out, nil

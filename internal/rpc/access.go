@@ -172,6 +172,8 @@ var methodAccess = map[string]access{
 	protocol.MethodEventsQuery:       accessAny,
 	protocol.MethodEventsChainEnable: accessDecide,
 	protocol.MethodEventsChainVerify: accessAny,
+	// Reading a whole durable log is a person's, at most once a minute.
+	protocol.MethodAuditStatus:       accessDecide,
 	protocol.MethodEventsRetention:   accessHost,
 	protocol.MethodEventsSubscribe:   accessAny,
 	protocol.MethodEventsUnsubscribe: accessAny,
@@ -221,6 +223,9 @@ var methodAccess = map[string]access{
 func (c *conn) principal() string {
 	switch {
 	case c.isHost():
+		if who := c.person.Load(); who != nil {
+			return "person " + who.name
+		}
 		return "host"
 	case c.agentID() != "":
 		return "agent " + c.agentID()
@@ -237,7 +242,7 @@ func (c *conn) mayCall(method string) error {
 	case accessDecide:
 		return c.mayApprove(method)
 	case accessHost:
-		if c.isHost() {
+		if c.stillHost() {
 			return nil
 		}
 		return hostOnly(method)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -46,16 +47,22 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 		return c.bindAgent(p, enabled)
 	}
 	if p.HostToken != "" {
-		if c.srv.opts.HostToken == "" || !tokenMatches(c.srv.opts.HostToken, p.HostToken) {
-			c.log.Warn("auth failed: host token mismatch")
-			return nil, internalError("auth failed: host token mismatch; read the current host token from the daemon's host-token file, beside the auth-token file (it changes on every start)")
+		name, err := c.srv.identifyPerson(c.hctx, p.HostToken)
+		if err != nil {
+			c.log.Warn("auth failed: host token", zap.Error(err))
+			return nil, err
 		}
 		if !c.markAuthed() {
 			return nil, errEvicted()
 		}
+		who := &person{name: name}
+		if name != OperatorName {
+			who.token = p.HostToken
+		}
+		c.person.Store(who)
 		c.host.Store(true)
-		c.log.Info("authenticated with the host role")
-		return protocol.AuthResult{OK: true, AuthEnabled: enabled, Role: protocol.RoleHost}, nil
+		c.log.Info("authenticated with the host role", zap.String("person", name))
+		return protocol.AuthResult{OK: true, AuthEnabled: enabled, Role: protocol.RoleHost, Person: name}, nil
 	}
 	if !enabled {
 		if !c.markAuthed() {
@@ -71,6 +78,58 @@ func (c *conn) handleAuth(req *jsonrpc2.Request) (any, error) {
 		return nil, errEvicted()
 	}
 	return protocol.AuthResult{OK: true, AuthEnabled: true}, nil
+}
+
+// person is who holds a connection's host role: OperatorName for the
+// daemon's host token, a name for a token of car-server people, whose
+// token is kept to be checked again before each host-role call.
+type person struct{ name, token string }
+
+// OperatorName is the person the daemon's own host token stands for.
+const OperatorName = "operator"
+
+// personCheckTimeout bounds one look at the people's tokens.
+const personCheckTimeout = 5 * time.Second
+
+// identifyPerson names the holder of a host-role token: OperatorName for
+// the daemon's host token, a person's name for a token of car-server
+// people. Any other token is refused with what to do.
+func (s *Server) identifyPerson(ctx context.Context, token string) (string, error) {
+	if s.opts.HostToken != "" && tokenMatches(s.opts.HostToken, token) {
+		return OperatorName, nil
+	}
+	if s.opts.People != nil {
+		ctx, cancel := context.WithTimeout(ctx, personCheckTimeout)
+		defer cancel()
+		name, ok, err := s.opts.People.Identify(ctx, token)
+		if err != nil {
+			return "", internalError("auth failed: the people's tokens could not be read: %v; try again", err)
+		}
+		if ok {
+			return name, nil
+		}
+	}
+	return "", internalError("auth failed: host token mismatch; read the current host token from the daemon's host-token file, beside the auth-token file (it changes on every start), or use your own from car-server people issue-token")
+}
+
+// stillHost reports whether a host-role connection still holds the role:
+// a person's token is looked up again, so that car-server people revoke
+// ends the role at the connection's next host-role call. A revoked
+// connection loses the role for good.
+func (c *conn) stillHost() bool {
+	if !c.isHost() {
+		return false
+	}
+	who := c.person.Load()
+	if who == nil || who.token == "" {
+		return true
+	}
+	if name, err := c.srv.identifyPerson(c.hctx, who.token); err == nil && name == who.name {
+		return true
+	}
+	c.host.Store(false)
+	c.log.Warn("a person's token was revoked or replaced: the connection lost the host role", zap.String("person", who.name))
+	return false
 }
 
 // recordMemoryNamespace keeps session.auth's memory_namespace for the
@@ -96,7 +155,7 @@ func (c *conn) isHost() bool { return c.host.Load() }
 // may, and with approver_role host only host-role connections may, so that
 // an agent holding the ordinary token cannot approve its own actions.
 func (c *conn) mayApprove(what string) error {
-	if c.isHost() {
+	if c.stillHost() {
 		return nil
 	}
 	if agent := c.agentID(); agent != "" {

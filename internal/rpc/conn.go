@@ -67,11 +67,12 @@ type conn struct {
 	authed     atomic.Bool
 	authDone   chan struct{} // closed once session.auth succeeds
 	authOnce   sync.Once
-	evict      chan struct{} // closed when the server evicts it unauthenticated
-	evicted    bool          // guarded by srv.mu: evicted or timed out before auth
-	opened     time.Time     // when the upgrade completed
-	spoke      atomic.Bool   // its first bytes arrived: it is authenticating, never the eviction's victim
-	host       atomic.Bool   // authenticated with the host token
+	evict      chan struct{}          // closed when the server evicts it unauthenticated
+	evicted    bool                   // guarded by srv.mu: evicted or timed out before auth
+	opened     time.Time              // when the upgrade completed
+	spoke      atomic.Bool            // its first bytes arrived: it is authenticating, never the eviction's victim
+	host       atomic.Bool            // authenticated with the host token or a person's token
+	person     atomic.Pointer[person] // who holds the host role; nil until then
 	negotiated atomic.Bool
 	clientName atomic.Pointer[string] // what server.handshake called the client
 	// memoryNamespace is what session.auth named; recorded, no effect.

@@ -120,6 +120,7 @@ func init() {
 		protocol.MethodEventsQuery:       {handle: (*conn).eventsQuery},
 		protocol.MethodEventsChainEnable: {handle: (*conn).eventsChainEnable},
 		protocol.MethodEventsChainVerify: {handle: (*conn).eventsChainVerify},
+		protocol.MethodAuditStatus:       {handle: (*conn).auditStatus},
 		protocol.MethodEventsRetention:   {handle: (*conn).eventsRetention},
 		protocol.MethodEventsSubscribe:   {handle: (*conn).eventsSubscribe},
 		protocol.MethodEventsUnsubscribe: {handle: (*conn).eventsUnsubscribe},

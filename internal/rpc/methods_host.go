@@ -202,8 +202,14 @@ func paramsWithin(params *json.RawMessage, method string, limit int, setting, wh
 	return nil
 }
 
-// reviewer is who this connection's decisions are recorded as.
-func (c *conn) reviewer() string { return "conn:" + c.id }
+// reviewer is who this connection's decisions are recorded as: the person
+// (person:NAME) on a host-role connection, else the connection (conn:<id>).
+func (c *conn) reviewer() string {
+	if who := c.person.Load(); who != nil {
+		return protocol.PersonPrefix + who.name
+	}
+	return "conn:" + c.id
+}
 
 // hostReply maps the registry's errors onto JSON-RPC errors.
 func hostReply(v any, err error) (any, error) {

@@ -63,7 +63,7 @@ func (c *conn) supervisionDecide(ctx context.Context, params *json.RawMessage) (
 	if p.Decision == nil {
 		return nil, invalidParams("param 'decision' is required: expected %s", shape)
 	}
-	if err := c.srv.rt.Supervisors.Decide(ctx, c.id, p.IntentID, *p.Decision); err != nil {
+	if err := c.srv.rt.Supervisors.DecideAs(ctx, c.id, c.reviewer(), p.IntentID, *p.Decision); err != nil {
 		if errors.Is(err, engine.ErrCluster) {
 			return nil, internalError("%v", err)
 		}

@@ -457,6 +457,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodEventsQuery, params: func() any { return map[string]any{"limit": 5} }},
 		{method: protocol.MethodEventsChainEnable},
 		{method: protocol.MethodEventsChainVerify},
+		{method: protocol.MethodAuditStatus},
 		{method: protocol.MethodEventsRetention},
 		{method: protocol.MethodEventsRetention, params: func() any { return map[string]any{"policy": map[string]any{"max_events": 10000}} }},
 		{method: protocol.MethodEventsUnsubscribe},

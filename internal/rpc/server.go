@@ -61,7 +61,6 @@ type Options struct {
 	// MaxFeedbackTools bounds the tools one tools.feedback names or
 	// reports (engine.DefaultMaxTools, the max_tools setting).
 	MaxFeedbackTools int
-
 	// MaxPlanCandidates and MaxPlanActions bound one proposal.plan or
 	// proposal.score: the candidates, and their actions together
 	// (DefaultMaxPlanCandidates, engine.DefaultMaxActions).
@@ -74,8 +73,14 @@ type Options struct {
 	Version         string            // server_version reported by server.handshake
 	Runs            *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
 	AgentTokens     store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures        *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Leases          store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
+	People          store.People      // the people's host-role token hashes; nil: only HostToken has the host role
+	// AuditCheck verifies the durable event log as car-server audit verify
+	// does (audit.status, at most once per AuditCheckEvery); nil: the
+	// in-memory chain is checked. An error (the store could not be read)
+	// is not kept.
+	AuditCheck func(ctx context.Context) (protocol.AuditStatus, error)
+	Postures   *agents.Postures // per-agent postures (agent_permissions.*); nil: those methods are off
+	Leases     store.Leases     // the agents' leases (lease.*); nil: those methods say they are off
 	// Lease bounds; zero takes the default (DefaultLease*).
 	LeaseDefaultTTL      time.Duration // ttl_ms absent
 	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
@@ -234,6 +239,7 @@ type Server struct {
 
 	bound agentBindings // agent id → the one connection bound to it
 	mcp   mcpSessions   // the MCP endpoint's sessions (mcpgateway.go)
+	audit auditChecks   // the last check of the event log (audit.status)
 
 	leaveHost  func() // stops the host surface's cross-daemon notifications; nil on one daemon
 	stopTokens func() // stops following the token store's changes; nil without agent tokens
@@ -242,7 +248,7 @@ type Server struct {
 // NewServer returns a server for rt.
 func NewServer(rt *engine.Runtime, opts Options) *Server {
 	opts.setDefaults()
-	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now()}
+	s := &Server{opts: opts, rt: rt, log: opts.Logger, conns: make(map[*conn]struct{}), started: time.Now(), audit: newAuditChecks()}
 	s.connLog = s.log.WithOptions(zap.AddCallerSkip(2))
 	// The runtime's host registry: actions that need an approval wait for
 	// a person there, and the host.* methods serve it.

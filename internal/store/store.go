@@ -78,6 +78,7 @@ type Store struct {
 	Runs        RunLog      // agent run traces; nil: runs.* are off
 	AgentTokens AgentTokens // the agents' token hashes; nil: no connection can bind an agent
 	Postures    Postures    // the per-agent posture policy; nil: agent_permissions.* are off
+	People      People      // the people's host-role token hashes; nil: only the daemon's host token has the host role
 	// Trajectories records every dispatched attempt; nil: nothing is
 	// recorded and tools.feedback has no data.
 	Trajectories Trajectories
@@ -369,6 +370,27 @@ type AgentTokens interface {
 	// store's watch also starts so, once it listens). fn then asks Grant
 	// again for the connections it holds.
 	Watch(fn func(agentID string)) (cancel func())
+}
+
+// IssuedPerson is a person with a host-role token, never the token.
+type IssuedPerson struct {
+	Name     string    `json:"name"`
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+// People keeps the people's own host-role tokens, as hashes only, so that
+// each decision names the person who made it. Issue and Revoke are in
+// force on every daemon as soon as they return.
+type People interface {
+	// Issue makes token name's token, replacing any earlier one.
+	Issue(ctx context.Context, name, token string) error
+	// Revoke removes name's token; it reports whether there was one.
+	Revoke(ctx context.Context, name string) (bool, error)
+	// List names the people with a token, by name.
+	List(ctx context.Context) ([]IssuedPerson, error)
+	// Identify names the person whose current token token is; ok is false
+	// when nobody holds it.
+	Identify(ctx context.Context, token string) (name string, ok bool, err error)
 }
 
 // Postures keeps the per-agent posture policy: package agents defines

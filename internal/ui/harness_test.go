@@ -15,8 +15,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/auditlog"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -38,6 +40,7 @@ type daemon struct {
 	rt        *engine.Runtime
 	served    chan error
 	ledger    *file.Approvals
+	events    *file.Events
 	tracer    trace.Tracer // tracing on when set
 	traceURL  string       // otel_trace_url
 }
@@ -64,7 +67,17 @@ func (d *daemon) start(addr string) {
 	d.ledger = ledger
 	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout, Tracer: d.tracer})
 	d.rt = rt
-	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile()), Tracer: d.tracer, TraceURL: d.traceURL})
+	// The durable event log, as the daemon keeps it with the file store.
+	events, err := file.OpenEvents(file.EventsConfig{Dir: filepath.Join(d.dir, "events"), KeyPath: d.keyPath(), Node: "ui-test", OnHead: d.heads})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.events = events
+	if err := rt.Events.JoinCluster(context.Background(), "ui-test", events); err != nil {
+		d.t.Fatal(err)
+	}
+	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile()), People: d.people(),
+		AuditCheck: rpc.FileAuditCheck(filepath.Join(d.dir, "events"), d.keyPath()), Tracer: d.tracer, TraceURL: d.traceURL})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
 }
@@ -83,6 +96,9 @@ func (d *daemon) stop() {
 		d.t.Errorf("serve: %v", err)
 	}
 	d.rt.Close()
+	if err := d.events.Close(); err != nil {
+		d.t.Errorf("close the event log: %v", err)
+	}
 	if err := d.ledger.Close(); err != nil {
 		d.t.Errorf("close the ledger: %v", err)
 	}
@@ -102,6 +118,21 @@ func (d *daemon) wsURL() string { return "ws://" + d.addr + "/" }
 
 // tokenFile holds the agents' tokens.
 func (d *daemon) tokenFile() string { return filepath.Join(d.dir, "agent-tokens.json") }
+
+// keyPath is the audit key the event log's heads are signed with.
+func (d *daemon) keyPath() string { return filepath.Join(d.dir, "audit-key") }
+
+// heads hands a signed head to the page as the daemon does (audit.head).
+func (d *daemon) heads(h auditlog.Head) {
+	d.rt.Events.Announce(engine.Event{Kind: engine.EventAuditHead, Seq: h.Seq, Node: h.Node, Timestamp: h.Time, Data: map[string]any{
+		"seq": h.Seq, "hash": h.Hash, "time": h.Time, "node": h.Node, "signature": h.Signature,
+	}})
+}
+
+// people is where the daemon keeps the people's token hashes.
+func (d *daemon) people() store.People {
+	return file.PeopleFile(filepath.Join(d.dir, "people-tokens.json"))
+}
 
 // pageURL is what car-server dashboard prints.
 func (d *daemon) pageURL() string { return "http://" + d.addr + "/ui/#host_token=" + d.hostToken }

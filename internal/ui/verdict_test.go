@@ -22,9 +22,9 @@ func verdict(p *page, id, want string) string {
 
 // TestARejectedProposalSaysWhoRejectedItAndWhy: a proposal a person denied
 // is shown as rejected, not failed, with "rejected by <who>: <reason>",
-// who being the principal of the reviewer's connection: this page itself,
-// or another host's client while it is connected (by its connection id
-// until the page has read who that is).
+// who being the person (person:operator, the daemon's host token this page
+// holds), or the principal of a plain client's connection while it is
+// connected (by its connection id until the page has read who that is).
 func TestARejectedProposalSaysWhoRejectedItAndWhy(t *testing.T) {
 	d := startDaemon(t, hostToken)
 	p := openPage(t, d.pageURL())
@@ -40,14 +40,14 @@ func TestARejectedProposalSaysWhoRejectedItAndWhy(t *testing.T) {
 	if res, err := resultOf(sub.wait(t), "a1"); err != nil || res.Status != protocol.StatusRejected {
 		t.Fatalf("denied: %+v %v", res, err)
 	}
-	want := "rejected by host via dashboard (this page): not on a Friday"
+	want := "rejected by person:operator: not on a Friday" // the page holds the daemon's own host token
 	if got := verdict(p, "p-denied-here", "rejected"); got != want {
 		t.Fatalf("the denied proposal says %q; want %q", got, want)
 	}
 
-	// Denied by another host, named by its principal once the page has
-	// read the roster.
-	other, err := client.Dial(ctxT(t), d.wsURL(), &client.Options{HostToken: hostToken})
+	// Denied by a plain client (approver_role any), named by its principal
+	// once the page has read the roster.
+	other, err := client.Dial(ctxT(t), d.wsURL(), &client.Options{Token: authToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestARejectedProposalSaysWhoRejectedItAndWhy(t *testing.T) {
 	if got := verdict(p, "p-denied-elsewhere", "rejected"); !strings.HasPrefix(got, "rejected by ") || !strings.Contains(got, self.Self[:8]) || !strings.HasSuffix(got, ": the change freeze") {
 		t.Fatalf("the proposal another host denied says %q; want rejected by its connection %s: the change freeze", got, self.Self)
 	}
-	want = "rejected by host via car-server-go-client, connection " + self.Self[:8] + "…: the change freeze"
+	want = "rejected by plain client car-server-go-client, connection " + self.Self[:8] + "…: the change freeze"
 	p.until("the reviewer named by its principal", `document.querySelector('#proposals li[data-id="p-denied-elsewhere"] p.verdict')?.textContent === `+jsString(want))
 }
 
@@ -88,7 +88,7 @@ func TestASupervisorsDenySaysWhoAndWhy(t *testing.T) {
 		t.Fatalf("denied by the supervisor: %+v %v", res, err)
 	}
 	got := verdict(p, "p-supervised-deny", "rejected")
-	if want := "rejected by host via dashboard (this page): staging is frozen"; got != want {
+	if want := "rejected by person:operator: staging is frozen"; got != want {
 		t.Fatalf("the denied proposal says %q; want %q", got, want)
 	}
 }

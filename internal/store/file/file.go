@@ -29,6 +29,7 @@ type Config struct {
 	RunsDir         string // agent run traces, one journal per run; "": runs are off
 	RunJournals     int    // run journals open at once; 0: DefaultMaxOpenRunJournals
 	AgentTokensPath string // the agents' token hashes; "": no agent can bind
+	PeoplePath      string // the people's host-role token hashes; "": only the daemon's host token
 	PosturesPath    string // the per-agent posture policy; "": postures are off
 	TrajectoriesDir string // one file per UTC day of dispatched attempts; "": nothing is recorded
 	HarnessPath     string // the harness config; "": it is kept in memory only
@@ -153,6 +154,9 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	}
 	if cfg.PosturesPath != "" {
 		st.Postures = PostureFile(cfg.PosturesPath)
+	}
+	if cfg.PeoplePath != "" {
+		st.People = PeopleFile(cfg.PeoplePath)
 	}
 	return st, rep, nil
 }

@@ -26,6 +26,7 @@ func everyPart(dir string) Config {
 		LeasesPath:      filepath.Join(dir, "leases.jsonl"),
 		RunsDir:         filepath.Join(dir, "runs"),
 		AgentTokensPath: filepath.Join(dir, "agent-tokens.json"),
+		PeoplePath:      filepath.Join(dir, "people-tokens.json"),
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
 		TrajectoriesDir: filepath.Join(dir, "trajectories"),
 		HarnessPath:     filepath.Join(dir, "harness.json"),

@@ -27,6 +27,7 @@ type DB struct {
 	events       *events
 	runs         *runLog
 	agentTokens  *agentTokens
+	people       *people
 	postures     *postures
 	trajectories *trajectories
 	leases       *leases
@@ -91,6 +92,7 @@ func (db *DB) start(ctx context.Context) error {
 	db.bus = newBus(db.pool, t)
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
+	db.people = &people{pool: db.pool, timeout: t}
 	db.trajectories = &trajectories{pool: db.pool, timeout: t}
 	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
 	// Waiters for an idempotency claim wake when it is committed or
@@ -110,7 +112,7 @@ func (db *DB) Store() *store.Store {
 		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Events: db.events, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
 		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures, Trajectories: db.trajectories, Leases: db.leases, Harness: db.harness,
-		Taint: db.taint,
+		People: db.people, Taint: db.taint,
 	}
 }
 
@@ -159,15 +161,49 @@ func (db *DB) Close() error {
 // no listener. The database must be migrated to this binary's schema; it
 // is not migrated here. close releases the pool.
 func OpenTokens(ctx context.Context, cfg Config) (tokens store.AgentTokens, close func(), err error) {
+	pool, timeout, err := openOperatorPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &agentTokens{pool: pool, timeout: timeout}, pool.Close, nil
+}
+
+// OpenPeople is OpenTokens for the people's token hashes (car-server
+// people).
+func OpenPeople(ctx context.Context, cfg Config) (tokens store.People, close func(), err error) {
+	pool, timeout, err := openOperatorPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &people{pool: pool, timeout: timeout}, pool.Close, nil
+}
+
+// OpenEventReader is a handle on the shared event log alone, for car-server
+// audit verify --store: read is store.Events.Since of every daemon. It
+// writes nothing. close releases the pool.
+func OpenEventReader(ctx context.Context, cfg Config) (read func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error), close func(), err error) {
+	pool, _, err := openOperatorPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &events{pool: pool}
+	return func(ctx context.Context, cursor int64, limit int) ([]store.EventRecord, int64, error) {
+		return e.Since(ctx, cursor, limit, "")
+	}, pool.Close, nil
+}
+
+// openOperatorPool is a bounded pool for an operator's command, on a
+// database already at this binary's schema, with the timeout of one call.
+func openOperatorPool(ctx context.Context, cfg Config) (*pgxpool.Pool, time.Duration, error) {
 	cfg.setDefaults()
 	pool, err := connect(ctx, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	m, err := newMigrator(pool)
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, 0, err
 	}
 	current, known, err := m.versions(ctx)
 	m.close()
@@ -181,7 +217,7 @@ func OpenTokens(ctx context.Context, cfg Config) (tokens store.AgentTokens, clos
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, 0, err
 	}
-	return &agentTokens{pool: pool, timeout: cfg.ConnectTimeout + cfg.StatementTimeout}, pool.Close, nil
+	return pool, cfg.ConnectTimeout + cfg.StatementTimeout, nil
 }

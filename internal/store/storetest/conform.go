@@ -84,6 +84,7 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("State", func(t *testing.T) { testState(t, open, opts) })
 	t.Run("Runs", func(t *testing.T) { testRuns(t, open, opts) })
 	t.Run("AgentTokens", func(t *testing.T) { testAgentTokens(t, open, opts) })
+	t.Run("People", func(t *testing.T) { testPeople(t, open, opts) })
 	t.Run("Postures", func(t *testing.T) { testPostures(t, open, opts) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open, opts) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open, opts) })
@@ -183,6 +184,7 @@ func partsOf(st *store.Store) map[string]bool {
 		"Supervisors": st.Supervisors == nil,
 		"Runs":        st.Runs == nil,
 		"AgentTokens": st.AgentTokens == nil,
+		"People":      st.People == nil,
 		"Postures":    st.Postures == nil,
 		"Leases":      st.Leases == nil,
 		"Harness":     st.Harness == nil,

@@ -8,7 +8,9 @@ import { Directory, principalName, principalText } from './who.js';
 const TOKEN_KEY = 'car.host_token';
 const SUPERVISE_KEY = 'car.supervise';
 const POLL_MS = 5000;        // metrics, connections, policies: nothing faster
-const MAX_EVENTS = 500;      // rows kept in the log
+const MAX_EVENTS = 500;      // rows kept in the log, besides the older pages a person asked for
+const ROWS = 200;            // rows shown, besides the older pages
+const PAGE = 200;            // events one "Older events" reads
 const MAX_PROPOSALS = 50;    // finished proposals kept
 const BUCKET_MS = 10000;     // chart: events per 10 s
 const BUCKETS = 30;          // over 5 minutes
@@ -28,6 +30,10 @@ const state = {
   proposals: new Map(),  // proposal id → view model
   events: [],            // newest last
   seen: new Set(),       // event seqs held
+  keep: MAX_EVENTS,      // events held: MAX_EVENTS and the older pages read
+  rows: ROWS,            // rows shown: ROWS and the older pages read
+  head: null,            // the newest signed head heard of (audit.head)
+  audit: null,           // the daemon's last check of the chain (audit.status)
   kinds: new Set(),
   paused: false,
   unseen: 0,
@@ -139,6 +145,7 @@ async function ready() {
   renderProposals();
   loaded('proposals-panel');
   loaded('events-panel');
+  await checkChain();
   await call('tools.stream.subscribe');
   await polled;
   document.body.dataset.ready = 'true';
@@ -148,6 +155,10 @@ function resetEvents() {
   state.cursor = 0;
   state.events = [];
   state.seen.clear();
+  state.keep = MAX_EVENTS;
+  state.rows = ROWS;
+  state.head = null;
+  $('older-note').textContent = '';
   state.proposals.clear();
   state.intents.clear();
   renderIntents();
@@ -193,6 +204,13 @@ async function hostEvent(ev) {
 }
 
 async function feedEvent(p) {
+  if (p.event?.kind === 'audit.head') {
+    // A signed head is not an event of the log: it anchors the one it names.
+    state.head = p.event.data;
+    renderChain();
+    checkChain();
+    return;
+  }
   if (p.missed && p.missed.count > 0) {
     try {
       await backfill(p.missed.after_cursor, p.cursor);
@@ -239,21 +257,25 @@ function ingest(e) {
   state.seen.add(e.seq);
   state.events.push(e);
   if (state.events.length > 1 && state.events[state.events.length - 2].seq > e.seq) state.events.sort((a, b) => a.seq - b.seq);
-  while (state.events.length > MAX_EVENTS) state.seen.delete(state.events.shift().seq);
+  while (state.events.length > state.keep) state.seen.delete(state.events.shift().seq);
   if (state.paused) state.unseen++;
-  if (!state.kinds.has(e.kind)) {
-    state.kinds.add(e.kind);
-    const sel = $('filter-kind');
-    const opts = [...state.kinds].sort();
-    const cur = sel.value;
-    fill(sel, el('option', { value: '' }, 'all'), opts.map((k) => el('option', { value: k }, k)));
-    sel.value = cur;
-  }
+  addKind(e.kind);
   count(Date.parse(e.timestamp) || Date.now());
   track(e);
   if (e.kind === 'supervision_decision' && e.data?.intent_id) {
     if (state.intents.delete(e.data.intent_id)) renderIntents();
   }
+}
+
+// addKind offers kind in the event log's filter.
+function addKind(kind) {
+  if (state.kinds.has(kind)) return;
+  state.kinds.add(kind);
+  const sel = $('filter-kind');
+  const opts = [...state.kinds].sort();
+  const cur = sel.value;
+  fill(sel, el('option', { value: '' }, 'all'), opts.map((k) => el('option', { value: k }, k)));
+  sel.value = cur;
 }
 
 function count(t) {
@@ -407,6 +429,17 @@ function renderApprovals() {
   $('approvals-count').textContent = want.length ? `(${want.length})` : '';
   $('approvals-empty').hidden = want.length > 0;
   syncCards(ol, want, approvalCard);
+  for (const a of want) {
+    const q = ol.querySelector(`li[data-id="${CSS.escape(a.id)}"] .quorum`);
+    if (q) q.textContent = quorumText(a);
+  }
+}
+
+// quorumText is how far an approval that needs several people has got, as
+// car-server approvals watch says it: "1 of 2 approvals (person:alice)".
+function quorumText(a) {
+  const who = a.approvers || [];
+  return `${who.length} of ${a.required_approvals} approvals${who.length ? ` (${who.join(', ')})` : ''}`;
 }
 
 // syncCards keeps one card per item, in order, reusing the cards already
@@ -454,6 +487,7 @@ function approvalCard(a) {
       ['asked at', clock(a.created_at)],
     ]),
   );
+  if (a.required_approvals > 1) li.append(el('p', { class: 'quorum', 'aria-label': 'people who approved' }, quorumText(a)));
   if (signals.length) li.append(el('ul', { class: 'chips', 'aria-label': 'signals' }, signals.map((s) => el('li', {}, typeof s === 'string' ? s : JSON.stringify(s)))));
   if (a.description) li.append(el('p', {}, a.description));
   if (c.preview !== undefined) li.append(el('pre', { class: 'preview', 'aria-label': 'parameters (redacted)' }, JSON.stringify(c.preview, null, 2)));
@@ -470,8 +504,14 @@ function approvalCard(a) {
     approve.disabled = deny.disabled = true;
     err.textContent = '';
     try {
-      await call('host.resolve_approval', { approval_id: a.id, approved, notes: approved ? reason.value.trim() : reason.value.trim() });
-      state.approvals.delete(a.id);
+      const now = await call('host.resolve_approval', { approval_id: a.id, approved, notes: approved ? reason.value.trim() : reason.value.trim() });
+      if (now?.status === 'pending') {
+        // Counted toward a quorum: the card stays until enough people approve.
+        state.approvals.set(a.id, now);
+        deny.disabled = reason.value.trim() === '';
+      } else {
+        state.approvals.delete(a.id);
+      }
       renderApprovals();
     } catch (e) {
       err.textContent = e.message;
@@ -682,7 +722,7 @@ function renderEvents() {
   const kind = $('filter-kind').value;
   const prop = $('filter-proposal').value.trim();
   const rows = [];
-  for (let i = state.events.length - 1; i >= 0 && rows.length < 200; i--) {
+  for (let i = state.events.length - 1; i >= 0 && rows.length < state.rows; i--) {
     const e = state.events[i];
     if (kind && e.kind !== kind) continue;
     if (prop && e.proposal_id !== prop) continue;
@@ -695,7 +735,72 @@ function renderEvents() {
   $('paused-note').textContent = '';
 }
 
+// olderEvents reads the page of events before the oldest held from the
+// daemon's durable log (events.query reads it, across restarts), and shows
+// them below the others. Events are asked for up to a millisecond past the
+// oldest held (a timestamp the page can write), and those already held
+// are skipped, so that none with the same time as the oldest is missed.
+async function olderEvents() {
+  const oldest = state.events[0];
+  const params = { limit: PAGE };
+  if (oldest) {
+    const held = state.events.filter((e) => Date.parse(e.timestamp) <= Date.parse(oldest.timestamp)).length;
+    params.until = new Date(Date.parse(oldest.timestamp) + 1).toISOString();
+    params.limit = PAGE + held;
+  }
+  $('older').disabled = true;
+  try {
+    const got = await call('events.query', params);
+    const fresh = (got.events || []).filter((e) => !state.seen.has(e.seq));
+    for (const e of fresh) {
+      state.seen.add(e.seq);
+      addKind(e.kind);
+    }
+    state.events = fresh.reverse().concat(state.events);
+    state.events.sort((a, b) => a.seq - b.seq);
+    state.keep += fresh.length;
+    state.rows += fresh.length;
+    $('older-note').textContent = fresh.length ? `${fresh.length} older events read from the log` : 'no older events in the log';
+    renderEvents();
+  } catch (e) {
+    $('older-note').textContent = e.message;
+  } finally {
+    $('older').disabled = false;
+  }
+}
+
+// checkChain asks the daemon for its last check of the event log's chain
+// (audit.status: made at most once a minute) and shows it.
+async function checkChain() {
+  try {
+    state.audit = await call('audit.status');
+  } catch (e) {
+    state.audit = { failure: e.message, unavailable: true };
+  }
+  renderChain();
+}
+
+// renderChain says what the chain proves: verified up to which signed head,
+// and when that was checked; or the failure.
+function renderChain() {
+  const a = state.audit;
+  const p = $('chain');
+  if (!a) return;
+  p.classList.toggle('bad', !a.ok);
+  let text;
+  if (a.unavailable) text = `The chain could not be checked: ${a.failure}`;
+  else if (!a.ok) text = `The chain does NOT hold: ${a.failure}`;
+  else if (a.head) text = `Chain verified up to signed head #${a.head.seq} (signed ${clock(a.head.at)}), ${a.events} events checked at ${clock(a.checked_at)}.`;
+  else if (a.log === 'file') text = `Chain verified, ${a.events} events at ${clock(a.checked_at)}; no signed head yet.`;
+  else text = `Chain verified, ${a.events} events at ${clock(a.checked_at)} (${a.log} log, no signed heads).`;
+  if (state.head && (!a.head || state.head.seq > a.head.seq)) text += ` Newest signed head: #${state.head.seq} at ${clock(state.head.time)}.`;
+  p.textContent = text;
+  p.dataset.ok = String(!!a.ok);
+  if (a.head) p.dataset.head = String(a.head.seq);
+}
+
 function wireControls() {
+  $('older').addEventListener('click', olderEvents);
   $('filter-kind').addEventListener('change', renderEvents);
   $('filter-proposal').addEventListener('input', renderEvents);
   $('pause').addEventListener('click', () => {

@@ -28,7 +28,8 @@ export function principalName(r) {
 // Directory remembers who each connection the page has heard of is: from
 // server.connections (which tells a host-role page every principal) and
 // from the requested_by of approvals, which also carries an agent's name.
-// A reviewer is stamped as conn:<id>; the directory turns that back into a
+// A person's decision is stamped person:NAME and shown as it is; a plain
+// client's is stamped conn:<id>, which the directory turns back into a
 // principal while it remembers the connection.
 export class Directory {
   constructor() {
@@ -77,7 +78,7 @@ export class Directory {
   }
 
   // reviewer names who a decision is recorded as: conn:<id> as conn does,
-  // anything else (daemon:<node>) as it is.
+  // anything else (person:NAME, daemon:<node>) as it is.
   reviewer(stamp) {
     const s = String(stamp ?? '');
     return s.startsWith('conn:') ? this.conn(s.slice(5)) : s;
