@@ -43,6 +43,7 @@ type Journal struct {
 	spare      []pending   // the queue's other slice, reused batch after batch
 	broken     error       // a failed write: no append succeeds until reopened
 	dirty      bool        // records were written (Write) and not yet flushed
+	busy       bool        // a Write's caller is writing (writeHere): the flusher waits
 	closeErr   error       // the flush at Close failed
 	minDead    int         // compaction waits for at least this many dead records
 	appendOnly bool        // a log: records are not kept by key and never compacted
@@ -386,6 +387,9 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 		j.mu.Unlock()
 		return nil
 	}
+	if !flush && j.group == nil && !j.busy && j.compaction == nil {
+		return j.writeHere(batch) // unlocks
+	}
 	if j.group == nil {
 		j.group = &flushGroup{done: make(chan struct{})}
 	}
@@ -403,6 +407,43 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 	return g.err
 }
 
+// writeHere writes a batch of Write in the caller, while the flusher is
+// idle (nothing queued, no I/O, no compaction): the write needs no fsync,
+// so handing it to the flusher and back would cost more than the write.
+// j.mu is held; writeHere unlocks it.
+func (j *Journal) writeHere(batch []pending) error {
+	size := 0
+	for _, p := range batch {
+		size += len(p.line)
+	}
+	buf := make([]byte, 0, size)
+	for _, p := range batch {
+		buf = append(buf, p.line...)
+	}
+	j.busy = true
+	f := j.f
+	j.mu.Unlock()
+	_, err := f.Write(buf)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.busy = false
+	if err != nil {
+		j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
+		err = j.broken
+	} else {
+		j.dirty = true
+		for _, p := range batch {
+			j.apply(p.key, p.line, p.tomb)
+			j.lines++
+		}
+		j.maybeCompact()
+	}
+	if j.group != nil || j.closing || j.snapshotWritten() {
+		j.work.Signal() // the flusher waited for this write to end
+	}
+	return err
+}
+
 // flusher is the journal's one writer: it takes everything queued, writes
 // it with one write and one fsync (none when every record of the batch came
 // from Write and no Sync waits), and answers every appender of the batch.
@@ -414,7 +455,7 @@ func (j *Journal) flusher() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
-		for j.group == nil && !j.snapshotWritten() && !(j.closing && j.compaction == nil) {
+		for j.busy || (j.group == nil && !j.snapshotWritten() && !(j.closing && j.compaction == nil)) {
 			j.work.Wait()
 		}
 		if j.snapshotWritten() {
