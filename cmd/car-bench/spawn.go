@@ -29,7 +29,9 @@ func spawnDaemon(ctx context.Context, binary string, maxConns int, store, journa
 		return nil, err
 	}
 	cmd := exec.Command(binary, "--port", "0", "--max-connections", strconv.Itoa(maxConns))
-	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store)
+	// The MCP endpoint is off: nothing here uses it, and its fixed default
+	// port would make a second daemon on the machine fail to start.
+	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store, "CAR_MCP_BIND=disabled")
 	if store == "file" {
 		cmd.Env = append(cmd.Env, "CAR_JOURNAL_SYNC="+journalSync)
 	}
