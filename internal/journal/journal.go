@@ -387,8 +387,8 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 		j.mu.Unlock()
 		return nil
 	}
-	if !flush && j.group == nil && !j.busy && j.compaction == nil {
-		return j.writeHere(batch) // unlocks
+	if j.group == nil && !j.busy && j.gather == 0 && j.compaction == nil && j.writing == nil {
+		return j.writeHere(batch, flush) // unlocks
 	}
 	if j.group == nil {
 		j.group = &flushGroup{done: make(chan struct{})}
@@ -407,11 +407,14 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 	return g.err
 }
 
-// writeHere writes a batch of Write in the caller, while the flusher is
-// idle (nothing queued, no I/O, no compaction): the write needs no fsync,
-// so handing it to the flusher and back would cost more than the write.
-// j.mu is held; writeHere unlocks it.
-func (j *Journal) writeHere(batch []pending) error {
+// writeHere writes a batch in the caller, and with flush fsyncs it (and
+// what Writes left unflushed), while the flusher is idle (nothing queued,
+// no I/O, not gathering the appenders of its last write, no compaction): handing the batch to the flusher and back would
+// add two goroutine hand-offs to the caller's wait. Appends that arrive
+// meanwhile queue for the flusher, which waits for this I/O to end, and
+// share its next write and fsync, as they would have shared one of the
+// flusher's. j.mu is held; writeHere unlocks it.
+func (j *Journal) writeHere(batch []pending, flush bool) error {
 	size := 0
 	for _, p := range batch {
 		size += len(p.line)
@@ -423,7 +426,12 @@ func (j *Journal) writeHere(batch []pending) error {
 	j.busy = true
 	f := j.f
 	j.mu.Unlock()
+	start := time.Now()
 	_, err := f.Write(buf)
+	if err == nil && flush {
+		err = f.Sync()
+		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.busy = false
@@ -431,10 +439,17 @@ func (j *Journal) writeHere(batch []pending) error {
 		j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
 		err = j.broken
 	} else {
-		j.dirty = true
+		j.dirty = !flush
 		for _, p := range batch {
 			j.apply(p.key, p.line, p.tomb)
 			j.lines++
+		}
+		if c := j.compaction; c != nil {
+			// A compaction started during the write: its snapshot does
+			// not hold these records, the new file needs them too.
+			for _, p := range batch {
+				c.carry = append(c.carry, p.line)
+			}
 		}
 		j.maybeCompact()
 	}
