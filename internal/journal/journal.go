@@ -43,7 +43,7 @@ type Journal struct {
 	spare      []pending   // the queue's other slice, reused batch after batch
 	broken     error       // a failed write: no append succeeds until reopened
 	dirty      bool        // records were written (Write) and not yet flushed
-	busy       bool        // a Write's caller is writing (writeHere): the flusher waits
+	busy       bool        // a write is on its way, the flusher's or a caller's (writeHere): no other starts
 	closeErr   error       // the flush at Close failed
 	minDead    int         // compaction waits for at least this many dead records
 	appendOnly bool        // a log: records are not kept by key and never compacted
@@ -511,6 +511,7 @@ func (j *Journal) flusher() {
 		}
 		// A flush covers what earlier Writes left unflushed too.
 		f, writing, flush := j.f, j.writing, g.sync && (len(batch) > 0 || j.dirty)
+		j.busy = true // no writeHere meanwhile: the file's order is the order records are applied, and dirty stays exact
 		j.mu.Unlock()
 		if writing != nil && len(batch) > 0 {
 			writing(len(batch))
@@ -528,6 +529,7 @@ func (j *Journal) flusher() {
 			metrics.FsyncSeconds.Observe(took.Seconds())
 		}
 		j.mu.Lock()
+		j.busy = false
 		if err != nil {
 			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
 			err = j.broken

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/powerfs"
@@ -138,5 +139,63 @@ func TestWrittenRecordsNeedASyncToSurviveAPowerCut(t *testing.T) {
 	defer j.Close()
 	if _, ok := j.Get("w"); !ok {
 		t.Fatal("a record written before an Append was lost at the cut: the Append's flush is to cover it")
+	}
+}
+
+// A Sync covers every Write that returned before it, while Appends keep the
+// flusher writing and fsyncing at the same time: each record written and
+// then synced survives a power cut.
+func TestSyncedWritesSurviveAPowerCutBesideAppends(t *testing.T) {
+	fs := powerfs.MountForTest(t)
+	path := filepath.Join(fs.Dir(), "j.jsonl")
+	rng := rand.New(rand.NewSource(1))
+	j, _ := mustOpen(t, path)
+	t.Cleanup(func() { j.Close() })
+	stop := make(chan struct{})
+	var appenders sync.WaitGroup
+	for a := range 3 {
+		appenders.Add(1)
+		go func() {
+			defer appenders.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := j.Append(rec(fmt.Sprintf("a%d-%d", a, i%5), "put", i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var synced []string
+	for i := range 300 {
+		k := fmt.Sprint("w", i)
+		if err := j.Write([][]byte{rec(k, "put", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 2 {
+			if err := j.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			for n := i - 2; n <= i; n++ {
+				synced = append(synced, fmt.Sprint("w", n))
+			}
+		}
+	}
+	close(stop)
+	appenders.Wait()
+	die(t, j)
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, path)
+	defer j.Close()
+	for _, k := range synced {
+		if _, ok := j.Get(k); !ok {
+			t.Fatalf("%s was written and synced, and lost at the cut", k)
+		}
 	}
 }
