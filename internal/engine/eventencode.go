@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
@@ -21,20 +22,31 @@ import (
 // appendHashInput appends what eventHash hashes, byte for byte what
 // json.Marshal writes for eventHash's struct, with data as encoded.
 func appendHashInput(b []byte, e *Event, data []byte) []byte {
+	return appendHashTail(append(appendHashHead(b, e), data...), e)
+}
+
+// appendHashHead appends the hash input up to the data: the members
+// before it and the data's name.
+func appendHashHead(b []byte, e *Event) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, `,"kind":`...)
 	b = jsonvalue.AppendString(b, string(e.Kind))
-	b = append(b, `,"timestamp":`...)
-	b = jsonvalue.AppendString(b, e.Timestamp.Format(time.RFC3339Nano))
-	b = append(b, `,"proposal_id":`...)
+	// The time as json.Marshal writes its RFC 3339 text: digits and
+	// "-:.TZ+", none of which a JSON string escapes.
+	b = append(b, `,"timestamp":"`...)
+	b = e.Timestamp.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","proposal_id":`...)
 	b = jsonvalue.AppendString(b, e.ProposalID)
 	b = append(b, `,"action_id":`...)
 	b = jsonvalue.AppendString(b, e.ActionID)
 	b = append(b, `,"connection":`...)
 	b = jsonvalue.AppendString(b, e.Connection)
-	b = append(b, `,"data":`...)
-	b = append(b, data...)
+	return append(b, `,"data":`...)
+}
+
+// appendHashTail appends the hash input after the data.
+func appendHashTail(b []byte, e *Event) []byte {
 	b = append(b, `,"prev_hash":`...)
 	b = jsonvalue.AppendString(b, e.PrevHash)
 	if e.Node != "" {
@@ -44,28 +56,87 @@ func appendHashInput(b []byte, e *Event, data []byte) []byte {
 	return append(b, '}')
 }
 
-// hashBufs lends eventHash and hashWith the buffers they encode into: every
-// event is hashed, so the chain costs no buffer of its own per event.
+// hashBufs lends the hash input and the data's encoding their buffers:
+// every event is hashed, so the chain costs no buffer of its own per
+// event.
 var hashBufs = bufpool.New(1024, 64<<10)
 
-// hashWith is eventHash with the data already encoded.
-func hashWith(e *Event, data []byte) string {
+// sumWith is the SHA-256 of e's hash input, with the data already
+// encoded.
+func sumWith(e *Event, data []byte) [sha256.Size]byte {
 	b := hashBufs.Get()
 	*b = appendHashInput(*b, e, data)
 	sum := sha256.Sum256(*b)
 	hashBufs.Put(b)
-	return hex.EncodeToString(sum[:])
+	return sum
+}
+
+// eventSum is the SHA-256 of e's hash input, encoding the data in place
+// in it; data that does not encode (a NaN) hashes as nothing.
+func eventSum(e *Event) [sha256.Size]byte {
+	b := hashBufs.Get()
+	defer hashBufs.Put(b)
+	head := appendHashHead(*b, e)
+	withData, err := jsonvalue.Append(head, e.Data)
+	if err != nil {
+		*b = head
+		return sha256.Sum256(nil)
+	}
+	*b = appendHashTail(withData, e)
+	return sha256.Sum256(*b)
+}
+
+// hashWith is eventHash with the data already encoded.
+func hashWith(e *Event, data []byte) string {
+	sum := sumWith(e, data)
+	return hexText(&sum)
+}
+
+// hexText is sum as the lowercase hex of an event's hash.
+func hexText(sum *[sha256.Size]byte) string {
+	var dst [2 * sha256.Size]byte
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
+}
+
+// hashSlab is how many hashes' text one slab of hashTexts holds.
+const hashSlab = 16
+
+// hashTexts hands out the hex text of the hashes the log records, carved
+// from slabs of hashSlab hashes (1 KiB): one allocation for every sixteen
+// events instead of one each. A slab lives while any of its hashes does;
+// the log keeps its events, and drops them, in the order their hashes
+// were made, so a slab is mostly freed at once. Each text is written once,
+// before it is handed out, and never again. Not safe for concurrent use:
+// the log calls it under its lock.
+type hashTexts struct{ slab []byte }
+
+// of is sum's text.
+func (h *hashTexts) of(sum *[sha256.Size]byte) string {
+	const n = 2 * sha256.Size
+	if cap(h.slab)-len(h.slab) < n {
+		h.slab = make([]byte, 0, hashSlab*n)
+	}
+	at := len(h.slab)
+	h.slab = h.slab[:at+n]
+	hex.Encode(h.slab[at:], sum[:])
+	return unsafe.String(&h.slab[at], n)
 }
 
 // encodeData is e's data as JSON (json.Marshal's bytes); data that does not
 // encode (a NaN) is replaced, in e too, by the encoding error.
 func encodeData(e *Event) []byte {
-	b, err := jsonvalue.Append(nil, e.Data)
+	return appendData(nil, e)
+}
+
+// appendData appends encodeData's bytes to b.
+func appendData(b []byte, e *Event) []byte {
+	out, err := jsonvalue.Append(b, e.Data)
 	if err != nil {
 		e.Data = map[string]any{"unencodable_data": err.Error()}
-		b, _ = jsonvalue.Append(nil, e.Data)
+		out, _ = jsonvalue.Append(b, e.Data)
 	}
-	return b
+	return out
 }
 
 // appendBody appends e as its JSON (the fields of protocol.Event), with
@@ -93,8 +164,13 @@ func appendBody(b []byte, e *Event, data []byte) []byte {
 
 // rawRecord is e as a durable log that keeps the data as encoded holds it.
 func rawRecord(e *Event, data []byte) store.EventRecord {
+	return recordOf(e, appendBody(nil, e, data))
+}
+
+// recordOf is the record of e with body as its body.
+func recordOf(e *Event, body []byte) store.EventRecord {
 	return store.EventRecord{Node: e.Node, Seq: e.Seq, At: e.Timestamp, Kind: string(e.Kind),
-		ProposalID: e.ProposalID, Hash: e.Hash, PrevHash: e.PrevHash, Body: appendBody(make([]byte, 0, 192+len(data)), e, data)}
+		ProposalID: e.ProposalID, Hash: e.Hash, PrevHash: e.PrevHash, Body: body}
 }
 
 // rawEvent is an event's JSON with its data kept as encoded.

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -72,6 +70,7 @@ type EventLog struct {
 	bytes    int64 // EventBytes of the events held
 	chained  bool
 	lastHash string
+	hashes   hashTexts // the text of each recorded event's hash
 	policy   RetentionPolicy
 	now      func() time.Time
 
@@ -208,21 +207,27 @@ func (l *EventLog) record(e Event) Event {
 	if l.cluster != nil && !l.raw {
 		e.Data = jsonShaped(e.Data)
 	}
-	var data []byte
-	if l.chained {
+	if l.raw {
+		// The file store's log keeps the data as encoded here, once, in a
+		// lent buffer: hashed, then written into the record's body, itself
+		// lent: the log copies it (EventSyncer).
+		db, bb := hashBufs.Get(), hashBufs.Get()
+		*db = appendData(*db, &e)
 		e.PrevHash = l.lastHash
-		if l.raw {
-			data = encodeData(&e)
-			e.Hash = hashWith(&e, data)
-		} else {
-			e.Hash = eventHash(&e)
+		sum := sumWith(&e, *db)
+		e.Hash = l.hashes.of(&sum)
+		*bb = appendBody(*bb, &e, *db)
+		l.cluster.Append(recordOf(&e, *bb))
+		hashBufs.Put(db)
+		hashBufs.Put(bb)
+	} else {
+		if l.chained {
+			e.PrevHash = l.lastHash
+			sum := eventSum(&e)
+			e.Hash = l.hashes.of(&sum)
 		}
-	}
-	if l.cluster != nil {
-		kept := e // encoding it takes its address: a copy, so that e stays off the heap elsewhere
-		if l.raw {
-			l.cluster.Append(rawRecord(&kept, data))
-		} else {
+		if l.cluster != nil {
+			kept := e // encoding it takes its address: a copy, so that e stays off the heap elsewhere
 			l.cluster.Append(durableRecord(&kept))
 		}
 	}
@@ -519,13 +524,6 @@ func observe(e *Event) {
 // booleans, maps and slices of them), which encode the same once decoded;
 // the file store's keeps the data as encoded (rawRecord, CheckRecord).
 func eventHash(e *Event) string {
-	b := hashBufs.Get()
-	defer hashBufs.Put(b)
-	data, err := jsonvalue.Append(*b, e.Data)
-	if err != nil {
-		sum := sha256.Sum256(nil) // data that does not encode hashes as nothing
-		return hex.EncodeToString(sum[:])
-	}
-	*b = data
-	return hashWith(e, data)
+	sum := eventSum(e)
+	return hexText(&sum)
 }

@@ -74,7 +74,8 @@ func (l *EventLog) JoinCluster(ctx context.Context, node string, cl ClusterLog) 
 
 // EventSyncer is a durable log that can say when what was appended is on
 // disk (the file store's): Sync returns once every record appended before
-// the call is durable.
+// the call is durable. Its Append copies the record's body: the log lends
+// the body from a pool and reuses it once Append returns.
 type EventSyncer interface {
 	Sync(ctx context.Context) error
 }

@@ -62,8 +62,12 @@ type Events struct {
 	segSize int64
 
 	mu          sync.Mutex
-	pending     []store.EventRecord
+	pending     []store.EventRecord // their bodies are in penc
 	spare       []store.EventRecord
+	penc        []byte // the pending records' lines, encoded at Append
+	pends       []int  // where each pending record's line ends in penc
+	spareEnc    []byte
+	spareEnds   []int
 	appended    uint64 // seq of the newest record appended
 	lastHash    string // its hash
 	durable     uint64 // seq of the newest record on disk
@@ -228,16 +232,23 @@ func (e *Events) startSegment() error {
 }
 
 // wakeBatch is how many queued records wake the writer when nothing else
-// does.
+// does, to see whether what it holds is worth writing.
 const wakeBatch = 1024
 
-// Append queues r for the writer; it never waits on the disk.
+// Append queues r for the writer, its line encoded at once: r.Body is
+// copied, and the caller may reuse it once Append returns (the engine
+// lends it from a pool). Encoding here, while the proposal that appends
+// runs, leaves a reply waiting only for the write. Append never waits on
+// the disk.
 func (e *Events) Append(r store.EventRecord) {
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
 		return
 	}
+	e.penc = auditlog.AppendEvent(e.penc, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
+	e.pends = append(e.pends, len(e.penc))
+	r.Body = nil
 	e.pending = append(e.pending, r)
 	e.appended, e.lastHash = r.Seq, r.Hash
 	// The writer is woken by a reply waiting (Sync), by its clock, or by
@@ -278,12 +289,16 @@ func (e *Events) Sync(ctx context.Context) error {
 	return err
 }
 
+// spareMax is the largest buffer of encoded lines the writer keeps for
+// the next appends.
+const spareMax = 4 << 20
+
 // flushEvery bounds how long an appended event waits in memory when no
 // reply waits for it: the unsynced tail a crash may lose.
 const flushEvery = time.Second
 
-// run is the writer: it encodes what is appended when woken (by a
-// waiting reply, its clock, or wakeBatch records), and writes it (one
+// run is the writer: it takes the lines appended when woken (by a
+// waiting reply, its clock, or wakeBatch records), and writes them (one
 // write and one fsync through the journal per segment's worth) when a
 // reply waits for it (Sync), when 4 MiB or a segment's worth is held,
 // every flushEvery, and at Close; it signs heads, rolls segments and
@@ -304,19 +319,28 @@ func (e *Events) run() {
 			timed = true
 		}
 		e.mu.Lock()
-		batch, closing, wanted := e.pending, e.closing, e.wanted
+		batch, benc, bends, closing, wanted := e.pending, e.penc, e.pends, e.closing, e.wanted
 		e.pending, e.spare, e.wanted = e.spare[:0], nil, false
+		e.penc, e.pends, e.spareEnc, e.spareEnds = e.spareEnc[:0], e.spareEnds[:0], nil, nil
 		e.mu.Unlock()
-		for i := range batch {
-			r := &batch[i]
-			enc = auditlog.AppendEvent(enc, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
-			ends = append(ends, len(enc))
+		if len(enc) == 0 { // the usual case: take the lines as they are
+			enc, benc = benc, enc
+		} else {
+			base := len(enc)
+			enc = append(enc, benc...)
+			for i := range bends {
+				bends[i] += base
+			}
 		}
+		ends = append(ends, bends...)
 		held = append(held, batch...)
 		clear(batch)
 		e.mu.Lock()
 		if e.spare == nil {
 			e.spare = batch[:0]
+		}
+		if e.spareEnc == nil && cap(benc) <= spareMax {
+			e.spareEnc, e.spareEnds = benc[:0], bends[:0]
 		}
 		e.mu.Unlock()
 		if wanted || timed || closing || int64(len(enc)) >= limit {

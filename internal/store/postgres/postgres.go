@@ -132,6 +132,16 @@ func redactURL(rawURL string) string {
 // connect opens a bounded pool with the statement timeout set and checks
 // that the database answers.
 func connect(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pc, err := poolConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return openPool(ctx, cfg, pc)
+}
+
+// poolConfig is the pool's configuration for cfg: bounded, with the
+// statement timeout set and dead connections checked after an outage.
+func poolConfig(cfg Config) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		// pgx's parse errors can quote the string; say what is wrong without it.
@@ -143,6 +153,12 @@ func connect(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(cfg.StatementTimeout.Milliseconds())
 	pc.ConnConfig.RuntimeParams["application_name"] = "car-server"
+	new(liveness).install(pc)
+	return pc, nil
+}
+
+// openPool opens the pool pc describes and checks that the database answers.
+func openPool(ctx context.Context, cfg Config, pc *pgxpool.Config) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open a pool to %s: %w", Redact(cfg.URL), redactErr(err, cfg.URL))
