@@ -200,7 +200,7 @@ type carResult struct {
 // its JSON report.
 func carBench(ctx context.Context, o options, store, sync, pgURL string) (carResult, error) {
 	args := []string{"--spawn", o.carServer, "--durable-chain", strconv.Itoa(o.steps), "--proposals", strconv.Itoa(o.chains),
-		"--baseline", strconv.Itoa(o.chains * o.steps), "--fsync-probes", strconv.Itoa(25*o.chains), "--json", "--store", store}
+		"--baseline", strconv.Itoa(o.chains * o.steps), "--fsync-probes", strconv.Itoa(25 * o.chains), "--json", "--store", store}
 	if sync != "" {
 		args = append(args, "--journal-sync", sync)
 	}
