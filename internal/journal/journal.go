@@ -408,12 +408,13 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 }
 
 // writeHere writes a batch in the caller, and with flush fsyncs it (and
-// what Writes left unflushed), while the flusher is idle (nothing queued,
-// no I/O, not gathering the appenders of its last write, no compaction): handing the batch to the flusher and back would
-// add two goroutine hand-offs to the caller's wait. Appends that arrive
-// meanwhile queue for the flusher, which waits for this I/O to end, and
-// share its next write and fsync, as they would have shared one of the
-// flusher's. j.mu is held; writeHere unlocks it.
+// what Writes left unflushed), while the flusher is idle: nothing queued,
+// no write on its way, not gathering the appenders of its last write, no
+// compaction. Handing the batch to the flusher and back would add two
+// goroutine hand-offs to the caller's wait. Appends that arrive meanwhile
+// queue for the flusher, which waits for this I/O to end, and share its
+// next write and fsync, as they would have shared one of the flusher's.
+// j.mu is held; writeHere unlocks it.
 func (j *Journal) writeHere(batch []pending, flush bool) error {
 	size := 0
 	for _, p := range batch {
