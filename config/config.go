@@ -54,6 +54,8 @@ type Config struct {
 	SupervisionTimeout      time.Duration           // how long a parked proposal waits for a supervisor
 	MaxActions              int                     // actions per proposal
 	MaxTools                int                     // tools a connection may register
+	MaxPlanCandidates       int                     // candidates of one proposal.plan or proposal.score
+	MaxPlanActions          int                     // their actions together
 	MCPMaxConnectors        int                     // MCP connectors at once
 	MCPMaxTools             int                     // tools one MCP server may list
 	MCPMaxResultBytes       int64                   // largest MCP message and tools/call result
@@ -109,7 +111,11 @@ type Config struct {
 	AuditHeadInterval        time.Duration // the longest wait for a signed head
 	Heartbeat                time.Duration // how often the member row is stamped
 
-	Tracing tracing.Settings // OpenTelemetry traces; off without an endpoint
+	Tracing  tracing.Settings // OpenTelemetry traces; off without an endpoint
+	TraceURL string           // the dashboard's link template to a trace, naming {trace_id}; "" for none
+	// TraceToolArguments puts each tool call's redacted parameters on its
+	// span (otel_capture_tool_arguments).
+	TraceToolArguments bool
 
 	ConfigFile      string // the config file that was read, if any
 	TokenPath       string // where the auth token is written
@@ -375,6 +381,8 @@ func (c *Config) resolve(r *reader) error {
 	c.SupervisionTimeout = r.duration("supervision_timeout")
 	c.MaxActions = r.integer("max_actions")
 	c.MaxTools = r.integer("max_tools")
+	c.MaxPlanCandidates = r.integer("max_plan_candidates")
+	c.MaxPlanActions = r.integer("max_plan_actions")
 	c.MCPMaxConnectors = r.integer("mcp_max_connectors")
 	c.MCPMaxTools = r.integer("mcp_max_tools")
 	c.MCPMaxResultBytes = int64(r.integer("mcp_max_result_bytes"))
@@ -465,13 +473,18 @@ func (c *Config) resolve(r *reader) error {
 	if err := c.Tracing.Check(); errors.As(err, &bad) {
 		r.fail(bad.Key, "%s", bad.Msg)
 	}
+	c.TraceToolArguments = r.boolean("otel_capture_tool_arguments")
+	c.TraceURL = strings.TrimSpace(r.str("otel_trace_url"))
+	if err := tracing.CheckTraceURL(c.TraceURL); errors.As(err, &bad) {
+		r.fail(bad.Key, "%s", bad.Msg)
+	}
 	if c.Port > 65535 {
 		r.fail("port", "port must be at most 65535, got %d", c.Port)
 	}
 	for _, k := range []struct {
 		name string
 		n    int64
-	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
+	}{{"max_frame_bytes", c.MaxFrameBytes}, {"max_connections", int64(c.MaxConnections)}, {"max_unauthenticated", int64(c.MaxUnauthenticated)}, {"max_in_flight", int64(c.MaxInFlight)}, {"max_actions", int64(c.MaxActions)}, {"max_approvals_per_proposal", int64(c.MaxApprovalsPerProposal)}, {"max_tools", int64(c.MaxTools)}, {"max_plan_candidates", int64(c.MaxPlanCandidates)}, {"max_plan_actions", int64(c.MaxPlanActions)}, {"max_concurrency", int64(c.MaxConcurrency)}, {"max_resolved_action_bytes", c.MaxResolvedAction}, {"max_resolved_proposal_bytes", c.MaxResolvedTotal}, {"max_stream_handles", int64(c.MaxStreamHandles)}, {"max_stream_chunk_bytes", int64(c.MaxStreamChunk)}, {"max_checkpoints", int64(c.MaxCheckpoints)}, {"trajectory_retention_days", int64(c.TrajectoryRetentionDays)}, {"max_checkpoint_bytes", c.MaxCheckpointBytes}, {"postgres_max_conns", int64(c.PostgresMaxConns)}, {"events_spool_max_bytes", c.EventsSpoolMaxBytes}, {"max_schema_bytes", int64(c.MaxSchemaBytes)}, {"max_schema_keywords", int64(c.MaxSchemaKeywords)}, {"max_schema_ref_depth", int64(c.MaxSchemaRefDepth)}, {"max_schema_expansion", c.MaxSchemaExpansion}, {"max_schema_evaluations", c.MaxSchemaEvaluations}, {"max_stream_buffered_bytes", c.MaxStreamBuffered}, {"max_action_id_bytes", int64(c.MaxActionIDBytes)}, {"max_notify_bytes", int64(c.MaxNotifyBytes)}, {"max_context_bytes", int64(c.MaxContextBytes)}, {"max_state_value_bytes", c.MaxStateValueBytes}, {"event_log_bytes", c.EventLogBytes}, {"host_event_ring_bytes", c.HostEventRingBytes}, {"feed_queue_bytes", c.FeedQueueBytes}, {"mcp_max_body_bytes", c.MCPMaxBodyBytes}, {"mcp_max_sessions_per_principal", int64(c.MCPMaxSessions)}, {"mcp_max_calls_per_principal", int64(c.MCPMaxCalls)}, {"mcp_max_connectors", int64(c.MCPMaxConnectors)}, {"mcp_max_tools", int64(c.MCPMaxTools)}, {"mcp_max_result_bytes", c.MCPMaxResultBytes}, {"events_max_bytes", c.EventsMaxBytes}, {"audit_head_every", int64(c.AuditHeadEvery)}, {"max_lease_agent_id_bytes", int64(c.MaxLeaseAgentIDBytes)}} {
 		if k.n == 0 && !r.bad[k.name] {
 			r.fail(k.name, "%s must be at least 1", k.name)
 		}

@@ -93,6 +93,8 @@ var settings = []setting{
 	{"tool_timeout", "CAR_TOOL_TIMEOUT", "default budget of one tool callback (seconds or a duration)", engine.DefaultToolTimeout},
 	{"shutdown_grace", "CAR_SHUTDOWN_GRACE", "time in-flight requests get to finish on shutdown; actions still running after it get as long again", "10s"},
 	{"max_actions", "CAR_MAX_ACTIONS", "actions per proposal", engine.DefaultMaxActions},
+	{"max_plan_candidates", "CAR_MAX_PLAN_CANDIDATES", "candidate proposals one proposal.plan or proposal.score may send; more are refused before any is read", rpc.DefaultMaxPlanCandidates},
+	{"max_plan_actions", "CAR_MAX_PLAN_ACTIONS", "actions of all candidates of one proposal.plan or proposal.score together; past it the call is refused before any is scored", engine.DefaultMaxActions},
 	{"max_tools", "CAR_MAX_TOOLS", "tools a connection may register (built-ins not counted)", engine.DefaultMaxTools},
 	{"max_resolved_action_bytes", "CAR_MAX_RESOLVED_ACTION_BYTES", "one action's parameters and effects with $references resolved", engine.DefaultMaxResolvedActionBytes},
 	{"max_resolved_proposal_bytes", "CAR_MAX_RESOLVED_PROPOSAL_BYTES", "all resolved actions of one proposal together", engine.DefaultMaxResolvedProposalBytes},
@@ -146,6 +148,8 @@ var settings = []setting{
 	{"otel_resource_attributes", "OTEL_RESOURCE_ATTRIBUTES", "more resource attributes, key=value pairs separated by commas (service.version, car.node.id and car.home are set by the daemon)", ""},
 	{"otel_traces_sampler", "OTEL_TRACES_SAMPLER", "which traces are kept: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", tracing.DefaultSampler},
 	{"otel_traces_sampler_arg", "OTEL_TRACES_SAMPLER_ARG", "the ratio (0 to 1) of the traceidratio samplers; empty: 1", ""},
+	{"otel_capture_tool_arguments", "CAR_OTEL_CAPTURE_TOOL_ARGUMENTS", "put each tool call's parameters on its execute_tool span (gen_ai.tool.call.arguments), redacted and cut as an approval's preview is; false: no parameter value is ever in a span", false},
+	{"otel_trace_url", "CAR_OTEL_TRACE_URL", "a link template to a proposal's trace, naming {trace_id} (http://127.0.0.1:16686/trace/{trace_id} for a local Jaeger): the dashboard links each traced proposal to it; empty: the trace id only", ""},
 	{"otel_trace_queue_spans", "CAR_OTEL_TRACE_QUEUE_SPANS", "ended spans waiting for export; past it a span is dropped and counted in car_trace_spans_dropped_total, so a slow collector never slows a proposal", tracing.DefaultQueueSpans},
 }
 

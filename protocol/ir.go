@@ -220,9 +220,23 @@ type ToolExecuteParams struct {
 	// client's tools.stream.chunk notifications name.
 	InvocationMode string `json:"invocation_mode,omitempty"`
 	Handle         string `json:"handle,omitempty"`
+	// Fence is the fencing token of an idempotent call: its idempotency
+	// key and the epoch of the claim it runs under. A tool that writes to
+	// another system may keep the highest epoch it saw per key and refuse a
+	// lower one: that call comes from a daemon whose claim was taken over.
+	Fence *Fence `json:"fence,omitempty"`
 	// Meta carries the traceparent of the daemon's execute_tool span when
 	// tracing is on, so that the client's tool span joins the trace.
 	Meta *TraceMeta `json:"_meta,omitempty"`
+}
+
+// Fence is the fencing token of one idempotent call. Every claim of an
+// idempotency key has an epoch of its own, higher than every earlier
+// claim's of that key and never reused; a take-over of a claim whose holder
+// stalled past its lease takes the next one.
+type Fence struct {
+	Key   string `json:"key"`
+	Epoch uint64 `json:"epoch"`
 }
 
 // ToolCancelParams are the params of the tools.cancel notification.

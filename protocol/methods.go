@@ -41,6 +41,7 @@ const (
 	MethodMultiMapReduce  = "multi.map_reduce"
 	MethodMultiVote       = "multi.vote"
 	MethodMultiTournament = "multi.tournament"
+	MethodMultiSubtask    = "multi.subtask"
 
 	MethodVerify           = "verify"
 	MethodSimulate         = "simulate"

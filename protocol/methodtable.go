@@ -90,6 +90,8 @@ var Methods = []MethodSpec{
 
 	{Name: MethodProposalSubmit, Summary: "Run a proposal; its deadline follows the actions' budgets.", Params: SubmitParams{}, Result: ProposalResult{}, Errors: []int{CodeApprovalDenied}},
 	{Name: MethodProposalCancel, Summary: "Stop a running proposal this connection submitted.", Params: ProposalCancelParams{}, Result: ProposalCancelResult{}},
+	{Name: MethodProposalScore, Summary: "Score candidate proposals (verify validity, observed tool success and duration, size) without running any.", Params: ScoreParams{}, Result: ScoreResult{}, Errors: []int{CodeApprovalDenied}},
+	{Name: MethodProposalPlan, Summary: "Score candidate proposals and run the best valid one as proposal.submit would; a run that fails and aborts falls back to the next-best.", Params: PlanParams{}, Result: PlanResult{}, Errors: []int{CodeApprovalDenied}},
 
 	{Name: MethodReplanSetConfig, Summary: "This connection's replan loop; max_replans 0 turns it off.", Params: ReplanConfig{}, Result: Null{}},
 	{Name: MethodSessionBudgetSet, Summary: "The connection's cost budget; no limit removes it.", Params: BudgetLimits{}, Result: BudgetReport{}},
@@ -100,6 +102,7 @@ var Methods = []MethodSpec{
 	{Name: MethodMultiMapReduce, Summary: "A mapper per item, then a reducer.", Params: MapReduceParams{}, Result: MapReduceResult{}},
 	{Name: MethodMultiVote, Summary: "Agents vote; the majority answer wins.", Params: VoteParams{}, Result: VoteResult{}},
 	{Name: MethodMultiTournament, Summary: "Competitors judged pairwise.", Params: TournamentParams{}, Result: TournamentResult{}},
+	{Name: MethodMultiSubtask, Summary: "The main agent, lent the spawn_subtask tool while it runs: each call of it in a proposal on this connection starts a sub-agent with a subset of the main agent's tools.", Params: SubtaskParams{}, Result: SubtaskResult{}},
 
 	{Name: MethodVerify, Summary: "Check a proposal without running it.", Params: VerifyParams{}, Result: VerifyResult{}},
 	{Name: MethodSimulate, Summary: "Apply a proposal's expected effects to a state.", Params: VerifyParams{}, Result: SimulateResult{}},

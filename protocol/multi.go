@@ -1,5 +1,7 @@
 package protocol
 
+import "slices"
+
 // The shapes of the multi-agent coordinations (multi.*): every agent run is
 // a multi.run_agent request to the calling client, which answers an
 // AgentOutput; the coordination answers the outputs, how they were
@@ -215,4 +217,87 @@ type TournamentResult struct {
 	WinnerAnswer string        `json:"winner_answer"`
 	Ranking      []string      `json:"ranking"`
 	Spend        MultiSpend    `json:"spend"`
+}
+
+// ToolSpawnSubtask is the tool multi.subtask lends its main agent: a
+// tool_call of it, in a proposal the client submits on the same connection
+// while the main agent runs, starts one sub-agent.
+const ToolSpawnSubtask = "spawn_subtask"
+
+// MaxSubtaskTools bounds main.tools of multi.subtask: the enum of
+// spawn_subtask's tools parameter.
+const MaxSubtaskTools = 256
+
+// SubtaskParams are the params of multi.subtask. Main.Tools is the set a
+// sub-agent's tools must be a subset of.
+type SubtaskParams struct {
+	Main   AgentSpec    `json:"main"`
+	Task   string       `json:"task"`
+	Budget *MultiBudget `json:"budget,omitempty"`
+}
+
+// SpawnSubtaskParams are the parameters of a spawn_subtask call: the
+// sub-agent's name, task and tools (each one of the main agent's), and
+// optionally its system prompt, turns and metadata (default: the main
+// agent's turns and metadata).
+type SpawnSubtaskParams struct {
+	Name         string   `json:"name"`
+	Task         string   `json:"task"`
+	Tools        []string `json:"tools"`
+	SystemPrompt string   `json:"system_prompt,omitempty"`
+	MaxTurns     *int     `json:"max_turns,omitempty"`
+	Metadata     Object   `json:"metadata,omitempty"`
+}
+
+// SubtaskRecord is one spawn_subtask call: the proposal and action that
+// made it, the sub-agent it asked for, and its output (error set when it
+// was refused, failed or cut short).
+type SubtaskRecord struct {
+	ProposalID string      `json:"proposal_id"`
+	ActionID   string      `json:"action_id"`
+	Name       string      `json:"name"`
+	Task       string      `json:"task"`
+	Tools      []string    `json:"tools"`
+	Output     AgentOutput `json:"output"`
+}
+
+// SubtaskResult is the reply to multi.subtask: the main agent's answer
+// and output, and every spawn in the order they finished. Spend.Agents
+// counts the sub-agents (what budget.max_agents caps), not the main agent.
+type SubtaskResult struct {
+	Task        string          `json:"task"`
+	FinalAnswer string          `json:"final_answer"`
+	Main        AgentOutput     `json:"main"`
+	Subtasks    []SubtaskRecord `json:"subtasks"`
+	Spend       MultiSpend      `json:"spend"`
+}
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p SwarmParams) Specs() []AgentSpec { return withOptional(p.Agents, p.Synthesizer) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p PipelineParams) Specs() []AgentSpec { return p.Stages }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p SupervisorParams) Specs() []AgentSpec { return append(slices.Clip(p.Workers), p.Supervisor) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p MapReduceParams) Specs() []AgentSpec { return []AgentSpec{p.Mapper, p.Reducer} }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p VoteParams) Specs() []AgentSpec { return withOptional(p.Agents, p.Synthesizer) }
+
+// Specs lists every agent a multi.* run may start, for the intent gate: a
+// sub-agent's tools are a subset of the main agent's, so the main agent
+// stands for them.
+func (p SubtaskParams) Specs() []AgentSpec { return []AgentSpec{p.Main} }
+
+// Specs lists every agent a multi.* run may start, for the intent gate.
+func (p TournamentParams) Specs() []AgentSpec { return append(slices.Clip(p.Competitors), p.Judge) }
+
+func withOptional(agents []AgentSpec, extra *AgentSpec) []AgentSpec {
+	if extra == nil {
+		return agents
+	}
+	return append(slices.Clip(agents), *extra)
 }

@@ -105,11 +105,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 	if err != nil {
 		return fmt.Errorf("%w; fix the file or move it away (a missing intent.json leaves the daemon ungated)", err)
 	}
-	closeTaint, err := openTaint(cfg, log, compactionLog)
-	if err != nil {
-		return err
-	}
-	defer closeTaint()
+	// The taint ledger is the store's: $CAR_HOME/taint.jsonl for one
+	// daemon, a table a cluster shares on PostgreSQL.
+	cfg.Integrity.Taint = shared.Taint
 	checkpoints, err := checkpoint.Open(cfg.CheckpointsDir, cfg.MaxCheckpoints, cfg.MaxCheckpointBytes)
 	if err != nil {
 		return err
@@ -170,6 +168,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Postures:                 postures,
 		Checkpoints:              checkpoints,
 		Tracer:                   traces.Tracer(),
+		TraceToolArguments:       cfg.TraceToolArguments,
 	})
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweeping := make(chan struct{})
@@ -207,6 +206,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		HandshakeOptional:       !cfg.RequireHandshake,
 		TrajectoryRetentionDays: cfg.TrajectoryRetentionDays,
 		MaxFeedbackTools:        cfg.MaxTools,
+		MaxPlanCandidates:       cfg.MaxPlanCandidates,
+		MaxPlanActions:          cfg.MaxPlanActions,
 		Home:                    cfg.Home,
 		AllowedOrigins:          cfg.AllowedOrigins,
 		AllowedHosts:            listenHosts(cfg),
@@ -232,6 +233,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, hup <-chan 
 		Node:                    shared.Node,
 		Bus:                     clusterBus(shared),
 		Tracer:                  traces.Tracer(),
+		TraceURL:                cfg.TraceURL,
 		Leases:                  shared.Leases,
 		LeaseDefaultTTL:         cfg.LeaseDefaultTTL,
 		LeaseMinTTL:             cfg.LeaseMinTTL,

@@ -92,6 +92,44 @@ func TestPythonAgentExample(t *testing.T) {
 		`state quote = "CAR at 42.50"`)
 }
 
+// TestPythonSubtaskExample: multi.subtask over the real daemon; the main
+// agent spawns two sub-agents by a proposal on its own connection, each
+// with a subset of its tools, and one asking for more is rejected.
+func TestPythonSubtaskExample(t *testing.T) {
+	py := python(t)
+	d := startDaemon(t, t.TempDir())
+	out, err := example(d, py, "examples/python/subtask.py").CombinedOutput()
+	if err != nil {
+		t.Fatalf("subtask.py: %v\n%s", err, out)
+	}
+	wantLines(t, out,
+		"main agent lead has tools read_file, search, spawn_subtask",
+		"sub-agent doc-reader has tools read_file",
+		"sub-agent code-searcher has tools search, read_file",
+		"spawn with shell: rejected",
+		"final answer: doc-reader is done / code-searcher is done",
+		"subtask code-searcher (code): code-searcher is done",
+		"subtask doc-reader (docs): doc-reader is done",
+		"agents spawned: 2")
+}
+
+// TestPythonLedgerExample: the fenced ledger refuses the older of two
+// identical idempotent calls in flight (epoch 1, after epoch 2 posted); the
+// daemon stores the newer call's result, and the ledger holds one entry.
+func TestPythonLedgerExample(t *testing.T) {
+	py := python(t)
+	d := startDaemon(t, t.TempDir())
+	out, err := example(d, py, "examples/python/ledger.py").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ledger.py: %v\n%s", err, out)
+	}
+	wantLines(t, out,
+		`newer succeeded {"account": "acme", "amount": 5, "epoch": 2}`,
+		"older failed: stale epoch 1: the ledger has seen epoch 2 for this key",
+		`again succeeded cache_hit=idempotency {"account": "acme", "amount": 5, "epoch": 2}`,
+		"ledger acme: 1 entry, 5")
+}
+
 // TestPythonApproverExample: a proposal that needs full_access parks while
 // the approver is subscribed, the approver approves it, and it runs.
 func TestPythonApproverExample(t *testing.T) {

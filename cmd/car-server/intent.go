@@ -1,14 +1,10 @@
 package main
 
 import (
-	"fmt"
-
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/config"
 	"github.com/parslee-ai/car-server/internal/engine"
-	"github.com/parslee-ai/car-server/internal/journal"
-	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // reloadIntent re-reads the operator's intent.json, as reloadPolicies does
@@ -32,24 +28,4 @@ func logIntent(log *zap.Logger, msg, path string, in *engine.WorkIntent) {
 	}
 	log.Info(msg, zap.String("path", path), zap.Int("allowed_tools", len(in.AllowedTools)), zap.Int("forbidden_tools", len(in.ForbiddenTools)),
 		zap.Int("forbidden_capabilities", len(in.ForbiddenCapabilities)), zap.Int("untrusted_tools", len(in.UntrustedTools)))
-}
-
-// openTaint opens the taint ledger's journal into cfg.Integrity.Taint, so
-// the keys untrusted data reached stay tainted across a restart. The
-// returned function closes it.
-func openTaint(cfg *config.Config, log *zap.Logger, jopts ...journal.Option) (func(), error) {
-	t, rep, err := file.OpenTaint(cfg.TaintPath, jopts...)
-	if err != nil {
-		return nil, fmt.Errorf("open the taint ledger %s: %w", cfg.TaintPath, err)
-	}
-	if rep.TruncatedBytes > 0 {
-		log.Warn("taint ledger ended in a torn line (crash residue); cut it off", zap.String("path", cfg.TaintPath), zap.Int("bytes", rep.TruncatedBytes))
-	}
-	log.Info("taint ledger loaded", zap.String("path", cfg.TaintPath), zap.Int("keys", rep.Live))
-	cfg.Integrity.Taint = t
-	return func() {
-		if err := t.Close(); err != nil {
-			log.Warn("closing the taint ledger failed", zap.String("path", cfg.TaintPath), zap.Error(err))
-		}
-	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,12 +210,16 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("the migrations in the source tree: %v %v", files, err)
 	}
 	n, newest := len(files), filepath.Base(files[len(files)-1])
+	version, err := strconv.Atoi(strings.SplitN(newest, "_", 2)[0]) // numbers may skip: each branch takes its own
+	if err != nil {
+		t.Fatalf("the newest migration %s has no number: %v", newest, err)
+	}
 	out, errOut, code := migrate(t, "status")
 	if code != exitOK || !regexpLine(out, "00001_init.sql", "pending") || !strings.Contains(out, "schema version 0") || !regexpLine(out, newest, "pending") || !strings.Contains(out, fmt.Sprintf("%d pending", n)) {
 		t.Fatalf("status of an empty database: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = migrate(t, "up")
-	if code != exitOK || !strings.Contains(out, fmt.Sprintf("applied %d migration(s)", n)) || !regexpLine(out, "00001_init.sql", "applied") || !regexpLine(out, newest, "applied") || !strings.Contains(out, fmt.Sprintf("schema version %d", n)) || !strings.Contains(out, "up to date") {
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("applied %d migration(s)", n)) || !regexpLine(out, "00001_init.sql", "applied") || !regexpLine(out, newest, "applied") || !strings.Contains(out, fmt.Sprintf("schema version %d", version)) || !strings.Contains(out, "up to date") {
 		t.Fatalf("up: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = migrate(t, "up")

@@ -43,6 +43,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		PosturesPath:    cfg.PosturesPath,
 		TrajectoriesDir: cfg.TrajectoriesDir,
 		HarnessPath:     cfg.HarnessPath,
+		TaintPath:       cfg.TaintPath,
 		Node:            node,
 		Version:         version,
 		Journal:         jopts,
@@ -62,6 +63,8 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", rep.Approvals.Lines), zap.Int("fingerprints", rep.Approvals.Live))
 	torn("message ledger", cfg.MessagesPath, rep.Messages)
 	torn("lease journal", cfg.LeasesPath, rep.Leases)
+	torn("taint ledger", cfg.TaintPath, rep.Taint)
+	log.Info("taint ledger loaded", zap.String("path", cfg.TaintPath), zap.Int("keys", rep.Taint.Live))
 	if rep.Runs.Torn > 0 {
 		log.Warn("run files ended in a torn line (crash residue); cut it off", zap.String("dir", cfg.RunsDir), zap.Int("runs", rep.Runs.Torn))
 	}

@@ -56,7 +56,7 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	}
 	home := t.TempDir()
 	d := startDaemon(t, home, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL="+proto,
-		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test")
+		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment=test", "CAR_LOG_LEVEL=debug")
 	person := d.dial(t)
 	defer person.Close()
 	if err := person.Call(ctxT(t), protocol.MethodHostSubscribe, nil, nil); err != nil {
@@ -80,6 +80,11 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 		return map[string]any{"deployed": true}, nil
 	})
 	if err := runner.Call(ctxT(t), protocol.MethodToolsRegister, []protocol.ToolSchema{{Name: "deploy_service"}, {Name: "flaky_disk"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var run protocol.RunsStartResult
+	if err := runner.Call(ctxT(t), protocol.MethodRunsStart, protocol.RunsStartParams{Intent: "ship the service", AgentName: "deployer"}, &run); err != nil {
 		t.Fatal(err)
 	}
 
@@ -145,12 +150,21 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	if prop.ParentSpanID != agentSpan {
 		t.Errorf("the proposal span's parent is %q, want the agent's span %s", prop.ParentSpanID, agentSpan)
 	}
+	// The request's log line names the proposal's span.
+	if _, _, err := d.logs.waitFor(ctxT(t), 0, func(l map[string]any) bool {
+		return l["method"] == protocol.MethodProposalSubmit && l["trace_id"] == traceID && l["span_id"] == prop.SpanID
+	}); err != nil {
+		t.Errorf("no log line of the proposal.submit request with trace_id %s and span_id %s: %v", traceID, prop.SpanID, err)
+	}
 	for k, want := range map[string]string{
 		"car.proposal.id": "traced", "car.proposal.actions": "2", "car.proposal.status": "failed", "car.cost.tool_calls": "3",
 	} {
 		if got := prop.Attr(k); got != want {
 			t.Errorf("proposal %s = %q, want %q", k, got, want)
 		}
+	}
+	if prop.Attr("car.run.id") != run.RunID {
+		t.Errorf("the proposal span's car.run.id is %q, want the connection's run %s", prop.Attr("car.run.id"), run.RunID)
 	}
 	if prop.Attr("car.client") == "" {
 		t.Error("the proposal span does not name its plain client")
@@ -202,8 +216,8 @@ func spanTreeInJaeger(t *testing.T, proto string) {
 	ship := tracingtest.Named(spans, "execute_tool deploy_service")[0]
 	disk := tracingtest.Named(spans, "execute_tool flaky_disk")[0]
 	for _, s := range []tracingtest.Span{ship, disk} {
-		if s.ParentSpanID != prop.SpanID || s.Attr("gen_ai.operation.name") != "execute_tool" || s.Kind != 3 {
-			t.Errorf("%s: parent %s, operation %q, kind %d", s.Name, s.ParentSpanID, s.Attr("gen_ai.operation.name"), s.Kind)
+		if s.ParentSpanID != prop.SpanID || s.Attr("gen_ai.operation.name") != "execute_tool" || s.Kind != 3 || s.Attr("car.run.id") != run.RunID {
+			t.Errorf("%s: parent %s, operation %q, kind %d, run %q", s.Name, s.ParentSpanID, s.Attr("gen_ai.operation.name"), s.Kind, s.Attr("car.run.id"))
 		}
 		tool := s.Attr("gen_ai.tool.name")
 		cs := calls[tool]

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/tracing"
 )
 
 // toolExec runs one enabled tool of a connector: the engine's executor for
@@ -26,7 +27,11 @@ const maxErrorText = 4096
 
 // ExecuteTool sends tools/call under ctx, which carries the action's
 // timeout: when ctx ends first (timeout, proposal.cancel, shutdown) the SDK
-// sends notifications/cancelled for the request. The output is the
+// sends notifications/cancelled for the request. With tracing on, the
+// request's _meta carries the execute_tool span's traceparent (and
+// tracestate), as MCP carries W3C Trace Context, so the server's own span
+// joins the trace; an idempotent call carries its fencing token in
+// _meta.fence ({key, epoch}). The output is the
 // CallToolResult as JSON (content, and structuredContent when the server
 // sent it); isError fails the call with the text content as its error.
 func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
@@ -34,7 +39,18 @@ func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, 
 	if cs == nil {
 		return nil, fmt.Errorf("connector '%s' is disconnected (%s); the daemon reconnects it with backoff, connectors.list shows when it is back", e.c.slug, why)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: e.tool, Arguments: call.Parameters})
+	params := &mcp.CallToolParams{Name: e.tool, Arguments: call.Parameters}
+	if tp, ts := tracing.Inject(ctx); tp != "" {
+		params.Meta = traceMeta(tp, ts)
+	}
+	if call.Fence != nil {
+		// An idempotent call's fencing token, for a server that fences.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta["fence"] = call.Fence
+	}
+	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, fmt.Errorf("connector '%s' tool '%s' was cancelled (notifications/cancelled sent): %w", e.c.slug, e.tool, cause)
@@ -75,6 +91,15 @@ func (e *toolExec) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, 
 		return nil, fmt.Errorf("connector '%s' tool '%s': its result cannot be decoded: %w", e.c.slug, e.tool, err)
 	}
 	return v, nil
+}
+
+// traceMeta is the _meta of a traced tools/call.
+func traceMeta(traceparent, tracestate string) mcp.Meta {
+	m := mcp.Meta{tracing.TraceparentKey: traceparent}
+	if tracestate != "" {
+		m[tracing.TracestateKey] = tracestate
+	}
+	return m
 }
 
 // errorText is the text content of an isError result, bounded.

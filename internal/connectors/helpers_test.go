@@ -170,6 +170,13 @@ func serveTestServer(mode string) int {
 			case "garbage":
 				out.WriteString("{\"jsonrpc\": \"2.0\", \"id\": " + string(req.ID) + ", \"result\": {oops\n")
 				out.Flush()
+			case "meta":
+				// The call's _meta as text, so a test can see what it carried.
+				var p struct {
+					Meta json.RawMessage `json:"_meta"`
+				}
+				_ = json.Unmarshal(req.Params, &p)
+				reply(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": string(p.Meta)}}})
 			case "huge":
 				text := strings.Repeat("x", 50<<20)
 				reply(req.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}})

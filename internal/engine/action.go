@@ -330,7 +330,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient))
 		attempts := &attemptCount{Context: ctx}
 		ctx = attempts
-		defer func() { r.endToolSpan(span, i, hit, int(attempts.n.Load()), err) }()
+		defer func() { r.endToolSpan(span, i, params, hit, int(attempts.n.Load()), err) }()
 	}
 	if a.Detached() {
 		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation
@@ -338,6 +338,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	}
 	var idemKey string
 	var claim store.Claim
+	var fence *protocol.Fence
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
 		idemKey = idempotency.Scope{Agent: r.sub.Agent, Tenant: r.sub.Tenant, Tool: a.Tool, Schema: t.digest}.Key(params, explicit)
@@ -365,6 +366,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			}
 		}
 		claim = c
+		fence = &protocol.Fence{Key: idemKey, Epoch: c.Epoch()}
 		// Every way out that does not commit gives the claim up, a panic
 		// of the call included.
 		defer func() {
@@ -380,7 +382,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			return out, "result", nil
 		}
 	}
-	out, err = r.dispatch(ctx, a, t, params)
+	out, err = r.dispatch(ctx, a, t, params, fence)
 	if err != nil {
 		return nil, "", err
 	}
@@ -390,6 +392,10 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		c := claim
 		claim = nil // a Commit ends the claim, whatever it returns
 		if err := c.Commit(context.WithoutCancel(ctx), out); err != nil {
+			if errors.Is(err, store.ErrSuperseded) {
+				r.emit(EventActionSuperseded, a.ID, map[string]any{"tool": a.Tool, "epoch": fence.Epoch})
+				return nil, "", fmt.Errorf("superseded: tool '%s' ran under fencing epoch %d, but a newer claim of its idempotency key took the call over while it ran (with the shared store: this daemon stalled past claim_lease); its result was refused and the newer holder's stands: %w", a.Tool, fence.Epoch, err)
+			}
 			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' ran, but its result could not be committed, so a re-submission may run it again", a.Tool), err)
 		}
 		r.mu.Lock()
@@ -413,7 +419,7 @@ func (r *run) noteDurable(i int) {
 
 // dispatch calls the tool through the session's executor, with retries. An
 // output that does not fit the tool's returns schema is a failed attempt.
-func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any) (any, error) {
+func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, fence *protocol.Fence) (any, error) {
 	if r.sub.Session.Executor == nil && !t.builtin && t.exec == nil {
 		return nil, errors.New("this session has no way to run tools")
 	}
@@ -435,7 +441,7 @@ func (r *run) dispatch(ctx context.Context, a *protocol.Action, t *Tool, params 
 		if err := r.waitForToken(ctx, a, t); err != nil {
 			return nil, err
 		}
-		out, err := r.attempt(ctx, a, t, params, timeout, attempt)
+		out, err := r.attempt(ctx, a, t, params, fence, timeout, attempt)
 		if err == nil {
 			return out, nil
 		}
@@ -512,7 +518,7 @@ func readable(d time.Duration) time.Duration {
 }
 
 // attempt makes one call of the tool within timeout.
-func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, timeout time.Duration, n int) (any, error) {
+func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params map[string]any, fence *protocol.Fence, timeout time.Duration, n int) (any, error) {
 	r.mu.Lock()
 	r.toolCalls++
 	r.mu.Unlock()
@@ -528,6 +534,7 @@ func (r *run) attempt(ctx context.Context, a *protocol.Action, t *Tool, params m
 		Parameters: params,
 		Timeout:    timeout,
 		Attempt:    n,
+		Fence:      fence,
 	}
 	var out any
 	var err error

@@ -55,7 +55,7 @@ func (rt *Runtime) escalate(ctx context.Context, sub *Submission, items []escala
 	if len(rows) == 0 {
 		return nil
 	}
-	if !rt.canPark() {
+	if !rt.canPark() || sub.noPark {
 		return fmt.Errorf("escalated to approval: %s", strings.Join(todo, "; "))
 	}
 	refused, err := rt.awaitApprovals(ctx, sub, rows, proposalParams(sub.Proposal))

@@ -36,6 +36,7 @@ const (
 	EventToolStreamEnded        EventKind = "tool_stream_ended"   // a handle ended: succeeded, failed or cancelled
 	EventPolicyViolation        EventKind = "policy_violation"
 	EventIdempotencyInvalidated EventKind = "idempotency_invalidated"
+	EventActionSuperseded       EventKind = "action_superseded" // an idempotent call's claim was taken over while it ran: its result was refused
 	EventPermissionDecision     EventKind = "permission_decision"
 	EventApprovalRecorded       EventKind = "approval_recorded"
 	EventSupervisionDecision    EventKind = "supervision_decision"

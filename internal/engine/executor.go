@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // ToolCall is one dispatch of a tool.
@@ -15,6 +17,9 @@ type ToolCall struct {
 	Attempt    int           // 1-based
 	Mode       string        // for a detached call: streaming or long_running
 	Handle     string        // for a detached call: the handle its chunks name
+	// Fence is the fencing token of an idempotent call (its key and its
+	// claim's epoch); nil for any other call.
+	Fence *protocol.Fence
 }
 
 // ToolExecutor runs tools for a session. The engine gives up on a call by

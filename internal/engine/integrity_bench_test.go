@@ -29,7 +29,7 @@ func BenchmarkIntegrityGates(b *testing.B) {
 		}
 		if on {
 			rt.SetOperatorIntent(&WorkIntent{Intent: "bench", AllowedTools: []string{"noop", "read_*"}, UntrustedTools: []string{"web_*"}})
-			rt.integ.ledger.update("", map[string]protocol.TaintEntry{"elsewhere": {Key: "elsewhere"}}, nil)
+			rt.integ.ledger.update(context.Background(), "", map[string]protocol.TaintEntry{"elsewhere": {Key: "elsewhere"}}, nil)
 			s.SetTransactionCheck(protocol.TransactionCheckWarn)
 		}
 		return rt, s

@@ -309,9 +309,12 @@ func (intentGate) Name() string { return "intent" }
 func (g intentGate) Admit(ctx context.Context, sub *Submission) error {
 	rt := g.rt
 	op, se := rt.OperatorIntent(), sub.Session.SessionIntent()
-	an := rt.analyzeTaint(sub, sub.graph, op, se)
+	an, err := rt.analyzeTaint(ctx, sub, sub.graph, op, se)
+	if err != nil {
+		return err
+	}
 	sub.taint = an
-	if err := rt.taintGuard(an); err != nil {
+	if err := rt.taintGuard(ctx, an, declaresWrites(sub.Proposal)); err != nil {
 		return err
 	}
 	if op == nil && se == nil {
@@ -370,7 +373,7 @@ func intentFingerprint(a *protocol.Action) string {
 // VerifyIntent adds the intent gate's verdicts to a verify result, as
 // proposal.submit from this connection would find them, without recording
 // or asking anything.
-func (rt *Runtime) VerifyIntent(res *VerifyResult, p *protocol.ActionProposal, s *Session, tenant string) {
+func (rt *Runtime) VerifyIntent(ctx context.Context, res *VerifyResult, p *protocol.ActionProposal, s *Session, tenant string) {
 	op, se := rt.OperatorIntent(), s.SessionIntent()
 	c := protocol.CheckRecord{Name: "intent", Ran: op != nil || se != nil, Tier: TierDecision,
 		Verifies:     "no action uses a forbidden tool or capability; no action out of intent is influenced by untrusted data (the taint ledger); out-of-intent work waits for a person",
@@ -380,7 +383,14 @@ func (rt *Runtime) VerifyIntent(res *VerifyResult, p *protocol.ActionProposal, s
 		return
 	}
 	sub := &Submission{Proposal: p, Session: s, Tenant: tenant}
-	an := rt.analyzeTaint(sub, nil, op, se)
+	an, err := rt.analyzeTaint(ctx, sub, nil, op, se)
+	if err != nil {
+		c.Findings++
+		res.Valid = false
+		res.Issues = append(res.Issues, protocol.VerifyIssue{Severity: "error", Tier: c.Tier, Message: "intent: " + err.Error() + "; proposal.submit would reject it"})
+		res.Evidence.Checks = append(res.Evidence.Checks, c)
+		return
+	}
 	for i := range p.Actions {
 		a := &p.Actions[i]
 		v := rt.judge(a, op, se)
@@ -404,12 +414,15 @@ func (rt *Runtime) VerifyIntent(res *VerifyResult, p *protocol.ActionProposal, s
 // EvaluateIntent is the intent gate's verdict on each action of p as the
 // session would submit it, without side effects; nil when no intent is in
 // force.
-func (rt *Runtime) EvaluateIntent(p *protocol.ActionProposal, s *Session, tenant string) []protocol.IntentDecision {
+func (rt *Runtime) EvaluateIntent(ctx context.Context, p *protocol.ActionProposal, s *Session, tenant string) ([]protocol.IntentDecision, error) {
 	op, se := rt.OperatorIntent(), s.SessionIntent()
 	if op == nil && se == nil {
-		return nil
+		return nil, nil
 	}
-	an := rt.analyzeTaint(&Submission{Proposal: p, Session: s, Tenant: tenant}, nil, op, se)
+	an, err := rt.analyzeTaint(ctx, &Submission{Proposal: p, Session: s, Tenant: tenant}, nil, op, se)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]protocol.IntentDecision, len(p.Actions))
 	for i := range p.Actions {
 		a := &p.Actions[i]
@@ -425,5 +438,15 @@ func (rt *Runtime) EvaluateIntent(p *protocol.ActionProposal, s *Session, tenant
 		}
 		out[i] = d
 	}
-	return out
+	return out, nil
+}
+
+// declaresWrites reports whether any action of p names a key it writes.
+func declaresWrites(p *protocol.ActionProposal) bool {
+	for i := range p.Actions {
+		if len(taintWrites(&p.Actions[i])) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -106,7 +106,7 @@ func TestUntrustedDataReachingAnOutOfIntentToolOnAnotherConnectionIsRejected(t *
 	if st, msg := status(res, "w"); st != protocol.StatusSucceeded {
 		t.Fatalf("fetching: %s %s", st, msg)
 	}
-	list, err := rt.TaintList("", nil)
+	list, err := rt.TaintList(context.Background(), "", nil)
 	if err != nil || len(list) != 1 || list[0].Key != "page" || list[0].ActionID != "w" || list[0].ProposalID != "p-fetch" || !strings.Contains(list[0].Origin, "untrusted tool 'web_fetch'") {
 		t.Fatalf("ledger %+v %v", list, err)
 	}
@@ -146,11 +146,11 @@ func TestDriftWithoutTaintEscalatesToApproval(t *testing.T) {
 func TestTrustedOverwriteClearsTaint(t *testing.T) {
 	rt, a, b, _ := intentRuntime(t, Options{}, summarise)
 	submitAs(t, rt, a, "p1", call("f", "web_fetch", nil), write("w", "page", "$f.output"))
-	if l, _ := rt.TaintList("", []string{"page"}); len(l) != 1 {
+	if l, _ := rt.TaintList(context.Background(), "", []string{"page"}); len(l) != 1 {
 		t.Fatalf("not tainted: %+v", l)
 	}
 	submitAs(t, rt, b, "p2", write("w", "page", "a summary a person wrote"))
-	if l, _ := rt.TaintList("", nil); len(l) != 0 {
+	if l, _ := rt.TaintList(context.Background(), "", nil); len(l) != 0 {
 		t.Fatalf("a trusted write left the taint: %+v", l)
 	}
 	// Now the same mail is drift, not influenced: it waits for a person.
@@ -180,7 +180,7 @@ func TestReloadSwapsTheIntentAndKeepsOneGateAndTheLedger(t *testing.T) {
 	if i, j := slices.Index(after, "information_flow"), slices.Index(after, "intent"); j != i+1 {
 		t.Fatalf("the intent gate is not after the flow gate: %v", after)
 	}
-	if l, _ := rt.TaintList("", nil); len(l) != 1 {
+	if l, _ := rt.TaintList(context.Background(), "", nil); len(l) != 1 {
 		t.Fatalf("the reload dropped the ledger: %+v", l)
 	}
 	// Under the new intent, mail is in intent: allowed though influenced
@@ -296,20 +296,25 @@ func TestAllowedCapabilitiesBoundWhatIsInIntent(t *testing.T) {
 }
 
 func TestFullTaintLedgerRefusesNewUntrustedWork(t *testing.T) {
-	rt, s, _, _ := intentRuntime(t, Options{IntegrityOptions: IntegrityOptions{MaxTaintedKeys: 1}}, summarise)
+	rt, s, trusted, _ := intentRuntime(t, Options{IntegrityOptions: IntegrityOptions{MaxTaintedKeys: 1}}, summarise)
 	submitAs(t, rt, s, "p1", call("f", "web_fetch", nil), write("w", "page", "$f.output"))
 	res := submitAs(t, rt, s, "p2", call("f", "web_fetch", nil), write("w", "page2", "$f.output"))
 	if _, msg := status(res, "f"); !strings.Contains(msg, "max_tainted_keys") {
 		t.Fatalf("%s", msg)
 	}
-	// Trusted work still runs, and a person can make room.
-	if res := submitAs(t, rt, s, "p3", write("t", "other", 1)); res.Results[0].Status != protocol.StatusSucceeded {
+	// Trusted work still runs, and a person can make room. (s received
+	// web_fetch's output, so whatever it writes would be tainted: the
+	// trusted work comes from another connection.)
+	if res := submitAs(t, rt, trusted, "p3", write("t", "other", 1)); res.Results[0].Status != protocol.StatusSucceeded {
 		t.Fatalf("trusted: %+v", res.Results[0])
 	}
-	if _, err := rt.TaintList("", []string{"a", "b"}); err == nil || !strings.Contains(err.Error(), "max_tainted_keys") {
+	if st, msg := status(submitAs(t, rt, s, "p3s", write("t", "other", 1)), "t"); st != protocol.StatusRejected || !strings.Contains(msg, "max_tainted_keys") {
+		t.Fatalf("a write by the connection that received tainted data, with the ledger full: %s %s", st, msg)
+	}
+	if _, err := rt.TaintList(context.Background(), "", []string{"a", "b"}); err == nil || !strings.Contains(err.Error(), "max_tainted_keys") {
 		t.Fatalf("list over the bound: %v", err)
 	}
-	cleared, err := rt.TaintClear("", []string{"page"}, "host")
+	cleared, err := rt.TaintClear(context.Background(), "", []string{"page"}, "host")
 	if err != nil || !slices.Equal(cleared, []string{"page"}) {
 		t.Fatalf("%v %v", cleared, err)
 	}
@@ -324,7 +329,10 @@ func TestFullTaintLedgerRefusesNewUntrustedWork(t *testing.T) {
 func TestEvaluateIntentHasNoSideEffects(t *testing.T) {
 	rt, s, _, exec := intentRuntime(t, Options{}, summarise)
 	p := &protocol.ActionProposal{Actions: []protocol.Action{call("f", "web_fetch", nil), call("m", "send_email", map[string]any{"body": "$f.output"}), call("x", "send_email", nil)}}
-	got := rt.EvaluateIntent(p, s, "")
+	got, err := rt.EvaluateIntent(context.Background(), p, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{protocol.IntentAllowed, protocol.IntentInfluenced, protocol.IntentDrift}
 	for i, d := range got {
 		if d.Verdict != want[i] {
@@ -335,7 +343,7 @@ func TestEvaluateIntentHasNoSideEffects(t *testing.T) {
 		t.Fatalf("fingerprint %q calls %d events %d", got[2].Fingerprint, exec.calls, rt.Events.Count())
 	}
 	res := VerifyResult{Valid: true}
-	rt.VerifyIntent(&res, p, s, "")
+	rt.VerifyIntent(context.Background(), &res, p, s, "")
 	if res.Valid || len(res.Issues) != 2 || res.Issues[0].Severity != "error" || res.Issues[1].Severity != "warning" {
 		t.Fatalf("verify %+v", res)
 	}
@@ -361,7 +369,7 @@ func TestTheTaintLedgerOutlivesARestart(t *testing.T) {
 	closeJournal()
 
 	rt, _, b, closeJournal := open()
-	if l, _ := rt.TaintList("", nil); len(l) != 2 || l[0].Key != "page" || l[0].ProposalID != "p-fetch" {
+	if l, _ := rt.TaintList(context.Background(), "", nil); len(l) != 2 || l[0].Key != "page" || l[0].ProposalID != "p-fetch" {
 		t.Fatalf("after a restart: %+v", l)
 	}
 	res := submitAs(t, rt, b, "p-mail", read("r", "page"), call("m", "send_email", map[string]any{"body": "$r.output"}))
@@ -369,14 +377,14 @@ func TestTheTaintLedgerOutlivesARestart(t *testing.T) {
 		t.Fatalf("after a restart: %s", msg)
 	}
 	submitAs(t, rt, b, "p-clean", write("t", "page", "clean"))
-	if _, err := rt.TaintClear("", []string{"page2"}, "host"); err != nil {
+	if _, err := rt.TaintClear(context.Background(), "", []string{"page2"}, "host"); err != nil {
 		t.Fatal(err)
 	}
 	closeJournal()
 
 	rt, _, _, closeJournal = open()
 	defer closeJournal()
-	if l, _ := rt.TaintList("", nil); len(l) != 0 {
+	if l, _ := rt.TaintList(context.Background(), "", nil); len(l) != 0 {
 		t.Fatalf("cleared keys came back: %+v", l)
 	}
 }
@@ -394,7 +402,7 @@ func TestAConnectorsToolIsJudgedByNameLikeAnyTool(t *testing.T) {
 	if st, msg := status(res, "w"); st != protocol.StatusSucceeded {
 		t.Fatalf("%s %s", st, msg)
 	}
-	if l, _ := rt.TaintList("", nil); len(l) != 1 || !strings.Contains(l[0].Origin, "untrusted tool 'mcp_web_fetch'") {
+	if l, _ := rt.TaintList(context.Background(), "", nil); len(l) != 1 || !strings.Contains(l[0].Origin, "untrusted tool 'mcp_web_fetch'") {
 		t.Fatalf("ledger %+v", l)
 	}
 	res = submitAs(t, rt, s, "p2", read("r", "page"), call("m", "send_email", map[string]any{"body": "$r.output"}))

@@ -99,7 +99,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	r.flushDurable(ctx)
 	res := r.result()
 	rt.noteFlow(sub, res)
-	rt.noteIntegrity(sub, res)
+	rt.noteIntegrity(context.WithoutCancel(ctx), sub, res) // the ledger records the writes even when the client went away
 	r.emit(EventProposalFinished, "", map[string]any{
 		"tool_calls": res.Cost.ToolCalls, "executed": res.Cost.ActionsExecuted,
 		"rejected": res.Cost.ActionsRejected, "skipped": res.Cost.ActionsSkipped,

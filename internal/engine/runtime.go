@@ -60,6 +60,11 @@ type Options struct {
 	// Tracer starts the spans of proposals, gates, approval waits and tool
 	// calls (spans.go); nil: tracing is off and no span is started.
 	Tracer trace.Tracer
+	// TraceToolArguments puts each tool call's parameters on its
+	// execute_tool span (gen_ai.tool.call.arguments), redacted and cut as
+	// an approval's preview is (policy.Preview); off, no value is ever in
+	// a span. The operator's opt-in, otel_capture_tool_arguments.
+	TraceToolArguments bool
 }
 
 // Defaults of the Options the daemon's settings also offer; config prints

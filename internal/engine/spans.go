@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,9 @@ const (
 	AttrWaitMs          = attribute.Key("car.approval.wait_ms")
 	AttrReplacesID      = attribute.Key("car.replaces.proposal_id")
 	AttrRollbackKeys    = attribute.Key("car.rollback.keys")
+	AttrRunID           = attribute.Key("car.run.id")
 	AttrRequestID       = semconv.GenAIToolCallIDKey
+	attrArguments       = semconv.GenAIToolCallArgumentsKey
 	attrOperation       = semconv.GenAIOperationNameKey
 	attrToolName        = semconv.GenAIToolNameKey
 	attrErrorType       = semconv.ErrorTypeKey
@@ -101,7 +104,22 @@ func proposalAttrs(sub *Submission) []attribute.KeyValue {
 	} else {
 		kvs = append(kvs, AttrClient.String(sub.Session.ID))
 	}
+	if id := sub.runID(); id != "" {
+		kvs = append(kvs, AttrRunID.String(id))
+	}
 	return kvs
+}
+
+// RunNamer is a TurnRecorder that names the run its turns go to; the
+// proposal's spans and its tool calls' spans then carry the run id.
+type RunNamer interface{ RunID() string }
+
+// runID is the run the submission's tool calls are turns of, "" when none.
+func (sub *Submission) runID() string {
+	if n, ok := sub.Recorder.(RunNamer); ok {
+		return n.RunID()
+	}
+	return ""
 }
 
 // endProposalSpan records a proposal's outcome and cost and ends its span.
@@ -145,7 +163,7 @@ func endGateSpan(span trace.Span, err error) {
 // endToolSpan records a tool call's attributes and how it ended, and ends
 // its span. They are all set here, at once: one copy of them into the
 // span instead of one at its start and a growth at its end.
-func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err error) {
+func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit string, attempts int, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -165,9 +183,17 @@ func (r *run) endToolSpan(span trace.Span, i int, hit string, attempts int, err 
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
 		AttrCacheHit.String(hit),
 		AttrAttempts.Int(attempts),
-		{},
+		{}, {}, {},
 	}
-	n := len(kvs) - 1
+	n := len(kvs) - 3
+	if r.rt.opts.TraceToolArguments {
+		kvs[n] = attrArguments.String(previewJSON(params)) // the operator's opt-in
+		n++
+	}
+	if id := r.sub.runID(); id != "" {
+		kvs[n] = AttrRunID.String(id) // the call is a turn of this run
+		n++
+	}
 	if err != nil {
 		kvs[n] = attrErrorType.String(errorType(err))
 		n++
@@ -282,4 +308,19 @@ func (rt *Runtime) traceStream(ctx context.Context, a *protocol.Action, h *strea
 		}
 		span.End()
 	}()
+}
+
+// SpanContext is the proposal span of the submission's attempt, for a log
+// line of the proposal to name (invalid with tracing off, or before Submit).
+func (sub *Submission) SpanContext() trace.SpanContext { return sub.span }
+
+// previewJSON is a tool call's parameters as an approval's preview shows
+// them (credentials redacted by key, long strings and containers cut), in
+// JSON, for gen_ai.tool.call.arguments.
+func previewJSON(params map[string]any) string {
+	b, err := json.Marshal(policy.Preview(params))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

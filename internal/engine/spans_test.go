@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,5 +233,70 @@ func TestAReplanLinksToTheAttemptItReplaced(t *testing.T) {
 	}
 	if v, _ := attrOf(second, AttrStatus); v.AsString() != "succeeded" {
 		t.Fatalf("second attempt's status %q", v.AsString())
+	}
+}
+
+// runTurns is a TurnRecorder of a run, as runs.Recorder is.
+type runTurns struct{ turns int }
+
+func (r *runTurns) RecordToolCall(string, map[string]any, any, string, bool) { r.turns++ }
+func (r *runTurns) RunID() string                                            { return "run-7" }
+
+// A proposal whose tool calls are turns of a run carries the run id, on
+// its span and on each tool call's; one without a run has none.
+func TestARunsTurnsCarryTheRunID(t *testing.T) {
+	tr, rec := recorded(t)
+	rt, s := openRuntime(t, Options{Tracer: tr}, &spanSeen{seen: map[string]trace.SpanContext{}}, "t")
+	turns := &runTurns{}
+	for _, recorder := range []TurnRecorder{turns, nil} {
+		p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t"}}}
+		if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s, Recorder: recorder}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if turns.turns != 1 {
+		t.Fatalf("%d turns recorded", turns.turns)
+	}
+	for _, name := range []string{SpanProposal, "execute_tool t"} {
+		spans := spansNamed(rec, name)
+		if len(spans) != 2 {
+			t.Fatalf("%d spans %s", len(spans), name)
+		}
+		if v, ok := attrOf(spans[0], AttrRunID); !ok || v.AsString() != "run-7" {
+			t.Errorf("%s of the run's proposal: car.run.id %q %v", name, v.AsString(), ok)
+		}
+		if v, ok := attrOf(spans[1], AttrRunID); ok {
+			t.Errorf("%s of a proposal without a run has car.run.id %q", name, v.AsString())
+		}
+	}
+}
+
+// Off, no parameter value is on a tool call's span; on (the operator's
+// opt-in), the resolved parameters are, redacted as an approval's preview.
+func TestToolArgumentsOnlyOnOptInAndRedacted(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		tr, rec := recorded(t)
+		rt, s := openRuntime(t, Options{Tracer: tr, TraceToolArguments: optIn}, &spanSeen{seen: map[string]trace.SpanContext{}}, "t")
+		p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: "a", Type: protocol.ActionToolCall, Tool: "t",
+			Parameters: map[string]any{"env": "prod", "authorization": "Bearer SECRET"}}}}
+		if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s}); err != nil {
+			t.Fatal(err)
+		}
+		spans := spansNamed(rec, "execute_tool t")
+		if len(spans) != 1 {
+			t.Fatalf("%d execute_tool spans", len(spans))
+		}
+		v, ok := attrOf(spans[0], attribute.Key("gen_ai.tool.call.arguments"))
+		switch {
+		case !optIn && ok:
+			t.Fatalf("arguments on the span without the opt-in: %s", v.AsString())
+		case optIn && v.AsString() != `{"authorization":"[redacted]","env":"prod"}`:
+			t.Fatalf("arguments with the opt-in: %q %v", v.AsString(), ok)
+		}
+		for _, kv := range spans[0].Attributes() {
+			if strings.Contains(kv.Value.String(), "SECRET") {
+				t.Fatalf("the secret is on the span: %s", kv.Key)
+			}
+		}
 	}
 }

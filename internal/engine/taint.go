@@ -1,13 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
@@ -28,143 +29,98 @@ const DefaultMaxTaintedKeys = 100_000
 // EventTaintCleared records a person's taint.clear.
 const EventTaintCleared EventKind = "taint_cleared"
 
-// taintLedger is the ledger: tenant → key → entry, written through to
-// durable (Options.Taint) when the daemon keeps it on disk.
+// maxTaintOriginBytes bounds what one ledger entry says about where its
+// taint came from: taint that passes from key to key would otherwise carry
+// a longer story at every step. The head (the nearest step) and the tail
+// (the untrusted source) are kept.
+const maxTaintOriginBytes = 1024
+
+// taintLedger is the ledger: tenant → key → entry, kept by a store.Taint
+// (Options.Taint), which on a shared store is the cluster's, so every
+// daemon reads the same keys.
 type taintLedger struct {
-	mu      sync.Mutex
-	keys    map[string]map[string]protocol.TaintEntry
-	n       int
-	max     int
-	durable store.Taint // nil: in memory only
+	store store.Taint
+	max   int
 }
 
-// load takes what the durable ledger holds (at start).
+// load takes the ledger to use; nil keeps one in memory.
 func (l *taintLedger) load(d store.Taint) {
-	l.durable = d
 	if d == nil {
-		return
+		d = store.NewMemoryTaint()
 	}
-	l.keys = d.Load()
-	for _, space := range l.keys {
-		l.n += len(space)
-	}
-}
-
-// lookup returns the entry of a tainted key.
-func (l *taintLedger) lookup(tenant, key string) (protocol.TaintEntry, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.keys[tenant][key]
-	return e, ok
-}
-
-// empty reports whether nothing is tainted.
-func (l *taintLedger) empty() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n == 0
+	l.store = d
 }
 
 // full reports whether the ledger holds its most.
-func (l *taintLedger) full() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n >= l.max
+func (l *taintLedger) full(ctx context.Context) (bool, error) {
+	n, err := l.store.Count(ctx)
+	return n >= l.max, err
 }
 
 // update records the keys tainted writes reached and clears the keys
 // trusted writes replaced. A taint past max is recorded all the same (a
 // security rule is never dropped); admission refuses new untrusted work
-// while the ledger is full. The copy in memory changes whatever the
-// durable ledger says; an error says the change is not on disk.
-func (l *taintLedger) update(tenant string, taint map[string]protocol.TaintEntry, clean []string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// while the ledger is full.
+func (l *taintLedger) update(ctx context.Context, tenant string, taint map[string]protocol.TaintEntry, clean []string) error {
 	var errs []error
-	space := l.keys[tenant]
-	var gone []string
-	for _, k := range clean {
-		if _, ok := space[k]; ok {
-			delete(space, k)
-			l.n--
-			gone = append(gone, k)
+	if len(clean) > 0 {
+		_, err := l.store.Delete(ctx, tenant, clean)
+		errs = append(errs, err)
+	}
+	if len(taint) > 0 {
+		entries := make([]protocol.TaintEntry, 0, len(taint))
+		for _, e := range taint {
+			e.Origin = boundOrigin(e.Origin)
+			entries = append(entries, e)
 		}
-	}
-	if l.durable != nil && len(gone) > 0 {
-		errs = append(errs, l.durable.Delete(tenant, gone))
-	}
-	if len(taint) == 0 {
-		return errors.Join(errs...)
-	}
-	if space == nil {
-		if l.keys == nil {
-			l.keys = map[string]map[string]protocol.TaintEntry{}
-		}
-		space = map[string]protocol.TaintEntry{}
-		l.keys[tenant] = space
-	}
-	entries := make([]protocol.TaintEntry, 0, len(taint))
-	for k, e := range taint {
-		if _, ok := space[k]; !ok {
-			l.n++
-		}
-		space[k] = e
-		entries = append(entries, e)
-	}
-	if l.durable != nil {
 		sort.Slice(entries, func(i, j int) bool { return entries[i].Key < entries[j].Key })
-		errs = append(errs, l.durable.Put(tenant, entries))
+		errs = append(errs, l.store.Put(ctx, tenant, entries))
 	}
 	return errors.Join(errs...)
 }
 
-// list returns the tainted keys among keys (nil: all), sorted.
-func (l *taintLedger) list(tenant string, keys []string) []protocol.TaintEntry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := []protocol.TaintEntry{}
-	space := l.keys[tenant]
-	if keys == nil {
-		for _, e := range space {
-			out = append(out, e)
-		}
-	} else {
-		for _, k := range keys {
-			if e, ok := space[k]; ok {
-				out = append(out, e)
-			}
-		}
+// boundOrigin keeps an origin within maxTaintOriginBytes: its head and its
+// tail, on rune boundaries, around an ellipsis.
+func boundOrigin(s string) string {
+	if len(s) <= maxTaintOriginBytes {
+		return s
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return slices.CompactFunc(out, func(a, b protocol.TaintEntry) bool { return a.Key == b.Key })
+	const mark = " … "
+	half := (maxTaintOriginBytes - len(mark)) / 2
+	head, tail := half, len(s)-half
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + mark + s[tail:]
 }
 
 // TaintList answers taint.list; keys over max_tainted_keys are refused.
-func (rt *Runtime) TaintList(tenant string, keys []string) ([]protocol.TaintEntry, error) {
+func (rt *Runtime) TaintList(ctx context.Context, tenant string, keys []string) ([]protocol.TaintEntry, error) {
 	if len(keys) > rt.opts.MaxTaintedKeys {
 		return nil, &LimitError{Msg: fmt.Sprintf("keys: %d keys asked about; at most %d are accepted (max_tainted_keys): ask in parts", len(keys), rt.opts.MaxTaintedKeys)}
 	}
-	return rt.integ.ledger.list(tenant, keys), nil
+	return rt.integ.ledger.store.List(ctx, tenant, keys)
 }
 
 // TaintClear clears the taint of keys and records who did it.
-func (rt *Runtime) TaintClear(tenant string, keys []string, by string) ([]string, error) {
+func (rt *Runtime) TaintClear(ctx context.Context, tenant string, keys []string, by string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("keys: name at least one key to clear (taint.list shows the tainted ones)")
 	}
 	if len(keys) > rt.opts.MaxTaintedKeys {
 		return nil, &LimitError{Msg: fmt.Sprintf("keys: %d keys; at most %d are accepted (max_tainted_keys): clear in parts", len(keys), rt.opts.MaxTaintedKeys)}
 	}
-	had := rt.integ.ledger.list(tenant, keys)
-	cleared := make([]string, len(had))
-	for i, e := range had {
-		cleared[i] = e.Key
-	}
-	err := rt.integ.ledger.update(tenant, nil, cleared)
-	rt.Events.Append(Event{Kind: EventTaintCleared, Connection: by, Data: map[string]any{"tenant": tenant, "keys": cleared}})
+	cleared, err := rt.integ.ledger.store.Delete(ctx, tenant, keys)
 	if err != nil {
-		return cleared, fmt.Errorf("the taint of %d keys was cleared in memory, but the durable ledger could not record it (a restart would taint them again): %w", len(cleared), err)
+		return nil, fmt.Errorf("the taint ledger could not clear the keys, and their taint stands: %w", err)
 	}
+	if cleared == nil {
+		cleared = []string{}
+	}
+	rt.Events.Append(Event{Kind: EventTaintCleared, Connection: by, Data: map[string]any{"tenant": tenant, "keys": cleared}})
 	return cleared, nil
 }
 
@@ -176,29 +132,41 @@ type taintAnalysis struct {
 	influence []string // "" when not influenced
 	untrusted []bool   // the action's own tool is untrusted
 	origin    []string // for a tainted action: where its taint comes from
+	session   string   // the session had received tainted data: every key it writes is tainted
 }
 
 // analyzeTaint follows taint through a proposal: from untrusted tools and
 // tainted keys in the ledger, along $id.output references and the keys
 // actions of the proposal write and read. g is the proposal's graph, or
-// nil to build it.
-func (rt *Runtime) analyzeTaint(sub *Submission, g *graph, intents ...*WorkIntent) *taintAnalysis {
+// nil to build it. The ledger is asked once, for every key the proposal
+// reads; when it cannot answer, the analysis fails (a gate that cannot
+// tell refuses).
+func (rt *Runtime) analyzeTaint(ctx context.Context, sub *Submission, g *graph, intents ...*WorkIntent) (*taintAnalysis, error) {
 	actions := sub.Proposal.Actions
-	if g == nil {
-		g = buildGraph(actions)
-	}
 	n := len(actions)
-	an := &taintAnalysis{tainted: make([]bool, n), influence: make([]string, n), untrusted: make([]bool, n), origin: make([]string, n)}
-	ledgerEmpty := rt.integ.ledger.empty()
+	an := &taintAnalysis{tainted: make([]bool, n), influence: make([]string, n), untrusted: make([]bool, n), origin: make([]string, n),
+		session: rt.TaintedBy(sub.Session)}
 	any := false
+	var reads []string
 	for i := range actions {
 		if actions[i].Type == protocol.ActionToolCall && rt.untrusted(actions[i].Tool, intents...) {
 			an.untrusted[i] = true
 			any = true
 		}
+		reads = append(reads, taintReads(&actions[i])...)
 	}
-	if !any && ledgerEmpty {
-		return an // nothing can be tainted: the common case costs one pass
+	var ledger map[string]protocol.TaintEntry
+	if len(reads) > 0 {
+		var err error
+		if ledger, err = rt.integ.ledger.store.Lookup(ctx, sub.Tenant, reads); err != nil {
+			return nil, fmt.Errorf("the taint ledger cannot be read, so whether this proposal reads tainted keys cannot be told: %w", err)
+		}
+	}
+	if !any && len(ledger) == 0 {
+		return an, nil // nothing can be tainted: the common case costs one pass
+	}
+	if g == nil {
+		g = buildGraph(actions)
 	}
 	writers := map[string][]int{}
 	for i := range actions {
@@ -229,7 +197,7 @@ func (rt *Runtime) analyzeTaint(sub *Submission, g *graph, intents ...*WorkInten
 			if an.influence[i] != "" {
 				break
 			}
-			if e, ok := rt.integ.ledger.lookup(sub.Tenant, k); ok {
+			if e, ok := ledger[k]; ok {
 				an.influence[i] = fmt.Sprintf("it reads state key '%s', tainted by %s", k, describeTaint(e))
 				break
 			}
@@ -250,14 +218,14 @@ func (rt *Runtime) analyzeTaint(sub *Submission, g *graph, intents ...*WorkInten
 			an.origin[i] = fmt.Sprintf("whose data comes from untrusted tool '%s'", a.Tool)
 		case an.influence[i] != "":
 			an.tainted[i] = true
-			an.origin[i] = "tainted because " + an.influence[i]
+			an.origin[i] = boundOrigin("tainted because " + an.influence[i])
 		}
 		mark[i] = done
 	}
 	for i := range actions {
 		visit(i)
 	}
-	return an
+	return an, nil
 }
 
 // describeTaint says where a ledger entry's taint came from.
@@ -295,34 +263,59 @@ func assumptionKeys(a *protocol.Action) []string {
 
 // taintGuard refuses a proposal with untrusted work while the ledger is
 // full: its taint must be recorded, and the ledger's bound must hold.
-func (rt *Runtime) taintGuard(an *taintAnalysis) error {
-	if an == nil || !slices.Contains(an.tainted, true) || !rt.integ.ledger.full() {
+func (rt *Runtime) taintGuard(ctx context.Context, an *taintAnalysis, writes bool) error {
+	if an == nil || !slices.Contains(an.tainted, true) && !(an.session != "" && writes) {
 		return nil
 	}
-	return &LimitError{Msg: fmt.Sprintf("the taint ledger holds %d keys (max_tainted_keys) and this proposal would taint more: a person clears keys with taint.clear, or a trusted write replaces them", rt.opts.MaxTaintedKeys)}
+	return rt.taintRoom(ctx)
+}
+
+// taintRoom refuses more taint while the ledger holds max_tainted_keys.
+func (rt *Runtime) taintRoom(ctx context.Context) error {
+	full, err := rt.integ.ledger.full(ctx)
+	if err != nil {
+		return fmt.Errorf("the taint ledger cannot be read, so the taint this work would leave cannot be recorded: %w", err)
+	}
+	if full {
+		return &LimitError{Msg: fmt.Sprintf("the taint ledger holds %d keys (max_tainted_keys) and this would taint more: a person clears keys with taint.clear, or a trusted write replaces them", rt.opts.MaxTaintedKeys)}
+	}
+	return nil
 }
 
 // noteTaint records in the ledger the keys this proposal's succeeded
-// actions wrote: tainted ones taint them, trusted ones clear them.
-func (rt *Runtime) noteTaint(sub *Submission, res *protocol.ProposalResult) {
+// actions wrote: tainted ones taint them, trusted ones clear them. Keys a
+// session that had received tainted data writes are tainted whatever the
+// action. A succeeded tainted action's output went back to the client, so
+// its session has received tainted data from then on.
+func (rt *Runtime) noteTaint(ctx context.Context, sub *Submission, res *protocol.ProposalResult) {
 	an := sub.taint
 	if an == nil {
 		return
 	}
-	ledgerEmpty := rt.integ.ledger.empty()
+	session := an.session
+	if session == "" {
+		session = rt.TaintedBy(sub.Session)
+	}
 	var taint map[string]protocol.TaintEntry
 	var clean []string
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	for i, r := range res.Results {
-		if r.Status != protocol.StatusSucceeded || i >= len(an.tainted) || len(r.StateChanges) == 0 {
+		if r.Status != protocol.StatusSucceeded || i >= len(an.tainted) {
 			continue
 		}
 		a := &sub.Proposal.Actions[i]
-		if !an.tainted[i] {
-			if !ledgerEmpty {
-				for k := range r.StateChanges {
-					clean = append(clean, k)
-				}
+		origin := an.origin[i]
+		if an.tainted[i] {
+			rt.noteTainted(sub.Session, fmt.Sprintf("proposal %s action '%s' %s", sub.Proposal.ID, a.ID, origin))
+		} else if session != "" {
+			origin = "written by connection " + sub.Session.ID + ", which had received tainted data: " + session
+		}
+		if len(r.StateChanges) == 0 {
+			continue
+		}
+		if origin == "" {
+			for k := range r.StateChanges {
+				clean = append(clean, k)
 			}
 			continue
 		}
@@ -330,12 +323,12 @@ func (rt *Runtime) noteTaint(sub *Submission, res *protocol.ProposalResult) {
 			taint = map[string]protocol.TaintEntry{}
 		}
 		for k := range r.StateChanges {
-			taint[k] = protocol.TaintEntry{Key: k, ProposalID: sub.Proposal.ID, ActionID: a.ID, Tool: a.Tool, Origin: an.origin[i], At: at}
+			taint[k] = protocol.TaintEntry{Key: k, ProposalID: sub.Proposal.ID, ActionID: a.ID, Tool: a.Tool, Origin: origin, At: at}
 		}
 	}
 	if taint != nil || clean != nil {
-		if err := rt.integ.ledger.update(sub.Tenant, taint, clean); err != nil {
-			res.Warnings = append(res.Warnings, "the taint ledger could not record this proposal's writes durably (they are recorded until the daemon stops): "+err.Error())
+		if err := rt.integ.ledger.update(ctx, sub.Tenant, taint, clean); err != nil {
+			res.Warnings = append(res.Warnings, "the taint ledger could not record this proposal's writes (a key it tainted may read as clean, a key it cleared stays tainted): "+err.Error())
 		}
 	}
 }

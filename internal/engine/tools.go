@@ -178,6 +178,7 @@ type ToolRegistry struct {
 	max    int              // client-registered tools held at once; 0 is unbounded
 	limits SchemaLimits     // what a registered schema may cost
 	daemon *DaemonTools     // the daemon-wide tools every session sees; nil: none
+	lent   map[string]*Tool // tools the daemon lends this session for a while (Lend)
 }
 
 // builtinMessaging is the built-in messaging.send every registry holds: one
@@ -200,6 +201,9 @@ func (r *ToolRegistry) Register(schemas []protocol.ToolSchema) (int, error) {
 	for i, s := range schemas {
 		if s.Name == messaging.ToolName {
 			return 0, fmt.Errorf("tool %d: '%s' is built in (the daemon governs and dedups it, the client delivers it through %s); it cannot be registered", i, s.Name, messaging.DeliveryTool)
+		}
+		if s.Name == protocol.ToolSpawnSubtask {
+			return 0, fmt.Errorf("tool %d: '%s' is the daemon's: multi.subtask lends it to the main agent's proposals while it runs; register your tool under another name", i, s.Name)
 		}
 		if strings.HasPrefix(s.Name, DaemonToolPrefix) {
 			return 0, fmt.Errorf("tool %d: '%s' begins with %q, which names the tools of the daemon's MCP connectors; register it under another name", i, s.Name, DaemonToolPrefix)
@@ -258,8 +262,39 @@ func (r *ToolRegistry) Lookup(name string) (*Tool, bool) {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if t, ok := r.lent[name]; ok {
+		return t, true
+	}
 	t, ok := r.tools[name]
 	return t, ok
+}
+
+// Lend gives this session a tool the daemon runs (exec), named by a name a
+// client cannot register, until release is called; source says where it
+// comes from in tools.list and events. A name already lent is refused:
+// one lender at a time.
+func (r *ToolRegistry) Lend(s protocol.ToolSchema, source string, exec ToolExecutor) (release func(), err error) {
+	t, err := compileTool(s, r.limits)
+	if err != nil {
+		return nil, err
+	}
+	t.exec, t.source = exec, source
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.lent[s.Name]; ok {
+		return nil, fmt.Errorf("'%s' is lent to a %s already running on this connection: run one at a time", s.Name, source)
+	}
+	if r.lent == nil {
+		r.lent = map[string]*Tool{}
+	}
+	r.lent[s.Name] = t
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.lent[s.Name] == t {
+			delete(r.lent, s.Name)
+		}
+	}, nil
 }
 
 // List returns every schema, sorted by name so two listings can be diffed.
@@ -269,6 +304,9 @@ func (r *ToolRegistry) List() []protocol.ToolSchema {
 	out = append(out, builtinMessaging.Schema)
 	for _, t := range r.tools {
 		out = append(out, t.Schema)
+	}
+	for _, t := range r.lent {
+		out = append(out, t.listed())
 	}
 	r.mu.RUnlock()
 	out = append(out, r.daemon.List()...)

@@ -185,6 +185,14 @@ func validateStatically(g *graph, tools *ToolRegistry) {
 // applies the effects of actions that cannot run, so one defect does not
 // bury the others under knock-on findings.
 func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegistry, maxActions int) VerifyResult {
+	return verify(p, initial, tools, maxActions, true)
+}
+
+// verify is Verify; without warnings it leaves out the two checks that
+// only ever warn (write_conflicts, whose reachability costs more than the
+// proposal's size, and loop_detection), reporting them as not run: the
+// validity is the same, and its cost linear in the proposal.
+func verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegistry, maxActions int, warnings bool) VerifyResult {
 	g := buildGraph(p.Actions)
 	res := VerifyResult{Issues: []protocol.VerifyIssue{}, Conflicts: [][3]string{}}
 	checks := map[string]*protocol.CheckRecord{}
@@ -281,51 +289,11 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 	}
 	res.SimulatedState = state
 
-	// Writers of a key are compared with the next writer in execution order:
-	// if every such pair is ordered, all writes of the key are. Reporting
-	// consecutive pairs keeps the output linear in the number of writers.
-	conf := check("write_conflicts", "no two actions write one state key without an ordering between them", "writes made by tools beyond their declared effects", TierDecision, true)
-	position := make([]int, len(p.Actions))
-	for pos, i := range append(sorted, rejected...) {
-		position[i] = pos
-	}
-	var shared []int // the actions that write a key some other action writes too
-	for _, ws := range writers {
-		if len(ws) > 1 {
-			shared = append(shared, ws...)
-		}
-	}
-	reach := newReachability(g, shared)
-	for _, k := range jsonvalue.SortedKeys(writers) {
-		ws := append([]int(nil), writers[k]...)
-		sort.Slice(ws, func(x, y int) bool { return position[ws[x]] < position[ws[y]] })
-		for x := 0; x+1 < len(ws); x++ {
-			a, b := ws[x], ws[x+1]
-			if !reach.reaches(a, b) && !reach.reaches(b, a) {
-				res.Conflicts = append(res.Conflicts, [3]string{p.Actions[a].ID, p.Actions[b].ID, k})
-				add(conf, p.Actions[b].ID, "warning", fmt.Sprintf("writes '%s' with no ordering against action '%s', which writes it too", k, p.Actions[a].ID))
-			}
-		}
-	}
-
-	loop := check("loop_detection", "no tool is called three or more times with identical parameters", "whether repeated calls are a runaway loop or a legitimate poll", TierHeuristic, true)
-	seen := map[string][]string{}
-	var sigs []string
-	for i := range p.Actions {
-		a := &p.Actions[i]
-		if a.Type != protocol.ActionToolCall {
-			continue
-		}
-		sig := a.Tool + "\x00" + string(jsonvalue.Canonical(a.Parameters))
-		if _, ok := seen[sig]; !ok {
-			sigs = append(sigs, sig)
-		}
-		seen[sig] = append(seen[sig], a.ID)
-	}
-	for _, sig := range sigs {
-		if ids := seen[sig]; len(ids) >= 3 {
-			add(loop, ids[len(ids)-1], "warning", fmt.Sprintf("tool '%s' is called %d times with identical parameters (%s): a runaway loop?", strings.SplitN(sig, "\x00", 2)[0], len(ids), strings.Join(ids, ", ")))
-		}
+	conf := check("write_conflicts", "no two actions write one state key without an ordering between them", "writes made by tools beyond their declared effects", TierDecision, warnings)
+	loop := check("loop_detection", "no tool is called three or more times with identical parameters", "whether repeated calls are a runaway loop or a legitimate poll", TierHeuristic, warnings)
+	if warnings {
+		findConflicts(p, g, sorted, rejected, writers, &res, func(actionID, msg string) { add(conf, actionID, "warning", msg) })
+		findLoops(p, func(actionID, msg string) { add(loop, actionID, "warning", msg) })
 	}
 
 	res.ExecutionLevels = g.levels()
@@ -373,6 +341,58 @@ func Verify(p *protocol.ActionProposal, initial map[string]any, tools *ToolRegis
 		}
 	}
 	return res
+}
+
+// findConflicts reports writers of one key with no ordering between them.
+// Writers of a key are compared with the next writer in execution order:
+// if every such pair is ordered, all writes of the key are. Reporting
+// consecutive pairs keeps the output linear in the number of writers.
+func findConflicts(p *protocol.ActionProposal, g *graph, sorted, rejected []int, writers map[string][]int, res *VerifyResult, warn func(actionID, msg string)) {
+	position := make([]int, len(p.Actions))
+	for pos, i := range append(sorted, rejected...) {
+		position[i] = pos
+	}
+	var shared []int // the actions that write a key some other action writes too
+	for _, ws := range writers {
+		if len(ws) > 1 {
+			shared = append(shared, ws...)
+		}
+	}
+	reach := newReachability(g, shared)
+	for _, k := range jsonvalue.SortedKeys(writers) {
+		ws := append([]int(nil), writers[k]...)
+		sort.Slice(ws, func(x, y int) bool { return position[ws[x]] < position[ws[y]] })
+		for x := 0; x+1 < len(ws); x++ {
+			a, b := ws[x], ws[x+1]
+			if !reach.reaches(a, b) && !reach.reaches(b, a) {
+				res.Conflicts = append(res.Conflicts, [3]string{p.Actions[a].ID, p.Actions[b].ID, k})
+				warn(p.Actions[b].ID, fmt.Sprintf("writes '%s' with no ordering against action '%s', which writes it too", k, p.Actions[a].ID))
+			}
+		}
+	}
+}
+
+// findLoops reports a tool called three or more times with identical
+// parameters.
+func findLoops(p *protocol.ActionProposal, warn func(actionID, msg string)) {
+	seen := map[string][]string{}
+	var sigs []string
+	for i := range p.Actions {
+		a := &p.Actions[i]
+		if a.Type != protocol.ActionToolCall {
+			continue
+		}
+		sig := a.Tool + "\x00" + string(jsonvalue.Canonical(a.Parameters))
+		if _, ok := seen[sig]; !ok {
+			sigs = append(sigs, sig)
+		}
+		seen[sig] = append(seen[sig], a.ID)
+	}
+	for _, sig := range sigs {
+		if ids := seen[sig]; len(ids) >= 3 {
+			warn(ids[len(ids)-1], fmt.Sprintf("tool '%s' is called %d times with identical parameters (%s): a runaway loop?", strings.SplitN(sig, "\x00", 2)[0], len(ids), strings.Join(ids, ", ")))
+		}
+	}
 }
 
 func actionIDs(p *protocol.ActionProposal, idx []int) string {

@@ -676,3 +676,29 @@ func TestAnIdempotencyKeyAnswersTheRepeat(t *testing.T) {
 		t.Fatalf("another principal's call with the key answered %q after %d runs; want its own run", other, f.read.calls.Load())
 	}
 }
+
+// TestACallPassesTheIntentGate: an MCP tools/call is a proposal of one
+// action, so the operator's intent judges it as any proposal: a forbidden
+// tool is a tool error naming the intent, and never runs.
+func TestACallPassesTheIntentGate(t *testing.T) {
+	f := start(t, Options{})
+	f.rt.SetOperatorIntent(&engine.WorkIntent{Intent: "read only", ForbiddenTools: []string{"mcp_fake_write"}})
+	cs := f.mustConnect(t, plainToken)
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_fake_write", Arguments: map[string]any{"path": "a.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(res), "intent gate refused the proposal") || !strings.Contains(text(res), "tool 'mcp_fake_write' is forbidden by the operator's intent") {
+		t.Fatalf("a forbidden tool: %+v %q, want isError naming the intent", res, text(res))
+	}
+	if n := f.write.calls.Load(); n != 0 {
+		t.Fatalf("the forbidden tool ran %d times", n)
+	}
+	if ev := f.rt.Events.Query(engine.EventQuery{Kinds: []engine.EventKind{engine.EventIntentViolation}}); len(ev) != 1 || ev[0].Data["tool"] != "mcp_fake_write" {
+		t.Fatalf("intent_violation events: %+v", ev)
+	}
+	res, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp_fake_read", Arguments: map[string]any{"path": "a.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("a tool in intent: %+v %v", res, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/rpc"
+	"github.com/parslee-ai/car-server/internal/tracing"
 )
 
 // TierMetaKey is the _meta key of a listed tool that holds car-server's
@@ -107,7 +108,9 @@ func rawSchema(raw json.RawMessage) any {
 	return raw
 }
 
-// callTool runs one call through the daemon (rpc.MCPSession.Call). A
+// callTool runs one call through the daemon (rpc.MCPSession.Call), with
+// the idempotency key and the W3C Trace Context (_meta.traceparent and
+// tracestate, as MCP carries them) the request's _meta names. A
 // refusal by a gate, a failure, a timeout and a rejected approval are the
 // tool's error (isError), worded by the daemon; an unknown tool and a call
 // over the bound are JSON-RPC errors.
@@ -134,8 +137,11 @@ func (s *Server) callTool(ctx context.Context, se *session, req *mcp.CallToolReq
 			}(step)
 		}
 	}
-	idemKey, _ := req.Params.Meta[IdempotencyKeyMetaKey].(string)
-	out, err := se.rpc.Call(ctx, name, req.Params.Arguments, idemKey, waiting)
+	call := rpc.MCPCall{Tool: name, Args: req.Params.Arguments, Waiting: waiting}
+	call.IdempotencyKey, _ = req.Params.Meta[IdempotencyKeyMetaKey].(string)
+	call.Trace.Traceparent, _ = req.Params.Meta[tracing.TraceparentKey].(string)
+	call.Trace.Tracestate, _ = req.Params.Meta[tracing.TracestateKey].(string)
+	out, err := se.rpc.Call(ctx, call)
 	if errors.Is(err, rpc.ErrMCPUnknownTool) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}

@@ -37,21 +37,31 @@ func (c *Coordinator) Spend() Spend { return c.budget.snapshot() }
 // run runs one agent: budget, concurrency slot, the runner, strict decoding.
 // It never fails: problems become the output's error.
 func (c *Coordinator) run(ctx context.Context, spec AgentSpec, task string) AgentOutput {
+	return c.runAgent(ctx, spec, task, true)
+}
+
+// runAgent is run; an agent not counted (multi.subtask's main agent, which
+// waits on its sub-agents) takes no slot, is not admitted by the budget
+// and is not counted in spend.agents; its reported spend still counts.
+func (c *Coordinator) runAgent(ctx context.Context, spec AgentSpec, task string, counted bool) AgentOutput {
 	if err := ctx.Err(); err != nil {
 		return failedOutput(spec.Name, "not started: "+context.Cause(ctx).Error())
 	}
-	// Take a slot first, then ask the budget: an agent is admitted against
-	// what the agents before it actually spent, not against an empty tally.
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return failedOutput(spec.Name, "not started: "+context.Cause(ctx).Error())
-	}
-	defer func() { <-c.sem }()
-	if err := c.budget.admit(); err != nil {
-		out := failedOutput(spec.Name, err.Error())
-		c.observe(out)
-		return out
+	if counted {
+		// Take a slot first, then ask the budget: an agent is admitted
+		// against what the agents before it actually spent, not against an
+		// empty tally.
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return failedOutput(spec.Name, "not started: "+context.Cause(ctx).Error())
+		}
+		defer func() { <-c.sem }()
+		if err := c.budget.admit(); err != nil {
+			out := failedOutput(spec.Name, err.Error())
+			c.observe(out)
+			return out
+		}
 	}
 	raw, err := c.runner.RunAgent(ctx, spec, task)
 	var out AgentOutput

@@ -108,6 +108,10 @@ var methodAccess = map[string]access{
 
 	protocol.MethodProposalSubmit: accessAny,
 	protocol.MethodProposalCancel: accessAny,
+	// A candidate runs through proposal.submit's gates; scoring reads
+	// what verify and tools.feedback would show this connection.
+	protocol.MethodProposalScore: accessAny,
+	protocol.MethodProposalPlan:  accessAny,
 
 	protocol.MethodReplanSetConfig:  accessAny,
 	protocol.MethodSessionBudgetSet: accessAny,
@@ -118,6 +122,9 @@ var methodAccess = map[string]access{
 	protocol.MethodMultiMapReduce:  accessAny,
 	protocol.MethodMultiVote:       accessAny,
 	protocol.MethodMultiTournament: accessAny,
+	// spawn_subtask calls are tool calls in the caller's own proposals,
+	// under every gate.
+	protocol.MethodMultiSubtask: accessAny,
 
 	protocol.MethodVerify:           accessAny,
 	protocol.MethodSimulate:         accessAny,

@@ -37,6 +37,7 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		InvocationMode: call.Mode,
 		Handle:         call.Handle,
 		AgentID:        c.agentID(),
+		Fence:          call.Fence,
 	}
 	if c.srv.opts.Tracer != nil {
 		params.Meta = toolCallTrace(ctx, id)
@@ -127,6 +128,13 @@ func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error
 	str("agent_id", p.AgentID, true)
 	str("invocation_mode", p.InvocationMode, true)
 	str("handle", p.Handle, true)
+	if f := p.Fence; f != nil {
+		buf = append(buf, `,"fence":{"key":`...)
+		buf = jsonvalue.AppendString(buf, f.Key)
+		buf = append(buf, `,"epoch":`...)
+		buf = strconv.AppendUint(buf, f.Epoch, 10)
+		buf = append(buf, '}')
+	}
 	if m := p.Meta; m != nil {
 		buf = append(buf, `,"_meta":{`...)
 		if m.Traceparent != "" {

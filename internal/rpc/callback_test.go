@@ -23,6 +23,8 @@ func TestToolExecuteParamsEncodeAsMarshal(t *testing.T) {
 		{ActionID: "a", Meta: &protocol.TraceMeta{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 		{ActionID: "a", Meta: &protocol.TraceMeta{Tracestate: "only"}},
 		{ActionID: "a", Meta: &protocol.TraceMeta{}},
+		{ActionID: "a", Fence: &protocol.Fence{Key: "idem-<3>\"", Epoch: 1<<64 - 1}},
+		{ActionID: "a", Fence: &protocol.Fence{}, Meta: &protocol.TraceMeta{Tracestate: "t"}},
 	} {
 		want, err := json.Marshal(p)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
 	"github.com/parslee-ai/car-server/internal/streams"
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -353,8 +354,9 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 		// The handler sets its deadline itself, once its params are decoded.
 		ctx, cancel = context.WithCancel(parent)
 	}
+	var logTrace *requestTrace
 	if c.srv.opts.Tracer != nil {
-		ctx = clientTraceContext(ctx, req.Params)
+		ctx, logTrace = withRequestTrace(clientTraceContext(ctx, req.Params))
 	}
 	res, err := m.handle(c, ctx, req.Params)
 	deadlineHit := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -364,6 +366,9 @@ func (c *conn) serve(req *jsonrpc2.Request) (any, error) {
 	}
 	metrics.Requests.WithLabelValues(req.Method, errorCode(err)).Inc()
 	fields := []zap.Field{zap.String("method", req.Method), zap.Float64("duration_ms", engine.MsSince(start))}
+	if logTrace != nil {
+		fields = append(fields, tracing.LogFields(logTrace.sc)...)
+	}
 	if err != nil {
 		c.log.Info("request failed", append(fields, zap.String("error", err.Error()))...)
 	} else {

@@ -121,8 +121,16 @@ func TestTrustedOverwriteClearsTaintAndTaintClearIsTheHostRoles(t *testing.T) {
 	ts := integrityServer(t)
 	tb := newToolbox(t, ts, integrityTools())
 	tb.submit(t, proposal(toolCall("f", "web_fetch", nil), stateWrite("w", "page", "$f.output"), stateWrite("w2", "page2", "$f.output")))
-	tb.submit(t, proposal(stateWrite("t", "page", "written by a person")))
+	// The connection that received web_fetch's output is no trusted
+	// writer: its overwrite keeps the key tainted.
+	tb.submit(t, proposal(stateWrite("t", "page", "rewritten by the same agent")))
 	var tainted protocol.TaintListResult
+	mustCall(t, tb, protocol.MethodTaintList, map[string]any{"keys": []string{"page"}}, &tainted)
+	if len(tainted.Tainted) != 1 || !strings.Contains(tainted.Tainted[0].Origin, "which had received tainted data") {
+		t.Fatalf("after an overwrite by the tainted connection: %+v", tainted)
+	}
+	person := newToolbox(t, ts, integrityTools())
+	person.submit(t, proposal(stateWrite("t", "page", "written by a person")))
 	mustCall(t, tb, protocol.MethodTaintList, nil, &tainted)
 	if len(tainted.Tainted) != 1 || tainted.Tainted[0].Key != "page2" {
 		t.Fatalf("after a trusted overwrite: %+v", tainted)

@@ -14,6 +14,7 @@ import (
 	"github.com/parslee-ai/car-server/internal/agents"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/host"
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -212,16 +213,31 @@ type MCPOutcome struct {
 	ProposalID string
 }
 
-// Call runs tool with args (a JSON object, or empty) as a one-action
-// proposal under the session's principal, through every gate a
-// proposal.submit passes. waiting, when set, hears each approval the call
-// waits for. A tool that is not a daemon tool is ErrMCPUnknownTool; every
-// other refusal is an outcome with IsError and the daemon's message.
-//
-// idemKey, when not empty, makes the call idempotent under that key, as
-// metadata.idempotency_key does an action (scoped by principal, tenant and
-// tool): a repeat with the same key is answered with the first result.
-func (m *MCPSession) Call(ctx context.Context, tool string, args json.RawMessage, idemKey string, waiting func(MCPWaiting)) (MCPOutcome, error) {
+// MCPCall is one tools/call, as the endpoint read it.
+type MCPCall struct {
+	Tool string
+	Args json.RawMessage // a JSON object, or empty
+	// IdempotencyKey, when not empty, makes the call idempotent under that
+	// key, as metadata.idempotency_key does an action (scoped by
+	// principal, tenant and tool): a repeat with the same key is answered
+	// with the first result.
+	IdempotencyKey string
+	// Trace is the caller's W3C Trace Context from the request's _meta:
+	// with tracing on, the call's proposal span is a child of that span.
+	Trace protocol.TraceMeta
+	// Waiting, when set, hears each approval the call waits for.
+	Waiting func(MCPWaiting)
+}
+
+// Call runs one call as a one-action proposal under the session's
+// principal, through every gate a proposal.submit passes. A tool that is
+// not a daemon tool is ErrMCPUnknownTool; every other refusal is an
+// outcome with IsError and the daemon's message.
+func (m *MCPSession) Call(ctx context.Context, call MCPCall) (MCPOutcome, error) {
+	tool, args, idemKey, waiting := call.Tool, call.Args, call.IdempotencyKey, call.Waiting
+	if m.srv.opts.Tracer != nil {
+		ctx = tracing.Extract(ctx, call.Trace.Traceparent, call.Trace.Tracestate)
+	}
 	if _, ok := m.srv.rt.DaemonTool(tool); !ok {
 		return MCPOutcome{}, fmt.Errorf("%w '%s': tools/list names the tools this endpoint serves (a connector's tool is served once enabled: connectors.enable_tools)", ErrMCPUnknownTool, tool)
 	}

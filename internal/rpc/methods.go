@@ -67,6 +67,8 @@ func init() {
 
 		protocol.MethodProposalSubmit: {handle: (*conn).proposalSubmit, budgeted: true, followsClient: true},
 		protocol.MethodProposalCancel: {handle: (*conn).proposalCancel},
+		protocol.MethodProposalScore:  {handle: (*conn).proposalScore},
+		protocol.MethodProposalPlan:   {handle: (*conn).proposalPlan, budgeted: true, followsClient: true},
 
 		protocol.MethodReplanSetConfig:  {handle: (*conn).replanSetConfig},
 		protocol.MethodSessionBudgetSet: {handle: (*conn).sessionBudgetSet},
@@ -77,6 +79,7 @@ func init() {
 		protocol.MethodMultiMapReduce:  {handle: (*conn).multiMapReduce, followsClient: true},
 		protocol.MethodMultiVote:       {handle: (*conn).multiVote, followsClient: true},
 		protocol.MethodMultiTournament: {handle: (*conn).multiTournament, followsClient: true},
+		protocol.MethodMultiSubtask:    {handle: (*conn).multiSubtask, followsClient: true},
 
 		protocol.MethodVerify:           {handle: (*conn).verify},
 		protocol.MethodSimulate:         {handle: (*conn).simulate},

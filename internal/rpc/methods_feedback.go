@@ -60,10 +60,12 @@ func (c *conn) toolsFeedback(ctx context.Context, params *json.RawMessage) (any,
 	return protocol.ToolsFeedbackResult{Tools: fb, WindowDays: window}, nil
 }
 
-// observedRates are the feedback figures verify.monte_carlo draws from:
-// nil when the daemon keeps no trajectories.
-func (c *conn) observedRates(ctx context.Context, windowDays *int, tools []string) (*engine.ObservedRates, error) {
-	window, err := c.feedbackWindow("rate_window_days", windowDays)
+// observedRates are the feedback figures of tools that method
+// (verify.monte_carlo, proposal.plan, proposal.score) draws from, over the
+// window its param windowName gave: nil when the daemon keeps no
+// trajectories.
+func (c *conn) observedRates(ctx context.Context, method, windowName string, windowDays *int, tools []string) (*engine.ObservedRates, error) {
+	window, err := c.feedbackWindow(windowName, windowDays)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func (c *conn) observedRates(ctx context.Context, windowDays *int, tools []strin
 		return nil, nil
 	}
 	if err != nil {
-		return nil, internalError("verify.monte_carlo: reading tool feedback: %v", err)
+		return nil, internalError("%s: reading tool feedback: %v", method, err)
 	}
 	obs := &engine.ObservedRates{Window: window, Tools: map[string]protocol.ToolFeedback{}}
 	for _, f := range fb {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/sourcegraph/jsonrpc2"
+
 	"github.com/parslee-ai/car-server/internal/engine"
+	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -57,7 +60,7 @@ func (c *conn) intentClear(context.Context, *json.RawMessage) (any, error) {
 	return c.intentState(), nil
 }
 
-func (c *conn) taintList(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) taintList(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.TaintListParams
 	if err := optionalParams(params, &p, taintListShape); err != nil {
 		return nil, err
@@ -65,9 +68,9 @@ func (c *conn) taintList(_ context.Context, params *json.RawMessage) (any, error
 	if err := c.mayUseTenant(protocol.MethodTaintList, p.TenantID); err != nil {
 		return nil, err
 	}
-	list, err := c.srv.rt.TaintList(p.TenantID, p.Keys)
+	list, err := c.srv.rt.TaintList(ctx, p.TenantID, p.Keys)
 	if err != nil {
-		return nil, invalidParams("taint.list: %v", err)
+		return nil, taintError(protocol.MethodTaintList, "nothing was read", err)
 	}
 	// Keys outside the connection's capability set are left out, as
 	// state.keys leaves them out.
@@ -81,16 +84,25 @@ func (c *conn) taintList(_ context.Context, params *json.RawMessage) (any, error
 	return protocol.TaintListResult{Tainted: visible}, nil
 }
 
-func (c *conn) taintClear(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) taintClear(ctx context.Context, params *json.RawMessage) (any, error) {
 	var p protocol.TaintClearParams
 	if err := decodeParams(params, &p, taintClearShape); err != nil {
 		return nil, err
 	}
-	cleared, err := c.srv.rt.TaintClear(p.TenantID, p.Keys, c.sess.ID)
+	cleared, err := c.srv.rt.TaintClear(ctx, p.TenantID, p.Keys, c.sess.ID)
 	if err != nil {
-		return nil, invalidParams("taint.clear: %v", err)
+		return nil, taintError(protocol.MethodTaintClear, "no taint was cleared", err)
 	}
 	return protocol.TaintClearResult{Cleared: cleared}, nil
+}
+
+// taintError is a bad request for what the caller asked, a store error for
+// a ledger that did not answer.
+func taintError(method, outcome string, err error) *jsonrpc2.Error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return storeError(method, outcome, err)
+	}
+	return invalidParams("%s: %v", method, err)
 }
 
 // transactionCheckSet sets this connection's mode. Anyone may make the

@@ -56,13 +56,22 @@ func (r agentRunner) RunAgent(ctx context.Context, spec multi.AgentSpec, task st
 	return nil, err
 }
 
-// coordinate decodes params into P, runs shape with a fresh coordinator and
-// records each agent run as an event.
-func coordinate[P any, R any](c *conn, ctx context.Context, method string, params *json.RawMessage, shape string,
+// coordinate decodes params into P, puts its agents' tools through the
+// intent gate, runs shape with a fresh coordinator and records each agent
+// run as an event.
+func coordinate[P interface{ Specs() []multi.AgentSpec }, R any](c *conn, ctx context.Context, method string, params *json.RawMessage, shape string,
 	budgetOf func(*P) *multi.BudgetLimits, run func(*multi.Coordinator, context.Context, P) (R, error)) (any, error) {
 	var p P
 	if err := decodeParams(params, &p, shape); err != nil {
 		return nil, err
+	}
+	// The intent gate judges the agents' tools before any agent runs.
+	if err := c.srv.rt.AdmitAgents(ctx, c.sess, method, p.Specs()); err != nil {
+		var limit *engine.LimitError
+		if errors.As(err, &limit) {
+			return nil, invalidParams("%v", err)
+		}
+		return nil, rpcError(protocol.CodeApprovalDenied, "%s: %v", method, err)
 	}
 	co := multi.New(agentRunner{c}, budgetOf(&p), agentConcurrency, func(o multi.AgentOutput) {
 		data := map[string]any{"method": method, "agent": o.Name, "turns": o.Turns, "tool_calls": o.ToolCalls, "duration_ms": o.DurationMs}
@@ -121,4 +130,48 @@ func (c *conn) multiVote(ctx context.Context, params *json.RawMessage) (any, err
 func (c *conn) multiTournament(ctx context.Context, params *json.RawMessage) (any, error) {
 	return coordinate(c, ctx, protocol.MethodMultiTournament, params, "{competitors: AgentSpec[], judge: AgentSpec, task, budget?}",
 		func(p *multi.TournamentParams) *multi.BudgetLimits { return p.Budget }, (*multi.Coordinator).Tournament)
+}
+
+func (c *conn) multiSubtask(ctx context.Context, params *json.RawMessage) (any, error) {
+	return coordinate(c, ctx, protocol.MethodMultiSubtask, params, "{main: "+agentShape+", task, budget?}",
+		func(p *multi.SubtaskParams) *multi.BudgetLimits { return p.Budget },
+		func(co *multi.Coordinator, ctx context.Context, p multi.SubtaskParams) (multi.SubtaskResult, error) {
+			return co.Subtask(ctx, p, c.lendSpawnSubtask)
+		})
+}
+
+// lendSpawnSubtask lends spawn_subtask to this connection's proposals while
+// a multi.subtask runs: the engine runs each call through spawnExecutor,
+// after every gate, like any tool call.
+func (c *conn) lendSpawnSubtask(schema protocol.ToolSchema, sp *multi.Spawner) (func(), error) {
+	return c.sess.Tools.Lend(schema, protocol.MethodMultiSubtask, spawnExecutor{sp})
+}
+
+// spawnExecutor runs spawn_subtask calls as sub-agents.
+type spawnExecutor struct{ sp *multi.Spawner }
+
+func (e spawnExecutor) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, error) {
+	raw, err := json.Marshal(call.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var req protocol.SpawnSubtaskParams
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, fmt.Errorf("%s: parameters must be {name, task, tools, system_prompt?, max_turns?, metadata?}: %v", protocol.ToolSpawnSubtask, err)
+	}
+	out, err := e.sp.Spawn(ctx, call.ProposalID, call.ActionID, req)
+	if err != nil {
+		return nil, err
+	}
+	// The output as a JSON value, so that references into it
+	// ($id.output.answer) resolve as into any tool's.
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

@@ -74,7 +74,7 @@ func (c *conn) permissionClassify(_ context.Context, params *json.RawMessage) (a
 	return res, nil
 }
 
-func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (any, error) {
+func (c *conn) permissionEvaluate(ctx context.Context, params *json.RawMessage) (any, error) {
 	prop, err := c.decodeProposalParam(params, protocol.MethodPermissionEvaluate)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,9 @@ func (c *conn) permissionEvaluate(_ context.Context, params *json.RawMessage) (a
 	for i, r := range rows {
 		res.Decisions[i] = permissionDecision(r)
 	}
-	res.Intent = c.srv.rt.EvaluateIntent(prop, c.sess, "")
+	if res.Intent, err = c.srv.rt.EvaluateIntent(ctx, prop, c.sess, ""); err != nil {
+		return nil, storeError(protocol.MethodPermissionEvaluate, "nothing was evaluated", err)
+	}
 	return res, nil
 }
 

@@ -31,15 +31,11 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 	if len(prop.FieldWarnings) > 0 && (prop.Strict || c.srv.opts.StrictFields) {
 		return nil, invalidParams("%v", protocol.StrictFieldsError(prop.FieldWarnings))
 	}
-	var tenant string
-	if p.Scope != nil {
-		tenant = p.Scope.TenantID
-	}
+	tenant := scopeTenant(p.Scope)
 	if err := c.mayUseTenant(protocol.MethodProposalSubmit, tenant); err != nil {
 		return nil, err
 	}
-	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: p.SessionID, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
-	sub.Tenant = tenant
+	sub := c.submission(prop, p.SessionID, p.Scope)
 	rec := engine.Recovery{Replanner: c, Timeout: c.attemptTimeout}
 	if cfg := c.replan.Load(); cfg != nil {
 		rec.Config = *cfg
@@ -48,18 +44,48 @@ func (c *conn) proposalSubmit(ctx context.Context, params *json.RawMessage) (any
 		rec.Config.MaxReplans = int(c.srv.rt.Harness().PlanningMaxReplans)
 	}
 	res, err := c.srv.rt.Execute(ctx, sub, rec)
-	var deadline *engine.DeadlineError
-	if errors.As(err, &deadline) {
-		return nil, deadlineError(protocol.MethodProposalSubmit, deadline.Timeout)
+	if c.srv.opts.Tracer != nil {
+		noteRequestSpan(ctx, sub.SpanContext()) // the request's log line names the proposal's span
 	}
-	var limit *engine.LimitError
-	if errors.As(err, &limit) {
-		return nil, invalidParams("%v", err)
+	if err != nil {
+		return nil, executeError(protocol.MethodProposalSubmit, err)
 	}
 	if res != nil {
 		res.Warnings = slices.Concat(prop.FieldWarnings, res.Warnings)
 	}
 	return res, err
+}
+
+// scopeTenant is the tenant a RuntimeScope names ("": the default).
+func scopeTenant(scope *protocol.RuntimeScope) string {
+	if scope == nil {
+		return ""
+	}
+	return scope.TenantID
+}
+
+// submission is a proposal as this connection submits it: in its session,
+// as its agent, under the policy sub-session and the scope given, with its
+// run recorder and cost budget. proposal.submit and proposal.plan build
+// every run this way.
+func (c *conn) submission(prop *protocol.ActionProposal, policySession string, scope *protocol.RuntimeScope) *engine.Submission {
+	sub := &engine.Submission{Proposal: prop, Session: c.sess, PolicySession: policySession, Agent: c.agentID(), Recorder: c.recorder(), Budget: c.budgetMeter()}
+	sub.Tenant = scopeTenant(scope)
+	return sub
+}
+
+// executeError is the reply to a proposal Execute refused (over a limit) or
+// cut off (past its deadline).
+func executeError(method string, err error) error {
+	var deadline *engine.DeadlineError
+	if errors.As(err, &deadline) {
+		return deadlineError(method, deadline.Timeout)
+	}
+	var limit *engine.LimitError
+	if errors.As(err, &limit) {
+		return invalidParams("%v", err)
+	}
+	return err
 }
 
 // splitSubmit reads proposal.submit's params in one walk, the proposal left

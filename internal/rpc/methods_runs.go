@@ -368,6 +368,9 @@ func (c *conn) runsGetTrace(ctx context.Context, params *json.RawMessage) (any, 
 	return protocol.RunsGetTraceResult{AgentID: agent, Cursor: &p.Cursor, Records: wireRecords(recs), RunID: p.RunID}, nil
 }
 
+// A run's recorder names its run, so the proposal's spans carry the run id.
+var _ engine.RunNamer = (*runs.Recorder)(nil)
+
 // recorder is the turn recorder of the connection's current run, or nil.
 func (c *conn) recorder() engine.TurnRecorder {
 	st := c.srv.opts.Runs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/protocol"
@@ -39,15 +40,23 @@ func (c *conn) stateGet(ctx context.Context, params *json.RawMessage) (any, erro
 		if err != nil {
 			return nil, storeError("state.get", "nothing was read", err)
 		}
+		if err := c.srv.rt.NoteStateRead(ctx, c.sess, p.TenantID, []string{p.Key}); err != nil {
+			return nil, storeError("state.get", "nothing was read", err)
+		}
 		raw, err := json.Marshal(v)
 		if err != nil {
 			return nil, internalError("state.get: the value of '%s' cannot be encoded: %v", p.Key, err)
 		}
 		return protocol.StateVersioned{Value: raw, Version: version}, nil
 	}
-	v, _, err := c.srv.rt.State.Get(ctx, p.TenantID, p.Key)
+	v, ok, err := c.srv.rt.State.Get(ctx, p.TenantID, p.Key)
 	if err != nil {
 		return nil, storeError("state.get", "nothing was read", err)
+	}
+	if ok {
+		if err := c.srv.rt.NoteStateRead(ctx, c.sess, p.TenantID, []string{p.Key}); err != nil {
+			return nil, storeError("state.get", "nothing was read", err)
+		}
 	}
 	return v, nil
 }
@@ -82,7 +91,7 @@ func (c *conn) stateSet(ctx context.Context, params *json.RawMessage) (any, erro
 	if err != nil {
 		return nil, invalidParams("param 'value' is not valid JSON: %v", err)
 	}
-	if err := c.srv.rt.State.Set(ctx, p.TenantID, p.Key, v); err != nil {
+	if err := c.srv.rt.SetState(ctx, c.sess, p.TenantID, p.Key, v); err != nil {
 		var limit *engine.LimitError
 		if errors.As(err, &limit) {
 			return nil, invalidParams("%v", err)
@@ -120,10 +129,17 @@ func (c *conn) stateSnapshot(ctx context.Context, params *json.RawMessage) (any,
 		return nil, storeError("state.snapshot", "nothing was read", err)
 	}
 	caps := c.sess.Capabilities()
+	keys := make([]string, 0, len(snap))
 	for k := range snap {
 		if caps.AllowsKey(k) != nil {
 			delete(snap, k)
+		} else {
+			keys = append(keys, k)
 		}
+	}
+	slices.Sort(keys)
+	if err := c.srv.rt.NoteStateRead(ctx, c.sess, p.TenantID, keys); err != nil {
+		return nil, storeError("state.snapshot", "nothing was read", err)
 	}
 	return snap, nil
 }

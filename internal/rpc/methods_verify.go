@@ -48,7 +48,7 @@ func (c *conn) verify(ctx context.Context, params *json.RawMessage) (any, error)
 	}
 	res := engine.Verify(prop, state, c.sess.Tools, c.srv.rt.MaxActions())
 	c.srv.rt.VerifyFlow(&res, prop, c.sess)
-	c.srv.rt.VerifyIntent(&res, prop, c.sess, "")
+	c.srv.rt.VerifyIntent(ctx, &res, prop, c.sess, "")
 	c.srv.rt.VerifyTransactions(ctx, &res, prop, c.sess, "")
 	return res, nil
 }
@@ -106,7 +106,7 @@ func (c *conn) monteCarlo(ctx context.Context, params *json.RawMessage) (any, er
 			used = append(used, prop.Actions[i].Tool)
 		}
 	}
-	observed, err := c.observedRates(ctx, p.RateWindowDays, used)
+	observed, err := c.observedRates(ctx, protocol.MethodVerifyMonteCarlo, "rate_window_days", p.RateWindowDays, used)
 	if err != nil {
 		return nil, err
 	}

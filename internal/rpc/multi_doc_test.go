@@ -22,7 +22,7 @@ func TestMultiRepliesMatchTheDocument(t *testing.T) {
 		mu      sync.Mutex
 		callErr []error
 	)
-	c.HandleRequest(protocol.MethodMultiRunAgent, func(_ context.Context, raw json.RawMessage) (any, error) {
+	c.HandleRequest(protocol.MethodMultiRunAgent, func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var p protocol.RunAgentParams
 		err := json.Unmarshal(raw, &p)
 		mu.Lock()
@@ -38,6 +38,11 @@ func TestMultiRepliesMatchTheDocument(t *testing.T) {
 			return map[string]any{"name": p.Spec.Name, "answer": "x"}, nil // not an AgentOutput: the output says so
 		case p.Spec.Name == "judge":
 			return output(p.Spec.Name, "A", 0), nil
+		case p.Spec.Name == "lead": // multi.subtask's main agent spawns one sub-agent
+			if err := c.Call(ctx, protocol.MethodProposalSubmit, map[string]any{"proposal": map[string]any{"actions": []any{spawnCall("s", "helper", "search")}}}, nil); err != nil {
+				return nil, err
+			}
+			return output(p.Spec.Name, "led", 3), nil
 		case strings.HasPrefix(p.Spec.Name, "boss"):
 			return output(p.Spec.Name, "needs work", 0), nil
 		}
@@ -56,6 +61,7 @@ func TestMultiRepliesMatchTheDocument(t *testing.T) {
 		{protocol.MethodMultiMapReduce, map[string]any{"mapper": spec("m"), "reducer": spec("broken"), "items": []string{"x", "y"}, "task": "t"}, `"fell_back":true`},
 		{protocol.MethodMultiVote, map[string]any{"agents": specs("a", "b"), "task": "t", "synthesizer": spec("synth")}, `"votes":`},
 		{protocol.MethodMultiTournament, map[string]any{"competitors": specs("a", "b", "c"), "judge": spec("judge"), "task": "t"}, `"bye":true`},
+		{protocol.MethodMultiSubtask, map[string]any{"main": map[string]any{"name": "lead", "system_prompt": "", "tools": []string{"search"}, "max_turns": 2, "metadata": map[string]any{}}, "task": "t", "budget": budget}, `"subtasks":[{`},
 	}
 	for _, s := range steps {
 		var raw json.RawMessage

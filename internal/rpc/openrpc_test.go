@@ -360,6 +360,8 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		{method: protocol.MethodEventsSubscribe},
 		{method: protocol.MethodProposalSubmit, params: func() any { return map[string]any{"proposal": proposal} }},
 		{method: protocol.MethodProposalCancel, params: func() any { return map[string]any{"proposal_id": "none"} }},
+		{method: protocol.MethodProposalScore, params: func() any { return map[string]any{"candidates": []any{proposal}} }},
+		{method: protocol.MethodProposalPlan, params: func() any { return map[string]any{"candidates": []any{proposal}} }},
 		{method: protocol.MethodToolsStreamSubscribe},
 		{method: protocol.MethodProposalSubmit, params: func() any { return map[string]any{"proposal": streaming} },
 			after: func(raw json.RawMessage) { handle = streamHandle(t, raw) }},
@@ -480,6 +482,7 @@ func TestRepliesMatchTheDocument(t *testing.T) {
 		protocol.MethodMultiMapReduce:     "as multi.swarm",
 		protocol.MethodMultiVote:          "as multi.swarm",
 		protocol.MethodMultiTournament:    "as multi.swarm",
+		protocol.MethodMultiSubtask:       "as multi.swarm",
 		protocol.MethodConnectorsAddStdio: "runs a program; internal/connectors and cmd/car-server run real servers with it, and its reply is connectors.add's ConnectorStatus, checked here",
 	}
 	exercised := map[string]bool{protocol.MethodToolsStreamChunk: true} // sent by tail

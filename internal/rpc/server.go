@@ -61,14 +61,21 @@ type Options struct {
 	// MaxFeedbackTools bounds the tools one tools.feedback names or
 	// reports (engine.DefaultMaxTools, the max_tools setting).
 	MaxFeedbackTools int
-	MaxNotifyBytes   int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
-	MaxContextBytes  int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
-	FeedQueueBytes   int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
-	Version          string            // server_version reported by server.handshake
-	Runs             *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
-	AgentTokens      store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
-	Postures         *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
-	Leases           store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
+
+	// MaxPlanCandidates and MaxPlanActions bound one proposal.plan or
+	// proposal.score: the candidates, and their actions together
+	// (DefaultMaxPlanCandidates, engine.DefaultMaxActions).
+	MaxPlanCandidates int
+	MaxPlanActions    int
+
+	MaxNotifyBytes  int               // params of host.notify and host.set_status: the payload kept in the host event ring (256 KiB)
+	MaxContextBytes int               // params of host.request_approval (its context) and host.register_agent (its metadata) (64 KiB)
+	FeedQueueBytes  int64             // bytes of any live feed queued per subscriber before the oldest is dropped, besides FeedQueue (16 MiB)
+	Version         string            // server_version reported by server.handshake
+	Runs            *runs.Store       // run traces (runs.*); nil: the runs methods say they are off
+	AgentTokens     store.AgentTokens // the agents' token hashes; nil: no connection can bind an agent
+	Postures        *agents.Postures  // per-agent postures (agent_permissions.*); nil: those methods are off
+	Leases          store.Leases      // the agents' leases (lease.*); nil: those methods say they are off
 	// Lease bounds; zero takes the default (DefaultLease*).
 	LeaseDefaultTTL      time.Duration // ttl_ms absent
 	LeaseMinTTL          time.Duration // the shortest ttl_ms accepted
@@ -89,6 +96,9 @@ type Options struct {
 	// traceparent of its execute_tool span. Nil: off. The engine's spans
 	// take the same tracer through engine.Options.Tracer.
 	Tracer trace.Tracer
+	// TraceURL is the dashboard's link template to a proposal's trace
+	// (otel_trace_url), naming {trace_id}; "" shows the trace id only.
+	TraceURL string
 }
 
 // Approver roles (Options.ApproverRole).
@@ -110,6 +120,7 @@ const (
 	DefaultMaxNotifyBytes     = 256 << 10
 	DefaultMaxContextBytes    = 64 << 10
 	DefaultFeedQueueBytes     = 16 << 20
+	DefaultMaxPlanCandidates  = 16
 )
 
 func (o *Options) setDefaults() {
@@ -121,6 +132,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxFeedbackTools <= 0 {
 		o.MaxFeedbackTools = engine.DefaultMaxTools
+	}
+	if o.MaxPlanCandidates <= 0 {
+		o.MaxPlanCandidates = DefaultMaxPlanCandidates
+	}
+	if o.MaxPlanActions <= 0 {
+		o.MaxPlanActions = engine.DefaultMaxActions
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = DefaultMaxFrameBytes
@@ -231,7 +248,7 @@ func NewServer(rt *engine.Runtime, opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	s.mux.Handle("GET "+ui.Prefix, ui.Handler())
+	s.mux.Handle("GET "+ui.Prefix, ui.Handler(ui.Options{TraceURL: s.opts.TraceURL}))
 	s.mux.HandleFunc("/{$}", s.serveWebSocket)
 	return s
 }

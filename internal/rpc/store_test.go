@@ -143,6 +143,8 @@ func (c *flakyClaim) Commit(_ context.Context, out any) error {
 	return nil
 }
 
+func (*flakyClaim) Epoch() uint64 { return 1 }
+
 func (c *flakyClaim) Release() {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()

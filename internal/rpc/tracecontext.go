@@ -41,6 +41,29 @@ func clientTraceContext(ctx context.Context, params *json.RawMessage) context.Co
 	return tracing.Extract(ctx, top.Traceparent, top.Tracestate)
 }
 
+// requestTrace is the span a request's log line names: the client's span
+// from its trace context, or the span the request started (a proposal's),
+// once its handler noted it. Put in the request's context by serve, with
+// tracing on only.
+type requestTrace struct{ sc trace.SpanContext }
+
+type requestTraceKey struct{}
+
+// withRequestTrace returns ctx holding the request's log span, at first
+// the client's span in ctx.
+func withRequestTrace(ctx context.Context) (context.Context, *requestTrace) {
+	rt := &requestTrace{sc: trace.SpanContextFromContext(ctx)}
+	return context.WithValue(ctx, requestTraceKey{}, rt), rt
+}
+
+// noteRequestSpan makes sc the span the request's log line names, when
+// tracing holds a request trace in ctx and sc is a span.
+func noteRequestSpan(ctx context.Context, sc trace.SpanContext) {
+	if rt, ok := ctx.Value(requestTraceKey{}).(*requestTrace); ok && sc.IsValid() {
+		rt.sc = sc
+	}
+}
+
 // toolCallTrace is the _meta of a tools.execute: the traceparent of the
 // execute_tool span in ctx, which also records the callback's request id
 // (gen_ai.tool.call.id). Nil when ctx holds no span.

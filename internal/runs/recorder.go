@@ -23,6 +23,10 @@ type Recorder struct {
 // Recorder returns the recorder of a run.
 func (s *Store) Recorder(runID string) *Recorder { return &Recorder{s: s, runID: runID} }
 
+// RunID is the run the recorder appends to; the proposal's trace spans
+// carry it.
+func (r *Recorder) RunID() string { return r.runID }
+
 // RecordToolCall appends one tool call: its tool, parameters and output
 // (bounded like any turn), and, for an action a gate or policy rejected,
 // policy_rejected with the output carrying the reason.

@@ -44,6 +44,12 @@ import (
 // acknowledged on such an error: the write did not commit.
 var ErrUnavailable = errors.New("the shared store is unavailable")
 
+// ErrSuperseded is wrapped by the error of a Commit whose claim was
+// superseded: a later claim of the same key (a higher epoch) was taken
+// while its call ran. The result was not stored and must not be
+// acknowledged; the newer holder's result stands.
+var ErrSuperseded = errors.New("the idempotency claim was superseded by a newer claim of its key")
+
 // Wrap is how a caller reports an error of the store met while doing what:
 // the result wraps ErrUnavailable and err, and its message says once that
 // the store is unavailable. A nil err stays nil.
@@ -79,6 +85,10 @@ type Store struct {
 	// Harness keeps the daemon-wide harness config; nil: it lives in
 	// memory only and a restart forgets it.
 	Harness Harness
+	// Taint is the intent gate's taint ledger when the store shares it
+	// with a cluster; nil: the daemon keeps its own (the file backend's is
+	// $CAR_HOME/taint.jsonl).
+	Taint Taint
 	// Health is nil when the store is reachable, else an error wrapping
 	// ErrUnavailable; /healthz reports it.
 	Health func() error
@@ -140,7 +150,17 @@ type IdempotencyFlusher interface {
 
 // Claim is the right to dispatch one idempotent call. Exactly one of Commit
 // or Release ends it.
+//
+// Every claim carries an epoch, the key's fencing token: the store gives a
+// key's claims increasing epochs, 1 for its first, and never the same one
+// twice, across releases, rollbacks, take-overs and restarts. A claim is
+// superseded once a later claim of its key was taken (a take-over of a
+// lapsed claim on a shared store; a second Begin while it runs on the file
+// store). A superseded claim's Commit is refused with ErrSuperseded and
+// stores nothing: the newer holder's result is never overwritten.
 type Claim interface {
+	// Epoch is the claim's fencing token.
+	Epoch() uint64
 	// Commit stores the result durably; it returns after the commit, so an
 	// ack that follows it is never for a result a crash can lose (for an
 	// IdempotencyFlusher, an ack that follows its Flush). A Commit

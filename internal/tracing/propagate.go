@@ -7,6 +7,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// The names of the two W3C Trace Context fields, as keys of an MCP
+// request's _meta and as members of a JSON-RPC request's params.
+const (
+	TraceparentKey = "traceparent"
+	TracestateKey  = "tracestate"
+)
+
 // W3C Trace Context, as the wire carries it: traceparent and tracestate in
 // params._meta (as MCP does) or as top-level fields.
 var w3c propagation.TraceContext

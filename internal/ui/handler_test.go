@@ -9,7 +9,7 @@ import (
 )
 
 func TestEveryAssetCarriesTheSecurityHeaders(t *testing.T) {
-	h := Handler()
+	h := Handler(Options{})
 	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/style.css"} {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Host = "127.0.0.1:9100"
@@ -37,7 +37,7 @@ func TestAHostThatWouldBreakThePolicyIsRefused(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
 	req.Host = "evil; script-src *"
 	rec := httptest.NewRecorder()
-	Handler().ServeHTTP(rec, req)
+	Handler(Options{}).ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Security-Policy") != "" {
 		t.Fatalf("status %d, CSP %q", rec.Code, rec.Header().Get("Content-Security-Policy"))
 	}
@@ -70,5 +70,27 @@ func TestTheAssetsHoldNoInlineScriptOrHTMLInsertion(t *testing.T) {
 				t.Fatalf("%s uses %s", e.Name(), bad)
 			}
 		}
+	}
+}
+
+func TestThePageCarriesTheTraceLinkTemplateEscaped(t *testing.T) {
+	const tmpl = `http://127.0.0.1:16686/trace/{trace_id}?a="><script>x</script>`
+	for _, path := range []string{"/ui/", "/ui/index.html"} {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Host = "127.0.0.1:9100"
+		rec := httptest.NewRecorder()
+		Handler(Options{TraceURL: tmpl}).ServeHTTP(rec, req)
+		body := rec.Body.String()
+		want := `<meta name="car-trace-url" content="http://127.0.0.1:16686/trace/{trace_id}?a=&#34;&gt;&lt;script&gt;x&lt;/script&gt;">`
+		if rec.Code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "<script>x") || rec.Header().Get("Content-Security-Policy") == "" {
+			t.Fatalf("%s: status %d, CSP %q, page:\n%s", path, rec.Code, rec.Header().Get("Content-Security-Policy"), body)
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
+	req.Host = "127.0.0.1:9100"
+	rec := httptest.NewRecorder()
+	Handler(Options{}).ServeHTTP(rec, req)
+	if strings.Contains(rec.Body.String(), "car-trace-url") {
+		t.Fatal("a page without a template names one")
 	}
 }

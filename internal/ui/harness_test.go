@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parslee-ai/car-server/client"
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -37,6 +38,8 @@ type daemon struct {
 	rt        *engine.Runtime
 	served    chan error
 	ledger    *file.Approvals
+	tracer    trace.Tracer // tracing on when set
+	traceURL  string       // otel_trace_url
 }
 
 func startDaemon(t *testing.T, hostToken string) *daemon {
@@ -59,9 +62,9 @@ func (d *daemon) start(addr string) {
 		d.t.Fatal(err)
 	}
 	d.ledger = ledger
-	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout})
+	rt := engine.NewRuntime(engine.Options{State: file.NewState(), Approvals: ledger, ApprovalTimeout: waitTimeout, SupervisionTimeout: waitTimeout, Tracer: d.tracer})
 	d.rt = rt
-	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile())})
+	d.srv = rpc.NewServer(rt, rpc.Options{Token: authToken, HostToken: d.hostToken, Home: d.dir, Version: "test", AgentTokens: file.TokenFile(d.tokenFile()), Tracer: d.tracer, TraceURL: d.traceURL})
 	d.served = make(chan error, 1)
 	go func() { d.served <- d.srv.Serve(l) }()
 }

@@ -67,6 +67,19 @@ export interface Action {
   metadata?: ObjectHAgrRKSz;
 }
 export type UnorderedSetOfActionFRKso7V5 = Action[];
+export interface ActionProposal {
+  id: StringDoaGddGA;
+  source: StringDoaGddGA;
+  timestamp: StringDoaGddGA;
+  actions: UnorderedSetOfActionFRKso7V5;
+  context?: ObjectHAgrRKSz;
+  strict?: BooleanVyG3AETh;
+}
+export interface PlanWeights {
+  success?: NumberHo1ClIqD;
+  cost?: NumberHo1ClIqD;
+  actions?: NumberHo1ClIqD;
+}
 export interface AgentSpec {
   name: StringDoaGddGA;
   system_prompt: StringDoaGddGA;
@@ -89,6 +102,10 @@ export interface RunTurn {
   verifier_verdict?: AlwaysTrue;
   policy_rejected?: AlwaysTrue;
   tokens?: TokenUsage;
+}
+export interface Fence {
+  key: StringDoaGddGA;
+  epoch: Integer2AHOqbcQ;
 }
 export interface TraceMeta {
   traceparent?: StringDoaGddGA;
@@ -339,6 +356,41 @@ export interface Replan {
   error?: StringDoaGddGA;
 }
 export type UnorderedSetOfReplanWLd3RHkW = Replan[];
+export interface VerifyIssue {
+  action_id: StringDoaGddGA;
+  severity: StringDoaGddGA;
+  message: StringDoaGddGA;
+  tier: StringDoaGddGA;
+}
+export type UnorderedSetOfVerifyIssue90T3UNcN = VerifyIssue[];
+export interface CandidateScore {
+  index: Integer2AHOqbcQ;
+  proposal_id: StringDoaGddGA;
+  valid: BooleanVyG3AETh;
+  score: NumberHo1ClIqD;
+  expected_success: NumberHo1ClIqD;
+  estimated_ms: NumberHo1ClIqD;
+  actions: Integer2AHOqbcQ;
+  reasons: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  issues?: UnorderedSetOfVerifyIssue90T3UNcN;
+}
+export type UnorderedSetOfCandidateScoreANHOVNXA = CandidateScore[];
+export type UnorderedSetOfInteger2AHOqbcQarZIQlOy = Integer2AHOqbcQ[];
+export interface ProposalResult {
+  proposal_id: StringDoaGddGA;
+  results: UnorderedSetOfActionResultMQ0LCKpK;
+  cost: CostSummary;
+  replans?: UnorderedSetOfReplanWLd3RHkW;
+  replan_error?: StringDoaGddGA;
+  warnings?: UnorderedSetOfStringDoaGddGADvj0XlFa;
+}
+export interface PlanAttempt {
+  index: Integer2AHOqbcQ;
+  proposal_id: StringDoaGddGA;
+  status: StringDoaGddGA;
+  error?: StringDoaGddGA;
+}
+export type UnorderedSetOfPlanAttemptocvgFhps = PlanAttempt[];
 export interface AgentOutput {
   name: StringDoaGddGA;
   answer: StringDoaGddGA;
@@ -379,13 +431,15 @@ export interface MatchResult {
   reason: StringDoaGddGA;
 }
 export type UnorderedSetOfMatchResultWl5X32Pv = MatchResult[];
-export interface VerifyIssue {
+export interface SubtaskRecord {
+  proposal_id: StringDoaGddGA;
   action_id: StringDoaGddGA;
-  severity: StringDoaGddGA;
-  message: StringDoaGddGA;
-  tier: StringDoaGddGA;
+  name: StringDoaGddGA;
+  task: StringDoaGddGA;
+  tools: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  output: AgentOutput;
 }
-export type UnorderedSetOfVerifyIssue90T3UNcN = VerifyIssue[];
+export type UnorderedSetOfSubtaskRecordiSBEdZRy = SubtaskRecord[];
 export type UnorderedSetOfUnorderedSetOfStringDoaGddGADvj0XlFa8UTGvH52 = UnorderedSetOfStringDoaGddGADvj0XlFa[];
 export type UnorderedSetOfStringDoaGddGA741Ek67P = StringDoaGddGA[];
 export type UnorderedSetOfUnorderedSetOfStringDoaGddGA741Ek67PZm5GVwTX = UnorderedSetOfStringDoaGddGA741Ek67P[];
@@ -419,14 +473,6 @@ export interface Difference {
   present_in_b: BooleanVyG3AETh;
 }
 export type UnorderedSetOfDifferenceytLHBOCK = Difference[];
-export interface ActionProposal {
-  id: StringDoaGddGA;
-  source: StringDoaGddGA;
-  timestamp: StringDoaGddGA;
-  actions: UnorderedSetOfActionFRKso7V5;
-  context?: ObjectHAgrRKSz;
-  strict?: BooleanVyG3AETh;
-}
 export interface PrunedDependency {
   action_id: StringDoaGddGA;
   key: StringDoaGddGA;
@@ -680,6 +726,11 @@ export interface RuntimeScope {
   tenantId?: StringDoaGddGA;
   claims?: ObjectHAgrRKSz;
 }
+export type UnorderedSetOfActionProposaloPLm396O = ActionProposal[];
+export interface PlannerConfig {
+  weights?: PlanWeights;
+  window_days?: Integer2AHOqbcQ;
+}
 export type UnorderedSetOfAgentSpec7JaMzPsv = AgentSpec[];
 export interface MultiBudget {
   max_input_tokens?: Integer2AHOqbcQ;
@@ -717,6 +768,7 @@ export interface ToolExecuteParams {
   agent_id?: StringDoaGddGA;
   invocation_mode?: StringDoaGddGA;
   handle?: StringDoaGddGA;
+  fence?: Fence;
   _meta?: TraceMeta;
 }
 export interface ToolCancelParams {
@@ -905,16 +957,20 @@ export interface ReceiptReport {
   claims: UnorderedSetOfClaimVerdictTECWALzm;
   ungroundable: UnorderedSetOfToolClaimhKDgiWQb;
 }
-export interface ProposalResult {
-  proposal_id: StringDoaGddGA;
-  results: UnorderedSetOfActionResultMQ0LCKpK;
-  cost: CostSummary;
-  replans?: UnorderedSetOfReplanWLd3RHkW;
-  replan_error?: StringDoaGddGA;
-  warnings?: UnorderedSetOfStringDoaGddGADvj0XlFa;
-}
 export interface ProposalCancelResult {
   cancelled: BooleanVyG3AETh;
+}
+export interface ScoreResult {
+  scores: UnorderedSetOfCandidateScoreANHOVNXA;
+  ranking: UnorderedSetOfInteger2AHOqbcQarZIQlOy;
+  window_days: Integer2AHOqbcQ;
+}
+export interface PlanResult {
+  result: ProposalResult;
+  chosen: Integer2AHOqbcQ;
+  scores: UnorderedSetOfCandidateScoreANHOVNXA;
+  attempts: UnorderedSetOfPlanAttemptocvgFhps;
+  window_days: Integer2AHOqbcQ;
 }
 export interface SwarmResult {
   mode: StringDoaGddGA;
@@ -967,6 +1023,13 @@ export interface TournamentResult {
   winner_name: StringDoaGddGA;
   winner_answer: StringDoaGddGA;
   ranking: UnorderedSetOfStringDoaGddGADvj0XlFa;
+  spend: MultiSpend;
+}
+export interface SubtaskResult {
+  task: StringDoaGddGA;
+  final_answer: StringDoaGddGA;
+  main: AgentOutput;
+  subtasks: UnorderedSetOfSubtaskRecordiSBEdZRy;
   spend: MultiSpend;
 }
 export interface VerifyResult {
@@ -1149,7 +1212,7 @@ export type OneOfActionProposalNullQu0Arl1FLOK7Hzq5 = ActionProposal | NullQu0Ar
  * Generated! Represents an alias to any of the provided schemas
  *
  */
-export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KUnorderedSetOfPolicyDefinition9KOiK7KHStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQHarnessFieldsHarnessFieldsInteger2AHOqbcQUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringZEMSoApNUnorderedSetOfToolClaimhKDgiWQbStringDoaGddGAActionProposalStringDoaGddGARuntimeScopeTraceMetaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAStringDoaGddGAUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecInteger2AHOqbcQMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAInteger2AHOqbcQMultiBudgetAgentSpecAgentSpecUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAMultiBudgetActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalActionProposalObjectHAgrRKSzObjectSASv8KndAlwaysTrueInteger2AHOqbcQMonteCarloConfigStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueInteger2AHOqbcQInteger2AHOqbcQSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnq5ZFJZevStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultHarnessConfigHarnessConfigHarnessConfigToolsFeedbackResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetIntentStateIntentStateIntentStateTaintListResultTaintClearResultTransactionCheckParamsReceiptReportProposalResultProposalCancelResultNullQu0Arl1FBudgetReportSwarmResultPipelineResultSupervisorResultMapReduceResultVoteResultTournamentResultVerifyResultSimulateResultEquivalentResultOptimizeResultMonteCarloResultTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultSubscriptionResultMetricsSummaryMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultLeaseLeaseLeaseLeaseConnectorStatusConnectorStatusConnectorsListResultUnorderedSetOfConnectorTooluspi01NIConnectorEnableResultConnectorDisableResultUnorderedSetOfConnectorTooluspi01NIConnectorRemoveResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemaJVvvp73K | UnorderedSetOfPolicyDefinition9KOiK7KH | Integer2AHOqbcQ | HarnessFields | UnorderedSetOfStringDoaGddGADvj0XlFa | BooleanVyG3AETh | StringZEMSoApN | UnorderedSetOfToolClaimhKDgiWQb | ActionProposal | RuntimeScope | TraceMeta | NumberHo1ClIqD | UnorderedSetOfAgentSpec7JaMzPsv | AgentSpec | MultiBudget | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | ObjectSASv8Knd | MonteCarloConfig | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnq5ZFJZev | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | HarnessConfig | ToolsFeedbackResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | IntentState | TaintListResult | TaintClearResult | TransactionCheckParams | ReceiptReport | ProposalResult | ProposalCancelResult | NullQu0Arl1F | BudgetReport | SwarmResult | PipelineResult | SupervisorResult | MapReduceResult | VoteResult | TournamentResult | VerifyResult | SimulateResult | EquivalentResult | OptimizeResult | MonteCarloResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | MetricsSummary | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | Lease | ConnectorStatus | ConnectorsListResult | UnorderedSetOfConnectorTooluspi01NI | ConnectorEnableResult | ConnectorDisableResult | ConnectorRemoveResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
+export type AnyOfStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KUnorderedSetOfPolicyDefinition9KOiK7KHStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfToolSchemaJVvvp73KInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQHarnessFieldsHarnessFieldsInteger2AHOqbcQUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAAlwaysTrueStringDoaGddGAStringDoaGddGAStringDoaGddGABooleanVyG3AEThStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaInteger2AHOqbcQStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringZEMSoApNUnorderedSetOfToolClaimhKDgiWQbStringDoaGddGAActionProposalStringDoaGddGARuntimeScopeTraceMetaStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfActionProposaloPLm396OPlannerConfigRuntimeScopeUnorderedSetOfActionProposaloPLm396OPlannerConfigStringDoaGddGARuntimeScopeInteger2AHOqbcQInteger2AHOqbcQBooleanVyG3AEThBooleanVyG3AEThInteger2AHOqbcQInteger2AHOqbcQInteger2AHOqbcQNumberHo1ClIqDStringDoaGddGAStringDoaGddGAUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecInteger2AHOqbcQMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAInteger2AHOqbcQMultiBudgetAgentSpecAgentSpecUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvStringDoaGddGAAgentSpecMultiBudgetUnorderedSetOfAgentSpec7JaMzPsvAgentSpecStringDoaGddGAMultiBudgetAgentSpecStringDoaGddGAMultiBudgetActionProposalObjectHAgrRKSzActionProposalObjectHAgrRKSzActionProposalActionProposalUnorderedSetOfObjectHAgrRKSzAfoBnX12ActionProposalActionProposalObjectHAgrRKSzObjectSASv8KndAlwaysTrueInteger2AHOqbcQMonteCarloConfigStringDoaGddGAActionProposalActionProposalActionProposalStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAAlwaysTrueInteger2AHOqbcQInteger2AHOqbcQSupervisionFilterStringDoaGddGASupervisionDecisionInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAInteger2AHOqbcQObjectHAgrRKSzObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectHAgrRKSzInteger2AHOqbcQStringDoaGddGABooleanVyG3AEThStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAStringV0UwQeVuStringV0UwQeVuObjectBd6DQSjJInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGARetentionPolicyUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGANumberHo1ClIqDNumberHo1ClIqDNumberHo1ClIqDInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAAlwaysTrueStringDoaGddGAUnorderedSetOfRunTurnq5ZFJZevStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAStringDoaGddGAInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQInteger2AHOqbcQStringDoaGddGAInteger2AHOqbcQStringDoaGddGAStringDoaGddGAStringDoaGddGAObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaObjectBd6DQSjJStringDoaGddGAStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAUnorderedSetOfStringDoaGddGADvj0XlFaStringDoaGddGAStringDoaGddGAToolExecuteParamsToolCancelParamsToolStreamEventReplanProposeParamsRunTraceEventRunAgentParamsIntentNoticeEventNoticeHostEventNoticeAuthResultHandshakeResultObjectHAgrRKSzSessionInitResultServerStatusResultApprovalsListResultServerConnectionsResultSessionPolicyOpenResultSessionPolicyCloseResultPolicyRegisterResultPolicyUnregisterResultPolicyListResultInteger2AHOqbcQToolsListResultHarnessConfigHarnessConfigHarnessConfigToolsFeedbackResultToolsUnregisterResultToolHandlesResultOneOfToolPollResultNullQu0Arl1FDBNeggWkToolsCancelResultToolStreamSubscribeResultToolStreamSubscribeResultAnyKd7WMlqbStringDoaGddGABooleanVyG3AEThUnorderedSetOfStringDoaGddGADvj0XlFaObjectHAgrRKSzCheckpointSaveResultCheckpointListResultCheckpointRestoreResultCheckpointDeleteResultCapabilitySetCapabilitySetIntentStateIntentStateIntentStateTaintListResultTaintClearResultTransactionCheckParamsReceiptReportProposalResultProposalCancelResultScoreResultPlanResultNullQu0Arl1FBudgetReportSwarmResultPipelineResultSupervisorResultMapReduceResultVoteResultTournamentResultSubtaskResultVerifyResultSimulateResultEquivalentResultOptimizeResultMonteCarloResultTierResultTierResultClassifyResultEvaluateResultPendingResultApprovalRecordApprovalRecordSupervisionSubscribeResultSubscriptionResultSupervisionPendingResultSupervisionDecideResultHostSnapshotSubscriptionResultUnorderedSetOfHostAgentjRKNklaPHostApprovalsResultHostEventsResultHostAgentOKResultHostAgentHostEventEntryHostApprovalHostApprovalInteger2AHOqbcQEventsQueryResultOKResultChainVerifyResultRetentionResultEventsSubscribeResultSubscriptionResultMetricsSummaryMetricsAlertsResultUnorderedSetOfAgentCostiev788TdRunsStartResultRunsCompleteResultRunsRecordTurnsResultRunSnapshotRunsUnsubscribeResultRunsListResultRunsGetTraceResultAgentPosturesAgentPosturesAgentPosturesAgentPosturesAgentPermissionsEvaluateResultAgentsRevokeResultLeaseLeaseLeaseLeaseConnectorStatusConnectorStatusConnectorsListResultUnorderedSetOfConnectorTooluspi01NIConnectorEnableResultConnectorDisableResultUnorderedSetOfConnectorTooluspi01NIConnectorRemoveResultAnyKd7WMlqbNullQu0Arl1FNullQu0Arl1FOneOfActionProposalNullQu0Arl1FLOK7Hzq5NullQu0Arl1FAgentOutputNullQu0Arl1FNullQu0Arl1FNullQu0Arl1F = StringDoaGddGA | AlwaysTrue | UnorderedSetOfToolSchemaJVvvp73K | UnorderedSetOfPolicyDefinition9KOiK7KH | Integer2AHOqbcQ | HarnessFields | UnorderedSetOfStringDoaGddGADvj0XlFa | BooleanVyG3AETh | StringZEMSoApN | UnorderedSetOfToolClaimhKDgiWQb | ActionProposal | RuntimeScope | TraceMeta | UnorderedSetOfActionProposaloPLm396O | PlannerConfig | NumberHo1ClIqD | UnorderedSetOfAgentSpec7JaMzPsv | AgentSpec | MultiBudget | ObjectHAgrRKSz | UnorderedSetOfObjectHAgrRKSzAfoBnX12 | ObjectSASv8Knd | MonteCarloConfig | SupervisionFilter | SupervisionDecision | StringV0UwQeVu | ObjectBd6DQSjJ | RetentionPolicy | UnorderedSetOfRunTurnq5ZFJZev | ToolExecuteParams | ToolCancelParams | ToolStreamEvent | ReplanProposeParams | RunTraceEvent | RunAgentParams | IntentNotice | EventNotice | HostEventNotice | AuthResult | HandshakeResult | SessionInitResult | ServerStatusResult | ApprovalsListResult | ServerConnectionsResult | SessionPolicyOpenResult | SessionPolicyCloseResult | PolicyRegisterResult | PolicyUnregisterResult | PolicyListResult | ToolsListResult | HarnessConfig | ToolsFeedbackResult | ToolsUnregisterResult | ToolHandlesResult | OneOfToolPollResultNullQu0Arl1FDBNeggWk | ToolsCancelResult | ToolStreamSubscribeResult | AnyKd7WMlqb | CheckpointSaveResult | CheckpointListResult | CheckpointRestoreResult | CheckpointDeleteResult | CapabilitySet | IntentState | TaintListResult | TaintClearResult | TransactionCheckParams | ReceiptReport | ProposalResult | ProposalCancelResult | ScoreResult | PlanResult | NullQu0Arl1F | BudgetReport | SwarmResult | PipelineResult | SupervisorResult | MapReduceResult | VoteResult | TournamentResult | SubtaskResult | VerifyResult | SimulateResult | EquivalentResult | OptimizeResult | MonteCarloResult | TierResult | ClassifyResult | EvaluateResult | PendingResult | ApprovalRecord | SupervisionSubscribeResult | SubscriptionResult | SupervisionPendingResult | SupervisionDecideResult | HostSnapshot | UnorderedSetOfHostAgentjRKNklaP | HostApprovalsResult | HostEventsResult | HostAgent | OKResult | HostEventEntry | HostApproval | EventsQueryResult | ChainVerifyResult | RetentionResult | EventsSubscribeResult | MetricsSummary | MetricsAlertsResult | UnorderedSetOfAgentCostiev788Td | RunsStartResult | RunsCompleteResult | RunsRecordTurnsResult | RunSnapshot | RunsUnsubscribeResult | RunsListResult | RunsGetTraceResult | AgentPostures | AgentPermissionsEvaluateResult | AgentsRevokeResult | Lease | ConnectorStatus | ConnectorsListResult | UnorderedSetOfConnectorTooluspi01NI | ConnectorEnableResult | ConnectorDisableResult | ConnectorRemoveResult | OneOfActionProposalNullQu0Arl1FLOK7Hzq5 | AgentOutput;
 export type SessionAuth = (token: StringDoaGddGA, host_token: StringDoaGddGA, agent_id: StringDoaGddGA, memory_namespace: StringDoaGddGA) => Promise<AuthResult>;
 export type ServerHandshake = (protocol_version: AlwaysTrue, client_version: StringDoaGddGA, client_name: StringDoaGddGA) => Promise<HandshakeResult>;
 export type RpcDiscover = () => Promise<ObjectHAgrRKSz>;
@@ -1195,6 +1258,8 @@ export type SessionTransactionCheckSet = (mode: StringZEMSoApN) => Promise<Trans
 export type ReceiptsVerify = (claims: UnorderedSetOfToolClaimhKDgiWQb, proposal_id: StringDoaGddGA) => Promise<ReceiptReport>;
 export type ProposalSubmit = (proposal: ActionProposal, session_id: StringDoaGddGA, scope: RuntimeScope, _meta: TraceMeta, traceparent: StringDoaGddGA, tracestate: StringDoaGddGA) => Promise<ProposalResult>;
 export type ProposalCancel = (proposal_id: StringDoaGddGA, reason: StringDoaGddGA) => Promise<ProposalCancelResult>;
+export type ProposalScore = (candidates: UnorderedSetOfActionProposaloPLm396O, planner: PlannerConfig, scope: RuntimeScope) => Promise<ScoreResult>;
+export type ProposalPlan = (candidates: UnorderedSetOfActionProposaloPLm396O, planner: PlannerConfig, session_id: StringDoaGddGA, scope: RuntimeScope) => Promise<PlanResult>;
 export type ReplanSetConfig = (max_replans: Integer2AHOqbcQ, delay_ms: Integer2AHOqbcQ, verify_before_execute: BooleanVyG3AETh, replan_on_rejected: BooleanVyG3AETh) => Promise<NullQu0Arl1F>;
 export type SessionBudgetSet = (max_tool_calls: Integer2AHOqbcQ, max_actions: Integer2AHOqbcQ, max_duration_ms: Integer2AHOqbcQ, max_cost_usd: NumberHo1ClIqD, scope: StringDoaGddGA) => Promise<BudgetReport>;
 export type MultiSwarm = (mode: StringDoaGddGA, agents: UnorderedSetOfAgentSpec7JaMzPsv, task: StringDoaGddGA, synthesizer: AgentSpec, rounds: Integer2AHOqbcQ, budget: MultiBudget) => Promise<SwarmResult>;
@@ -1203,6 +1268,7 @@ export type MultiSupervisor = (workers: UnorderedSetOfAgentSpec7JaMzPsv, supervi
 export type MultiMapReduce = (mapper: AgentSpec, reducer: AgentSpec, items: UnorderedSetOfStringDoaGddGADvj0XlFa, task: StringDoaGddGA, budget: MultiBudget) => Promise<MapReduceResult>;
 export type MultiVote = (agents: UnorderedSetOfAgentSpec7JaMzPsv, task: StringDoaGddGA, synthesizer: AgentSpec, budget: MultiBudget) => Promise<VoteResult>;
 export type MultiTournament = (competitors: UnorderedSetOfAgentSpec7JaMzPsv, judge: AgentSpec, task: StringDoaGddGA, budget: MultiBudget) => Promise<TournamentResult>;
+export type MultiSubtask = (main: AgentSpec, task: StringDoaGddGA, budget: MultiBudget) => Promise<SubtaskResult>;
 export type Verify = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<VerifyResult>;
 export type Simulate = (proposal: ActionProposal, initial_state: ObjectHAgrRKSz) => Promise<SimulateResult>;
 export type Equivalent = (a: ActionProposal, b: ActionProposal, test_states: UnorderedSetOfObjectHAgrRKSzAfoBnX12) => Promise<EquivalentResult>;

@@ -33,6 +33,7 @@ type Config struct {
 	PosturesPath    string // the per-agent posture policy; "": postures are off
 	TrajectoriesDir string // one file per UTC day of dispatched attempts; "": nothing is recorded
 	HarnessPath     string // the harness config; "": it is kept in memory only
+	TaintPath       string // the intent gate's taint ledger; "": the engine keeps it in memory only
 	Node            string // this daemon's member id
 	Version         string // this daemon's version, in its member row
 	Journal         []journal.Option
@@ -43,8 +44,8 @@ type Config struct {
 
 // Report is what replaying each journal found.
 type Report struct {
-	Idempotency, Approvals, Messages, Leases journal.Report
-	Runs                                     RunsReport
+	Idempotency, Approvals, Messages, Leases, Taint journal.Report
+	Runs                                            RunsReport
 }
 
 // Open replays the journals and returns the store over them. On an error
@@ -110,6 +111,15 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		}
 		closeEvents = events.Close
 	}
+	var taint *Taint
+	closeTaint := func() error { return nil }
+	if cfg.TaintPath != "" {
+		taint, rep.Taint, err = OpenTaint(cfg.TaintPath, cfg.Journal...)
+		if err != nil {
+			return nil, rep, errors.Join(err, idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns(), closeTraj(), closeEvents())
+		}
+		closeTaint = taint.Close
+	}
 	bus := NewBus()
 	st := &store.Store{
 		Kind:        Kind,
@@ -123,7 +133,7 @@ func Open(cfg Config) (*store.Store, Report, error) {
 		Health:      func() error { return nil },
 		Close: func() error {
 			bus.Close()
-			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns(), closeTraj())
+			return errors.Join(closeEvents(), idem.Close(), ledger.Close(), messages.Close(), closeLeases(), closeRuns(), closeTraj(), closeTaint())
 		},
 	}
 	if traj != nil {
@@ -137,6 +147,9 @@ func Open(cfg Config) (*store.Store, Report, error) {
 	}
 	if events != nil {
 		st.Events = events
+	}
+	if taint != nil {
+		st.Taint = taint
 	}
 	if runLog != nil {
 		st.Runs = runLog

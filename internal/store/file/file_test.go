@@ -29,6 +29,7 @@ func everyPart(dir string) Config {
 		PosturesPath:    filepath.Join(dir, "agent-permissions.json"),
 		TrajectoriesDir: filepath.Join(dir, "trajectories"),
 		HarnessPath:     filepath.Join(dir, "harness.json"),
+		TaintPath:       filepath.Join(dir, "taint.jsonl"),
 		// The suite's events are dated March 2026: kept, whatever the date.
 		Events: &EventsConfig{Dir: filepath.Join(dir, "events"), KeyPath: filepath.Join(dir, "audit-key"), MaxAge: 100 * 365 * 24 * time.Hour},
 	}

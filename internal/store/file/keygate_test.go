@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/parslee-ai/car-server/internal/store"
 )
 
 // TestKeyGateGivesOneWriterOfAKeyATurn: while a key's writer is in, another
@@ -45,8 +47,9 @@ func TestKeyGateGivesOneWriterOfAKeyATurn(t *testing.T) {
 }
 
 // TestRollbackKeepsAnotherProposalsResult: the file cache's claims are
-// local, so two proposals can store one key; the rollback of the first
-// leaves the second's result, in this run and after a reopen.
+// local, so two proposals can claim one key; the later claim stores its
+// result, the earlier one is refused, and the rollback of the earlier
+// proposal leaves the later one's result, in this run and after a reopen.
 func TestRollbackKeepsAnotherProposalsResult(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/idempotency.jsonl"
@@ -59,11 +62,11 @@ func TestRollbackKeepsAnotherProposalsResult(t *testing.T) {
 	if first != nil || claim1 == nil || claim2 == nil {
 		t.Fatal("two local claims of one key were not both handed out")
 	}
-	if err := claim1.Commit(ctx, "p1's"); err != nil {
-		t.Fatal(err)
-	}
 	if err := claim2.Commit(ctx, "p2's"); err != nil {
 		t.Fatal(err)
+	}
+	if err := claim1.Commit(ctx, "p1's"); !errors.Is(err, store.ErrSuperseded) {
+		t.Fatalf("the earlier claim's Commit = %v; want store.ErrSuperseded", err)
 	}
 	if err := c.Invalidate(ctx, []string{"k"}, "p1"); err != nil {
 		t.Fatal(err)

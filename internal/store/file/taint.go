@@ -1,6 +1,7 @@
 package file
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/parslee-ai/car-server/internal/journal"
@@ -8,10 +9,12 @@ import (
 	"github.com/parslee-ai/car-server/protocol"
 )
 
-// Taint is the taint ledger's journal: one record per tainted key of a
-// tenant, a tombstone when its taint is cleared. It survives restarts.
+// Taint is the taint ledger of one daemon: a journal with one record per
+// tainted key of a tenant and a tombstone when its taint is cleared, and
+// the copy in memory that reads answer from. It survives restarts.
 type Taint struct {
-	j *journal.Journal
+	j   *journal.Journal
+	mem *store.MemoryTaint
 }
 
 var _ store.Taint = (*Taint)(nil)
@@ -30,58 +33,66 @@ func OpenTaint(path string, opts ...journal.Option) (*Taint, journal.Report, err
 	if err != nil {
 		return nil, rep, err
 	}
-	return &Taint{j: j}, rep, nil
-}
-
-// Load returns every tainted key, by tenant.
-func (t *Taint) Load() map[string]map[string]protocol.TaintEntry {
-	out := map[string]map[string]protocol.TaintEntry{}
-	t.j.Each(func(_ string, b []byte) {
+	t := &Taint{j: j, mem: store.NewMemoryTaint()}
+	ctx := context.Background()
+	j.Each(func(_ string, b []byte) {
 		var r taintRecord
 		if json.Unmarshal(b, &r) != nil || r.Entry == nil {
 			return
 		}
-		if out[r.Tenant] == nil {
-			out[r.Tenant] = map[string]protocol.TaintEntry{}
-		}
-		out[r.Tenant][r.Entry.Key] = *r.Entry
+		_ = t.mem.Put(ctx, r.Tenant, []protocol.TaintEntry{*r.Entry}) // in memory: cannot fail
 	})
-	return out
+	return t, rep, nil
 }
 
+// Lookup returns the entries of the tainted keys among keys.
+func (t *Taint) Lookup(ctx context.Context, tenant string, keys []string) (map[string]protocol.TaintEntry, error) {
+	return t.mem.Lookup(ctx, tenant, keys)
+}
+
+// List returns tenant's tainted keys among keys (nil: all), sorted.
+func (t *Taint) List(ctx context.Context, tenant string, keys []string) ([]protocol.TaintEntry, error) {
+	return t.mem.List(ctx, tenant, keys)
+}
+
+// Count returns how many keys are tainted.
+func (t *Taint) Count(ctx context.Context) (int, error) { return t.mem.Count(ctx) }
+
 // Put records entries in one durable append.
-func (t *Taint) Put(tenant string, entries []protocol.TaintEntry) error {
-	recs := make([][]byte, 0, len(entries))
-	for i := range entries {
-		b, err := json.Marshal(taintRecord{Op: "taint", Key: tenant + "\x00" + entries[i].Key, Tenant: tenant, Entry: &entries[i]})
-		if err != nil {
-			return err
-		}
-		recs = append(recs, b)
-	}
-	if len(recs) == 0 {
+func (t *Taint) Put(_ context.Context, tenant string, entries []protocol.TaintEntry) error {
+	if len(entries) == 0 {
 		return nil
 	}
-	return t.j.AppendBatch(recs)
+	_, err := t.mem.Apply(tenant, entries, nil, func([]string) error {
+		recs := make([][]byte, 0, len(entries))
+		for i := range entries {
+			b, err := json.Marshal(taintRecord{Op: "taint", Key: tenant + "\x00" + entries[i].Key, Tenant: tenant, Entry: &entries[i]})
+			if err != nil {
+				return err
+			}
+			recs = append(recs, b)
+		}
+		return t.j.AppendBatch(recs)
+	})
+	return err
 }
 
 // Delete clears keys in one durable append.
-func (t *Taint) Delete(tenant string, keys []string) error {
-	recs := make([][]byte, 0, len(keys))
-	for _, k := range keys {
-		if _, ok := t.j.Get(tenant + "\x00" + k); !ok {
-			continue
+func (t *Taint) Delete(_ context.Context, tenant string, keys []string) ([]string, error) {
+	return t.mem.Apply(tenant, nil, keys, func(gone []string) error {
+		if len(gone) == 0 {
+			return nil
 		}
-		b, err := json.Marshal(taintRecord{Op: "tombstone", Key: tenant + "\x00" + k, Tenant: tenant})
-		if err != nil {
-			return err
+		recs := make([][]byte, 0, len(gone))
+		for _, k := range gone {
+			b, err := json.Marshal(taintRecord{Op: "tombstone", Key: tenant + "\x00" + k, Tenant: tenant})
+			if err != nil {
+				return err
+			}
+			recs = append(recs, b)
 		}
-		recs = append(recs, b)
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	return t.j.AppendBatch(recs)
+		return t.j.AppendBatch(recs)
+	})
 }
 
 // Close closes the journal.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
+	"github.com/parslee-ai/car-server/protocol"
 )
 
 // BenchmarkRoundTrip is the baseline: one statement through the pool.
@@ -82,4 +83,28 @@ func benchNode(b *testing.B) *DB {
 	}
 	b.Cleanup(func() { db.Close() })
 	return db
+}
+
+// BenchmarkTaintLookup is what the intent gate adds to the admission of a
+// proposal that reads state: one lookup of its keys (here 16, two of them
+// tainted) in a ledger of 10,000 keys.
+func BenchmarkTaintLookup(b *testing.B) {
+	db := benchNode(b)
+	ctx := context.Background()
+	entries := make([]protocol.TaintEntry, 10_000)
+	for i := range entries {
+		entries[i] = protocol.TaintEntry{Key: fmt.Sprint("t", i), ProposalID: "p", ActionID: "w", Tool: "web_fetch", Origin: "untrusted tool 'web_fetch'", At: "2026-03-01T00:00:00Z"}
+	}
+	if err := db.taint.Put(ctx, "", entries); err != nil {
+		b.Fatal(err)
+	}
+	keys := []string{"t1", "t5000"}
+	for i := range 14 {
+		keys = append(keys, fmt.Sprint("clean", i))
+	}
+	for b.Loop() {
+		if got, err := db.taint.Lookup(ctx, "", keys); err != nil || len(got) != 2 {
+			b.Fatal(len(got), err)
+		}
+	}
 }

@@ -26,7 +26,26 @@ func TestConformance(t *testing.T) {
 			}
 			return db.Store()
 		}
-	}, storetest.Options{Shared: true})
+	}, storetest.Options{Shared: true, LapseClaim: func(t *testing.T, holder *store.Store, key string) {
+		lapseClaim(t, url, holder, key)
+	}})
+}
+
+// lapseClaim stops holder renewing its claims, waits out a renewal in
+// flight, and moves key's lease into the past: holder has stalled past it.
+func lapseClaim(t *testing.T, url string, holder *store.Store, key string) {
+	t.Helper()
+	idem, ok := holder.Idempotency.(*idempotency)
+	if !ok {
+		t.Fatalf("the store's idempotency cache is a %T, not PostgreSQL's", holder.Idempotency)
+	}
+	idem.renewing.Lock() // a renewal in flight ends first
+	idem.noRenew.Store(true)
+	idem.renewing.Unlock()
+	tag, err := sqlConn(t, url).Exec(ctxT(t), `UPDATE car_idempotency SET lease_until = now() - interval '1 millisecond' WHERE key = $1 AND token IS NOT NULL AND NOT done`, key)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("lapse the claim of %s: %v (%d rows)", key, err, tag.RowsAffected())
+	}
 }
 
 // emptyTables empties the store's tables at url, once migrated; the schema

@@ -21,18 +21,24 @@ import (
 
 // The idempotency cache with claims, shared by every daemon.
 //
-// A row of car_idempotency is either a claim (a holder, a token naming the
-// claim, a lease on the database's clock, no output) or a result (done, with
-// the output as the tool returned it). Begin claims a key with one INSERT …
+// A row of car_idempotency is a claim (a holder, a token naming the claim, a
+// lease on the database's clock, no output), a result (done, with the output
+// as the tool returned it), or free (a claim released or a result rolled
+// back: no token, no output). Every row keeps its key's epoch, the fencing
+// token of its last claim: a first claim takes 1, and each later one (of a
+// free row, or a take-over of a lapsed claim) the next, in the statement
+// that claims it, so no two claims of a key ever share an epoch. Begin claims a key with one INSERT …
 // ON CONFLICT DO NOTHING and, when the key is taken, reads its row in the
 // same statement:
 //   - a result is a hit;
 //   - a live claim (on this daemon or another) is waited for, woken by a
 //     notification when it is committed or released and re-checked every
 //     tenth of the lease in case a notification is lost;
-//   - a claim whose lease lapsed belonged to a daemon that died (or lost the
-//     database for longer than the lease): one UPDATE guarded by the lapsed
-//     claim's token takes it over, so exactly one waiter wins and dispatches.
+//   - a claim whose lease lapsed belonged to a daemon that died, stalled or
+//     lost the database for longer than the lease: one UPDATE guarded by
+//     the lapsed claim's token takes it over at the next epoch, so exactly
+//     one waiter wins and dispatches;
+//   - a free row is claimed the same way, guarded by its having no token.
 //
 // Two identical idempotent calls that arrive at the same moment, on two
 // daemons or on one, therefore dispatch once: the second waits for the
@@ -43,8 +49,9 @@ import (
 // guarded by the claim's token: the result is stored before the caller acks
 // it. A holder whose claim was taken over meanwhile (it could not renew for a
 // whole lease, so its call may now run again on the taker) gets an error from
-// Commit and must not ack: only the current holder stores a result, so
-// exactly one result is stored and the one acknowledged is the one stored.
+// Commit (store.ErrSuperseded: its epoch moved) and must not ack: only the
+// current holder stores a result, so exactly one result is stored and the
+// one acknowledged is the one stored.
 // Closing the store stops the renewals and leaves held claims to lapse, as a
 // daemon that dies would: their waiters take them over after the lease.
 
@@ -87,7 +94,8 @@ type idempotency struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	noRenew atomic.Bool // test hook: stop renewing, as a holder that died
+	noRenew  atomic.Bool // test hook: stop renewing, as a holder that died
+	renewing sync.Mutex  // held by a renewal while it runs
 }
 
 func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
@@ -146,8 +154,9 @@ type idemRow struct {
 	done      bool
 	output    []byte
 	holder    string
-	token     string
+	token     string        // "" for a free row
 	remaining time.Duration // the claim's lease left, by the database's clock
+	epoch     uint64
 }
 
 // Begin returns a stored result (hit), or a claim under which the caller
@@ -168,7 +177,7 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 		}
 		switch {
 		case claimed:
-			return nil, false, s.hold(key, tool, token), nil
+			return nil, false, s.hold(key, tool, token, r.epoch), nil
 		case !found:
 			continue // released or invalidated since the insert: claim it again
 		case r.done:
@@ -177,15 +186,17 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 				return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
 			}
 			return out, true, nil, nil
-		case r.remaining <= 0:
-			won, err := s.takeOver(ctx, key, tool, proposalID, token, r.token)
+		case r.token == "" || r.remaining <= 0:
+			epoch, won, err := s.takeOver(ctx, key, tool, proposalID, token, r.token)
 			if err != nil {
 				return nil, false, nil, fmt.Errorf("take over idempotency key %s for tool '%s': %w", key, tool, err)
 			}
+			if won && r.token != "" {
+				s.log.Warn("took over an idempotency claim whose lease lapsed: its holder died, stalled or lost the database; its own completion will be refused",
+					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder), zap.Uint64("epoch", epoch))
+			}
 			if won {
-				s.log.Warn("took over an idempotency claim whose lease lapsed: its holder died or lost the database",
-					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder))
-				return nil, false, s.hold(key, tool, token), nil
+				return nil, false, s.hold(key, tool, token, epoch), nil
 			}
 			continue // another waiter won: read again
 		}
@@ -226,24 +237,24 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 // docs/operations.md, *Idempotency claims*.
 func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
 	var holder, tok *string
-	var ms int64
+	var ms, epoch int64
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	b.Queue(`
 		WITH claim AS (
-			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now())
+			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at, epoch)
+			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now(), 1)
 			ON CONFLICT (key) DO NOTHING
-			RETURNING 1
+			RETURNING epoch
 		)
-		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint FROM claim
+		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint, epoch FROM claim
 		UNION ALL
-		SELECT false, done, output::text, holder, token, `+remainingMs+`
+		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch
 		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
 		key, tool, proposalID, s.node, token, s.lease.Milliseconds())
 	br := s.pool.SendBatch(ctx, b)
 	if _, err = br.Exec(); err == nil {
-		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms)
+		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch)
 	}
 	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
 		if cerr != nil {
@@ -256,7 +267,7 @@ func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, to
 	if err != nil {
 		return false, r, false, unavailable(err)
 	}
-	r.fill(holder, tok, ms)
+	r.fill(holder, tok, ms, epoch)
 	return claimed, r, !claimed, nil
 }
 
@@ -264,7 +275,8 @@ func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, to
 // clock (0 for a result).
 const remainingMs = `COALESCE(ceil(EXTRACT(EPOCH FROM (lease_until - now())) * 1000), 0)::bigint`
 
-func (r *idemRow) fill(holder, token *string, ms int64) {
+func (r *idemRow) fill(holder, token *string, ms, epoch int64) {
+	r.epoch = uint64(max(epoch, 0))
 	if holder != nil {
 		r.holder = *holder
 	}
@@ -277,38 +289,45 @@ func (r *idemRow) fill(holder, token *string, ms int64) {
 func (s *idempotency) read(ctx context.Context, key string) (idemRow, bool, error) {
 	var r idemRow
 	var holder, token *string
-	var ms int64
+	var ms, epoch int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT done, output::text, holder, token, `+remainingMs+`
-		FROM car_idempotency WHERE key = $1`, key).Scan(&r.done, &r.output, &holder, &token, &ms)
+		SELECT done, output::text, holder, token, `+remainingMs+`, epoch
+		FROM car_idempotency WHERE key = $1`, key).Scan(&r.done, &r.output, &holder, &token, &ms, &epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
 	if err != nil {
 		return r, false, unavailable(err)
 	}
-	r.fill(holder, token, ms)
+	r.fill(holder, token, ms, epoch)
 	return r, true, nil
 }
 
-// takeOver claims key from the lapsed claim named by old. Concurrent takers
-// serialize on the row: the first commits, the others find another token
-// and match nothing.
-func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token, old string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `
+// takeOver claims key at its next epoch from the lapsed claim named by old,
+// or from a free row when old is "". Concurrent takers serialize on the
+// row: the first commits, the others find another token and match nothing.
+func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token, old string) (epoch uint64, won bool, err error) {
+	var e int64
+	err = s.pool.QueryRow(ctx, `
 		UPDATE car_idempotency
 		SET tool = $2, proposal_id = $3, holder = $4, token = $5,
-		    lease_until = now() + $6 * interval '1 millisecond', recorded_at = now()
-		WHERE key = $1 AND NOT done AND token = $7 AND lease_until < now()`,
-		key, tool, proposalID, s.node, token, s.lease.Milliseconds(), old)
-	if err != nil {
-		return false, unavailable(err)
+		    lease_until = now() + $6 * interval '1 millisecond', recorded_at = now(),
+		    epoch = epoch + 1
+		WHERE key = $1 AND NOT done
+		  AND (($7 = '' AND token IS NULL) OR (token = $7 AND lease_until < now()))
+		RETURNING epoch`,
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds(), old).Scan(&e)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	return tag.RowsAffected() == 1, nil
+	if err != nil {
+		return 0, false, unavailable(err)
+	}
+	return uint64(e), true, nil
 }
 
-func (s *idempotency) hold(key, tool, token string) *claim {
-	c := &claim{s: s, key: key, tool: tool, token: token}
+func (s *idempotency) hold(key, tool, token string, epoch uint64) *claim {
+	c := &claim{s: s, key: key, tool: tool, token: token, epoch: epoch}
 	s.mu.Lock()
 	s.held[token] = c
 	s.mu.Unlock()
@@ -455,9 +474,11 @@ func (s *idempotency) renewLoop() {
 			return
 		case <-t.C:
 		}
+		s.renewing.Lock()
 		if !s.noRenew.Load() {
 			s.renew()
 		}
+		s.renewing.Unlock()
 		if time.Since(counted) >= countEvery {
 			s.refreshCount()
 			counted = time.Now()
@@ -540,13 +561,22 @@ func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error)
 	return out, true, nil
 }
 
-// Invalidate deletes the results (and any claim) proposalID recorded for
-// keys: the proposal rolled back.
+// Invalidate frees the rows (results, and any claim) proposalID recorded
+// for keys: the proposal rolled back. The rows keep their epochs.
 func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, `DELETE FROM car_idempotency WHERE key = ANY($1) AND proposal_id = $2 RETURNING done`, keys, proposalID)
+	rows, err := s.pool.Query(ctx, `
+		WITH old AS (
+			SELECT key, done FROM car_idempotency
+			WHERE key = ANY($1) AND proposal_id = $2 AND (done OR token IS NOT NULL)
+			FOR UPDATE
+		)
+		UPDATE car_idempotency i
+		SET done = false, output = NULL, holder = NULL, token = NULL, lease_until = NULL, recorded_at = now()
+		FROM old WHERE i.key = old.key
+		RETURNING old.done`, keys, proposalID)
 	if err != nil {
 		return fmt.Errorf("invalidate %d idempotency results of proposal %s: %w", len(keys), proposalID, unavailable(err))
 	}
@@ -567,8 +597,12 @@ type claim struct {
 	s         *idempotency
 	key, tool string
 	token     string
+	epoch     uint64
 	ended     atomic.Bool
 }
+
+// Epoch is the claim's fencing token.
+func (c *claim) Epoch() uint64 { return c.epoch }
 
 // Commit stores output as the key's result, if this claim still holds the
 // key. It ends the claim whatever happens: after an error the row is left to
@@ -585,7 +619,7 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
-		WHERE key = $1 AND token = $2 AND NOT done`, c.key, c.token, string(raw))
+		WHERE key = $1 AND token = $2 AND epoch = $4 AND NOT done`, c.key, c.token, string(raw), int64(c.epoch))
 	if err != nil {
 		return fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
 	}
@@ -604,20 +638,20 @@ func (c *claim) lost(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but its claim no longer holds the key (%w); its result was not stored, do not acknowledge it",
 			ErrClaimLost, c.tool, c.key, err)
-	case !found:
+	case !found || r.epoch <= c.epoch:
 		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but its claim was invalidated while it ran; its result was not stored",
 			ErrClaimLost, c.tool, c.key)
 	case r.done:
-		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but daemon '%s' took the claim over after this daemon's lease lapsed and stored its own result; this result was not stored, a resubmission gets the stored one",
-			ErrClaimLost, c.tool, c.key, r.holder)
+		return fmt.Errorf("%w (%w): tool '%s' (idempotency key %s) ran under epoch %d, but daemon '%s' took the claim over at epoch %d after this daemon's lease lapsed and stored its own result; this result was not stored, a resubmission gets the stored one",
+			store.ErrSuperseded, ErrClaimLost, c.tool, c.key, c.epoch, r.holder, r.epoch)
 	default:
-		return fmt.Errorf("%w: tool '%s' (idempotency key %s) ran, but daemon '%s' took the claim over after this daemon's lease lapsed and runs it now; this result was not stored, the taker's will be",
-			ErrClaimLost, c.tool, c.key, r.holder)
+		return fmt.Errorf("%w (%w): tool '%s' (idempotency key %s) ran under epoch %d, but daemon '%s' took the claim over at epoch %d after this daemon's lease lapsed and runs it now; this result was not stored, the taker's will be",
+			store.ErrSuperseded, ErrClaimLost, c.tool, c.key, c.epoch, r.holder, r.epoch)
 	}
 }
 
-// Release gives the claim up (the call failed): the row is deleted and the
-// waiters wake, so one of them claims the key. If the database cannot be
+// Release gives the claim up (the call failed): the row is freed (keeping
+// its epoch) and the waiters wake, so one of them claims the key. If the database cannot be
 // reached, the claim lapses with its lease instead.
 func (c *claim) Release() {
 	if c.ended.Swap(true) {
@@ -627,7 +661,9 @@ func (c *claim) Release() {
 	s.drop(c)
 	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `DELETE FROM car_idempotency WHERE key = $1 AND token = $2 AND NOT done`, c.key, c.token); err != nil {
+	if _, err := s.pool.Exec(ctx, `
+		UPDATE car_idempotency SET holder = NULL, token = NULL, lease_until = NULL
+		WHERE key = $1 AND token = $2 AND NOT done`, c.key, c.token); err != nil {
 		s.log.Warn("an idempotency claim was not released; it lapses with its lease", zap.String("key", c.key), zap.String("tool", c.tool), zap.Error(err))
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
 	"github.com/parslee-ai/car-server/internal/testwait"
@@ -310,9 +312,18 @@ func TestIdempotencyInvalidate(t *testing.T) {
 		t.Fatalf("Begin after Invalidate: hit %v err %v, want a claim", hit, err)
 	}
 	c.Release()
+	// The rows stay, free, keeping their epochs for the keys' next claims.
+	rows, err := a.pool.Query(ctx, `SELECT key || ':' || epoch FROM car_idempotency WHERE NOT done AND token IS NULL AND output IS NULL ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || strings.Join(free, " ") != "k1:1 k2:2" {
+		t.Fatalf("free rows after the rollback and a release = %v (%v), want k1:1 k2:2", free, err)
+	}
 	var n int
-	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM car_idempotency`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("rows after the rollback and a release = %d (%v), want 0", n, err)
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM car_idempotency`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows after the rollback and a release = %d (%v), want the 2 free ones", n, err)
 	}
 }
 

@@ -31,6 +31,7 @@ type DB struct {
 	trajectories *trajectories
 	leases       *leases
 	harness      *harness
+	taint        *taint
 
 	closeOnce sync.Once
 }
@@ -86,6 +87,7 @@ func (db *DB) start(ctx context.Context) error {
 	db.messages = &messages{pool: db.pool, timeout: t}
 	db.leases = &leases{pool: db.pool, timeout: t}
 	db.harness = &harness{pool: db.pool, timeout: t}
+	db.taint = &taint{pool: db.pool, timeout: t}
 	db.bus = newBus(db.pool, t)
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
@@ -108,6 +110,7 @@ func (db *DB) Store() *store.Store {
 		Approvals: db.approvals, Idempotency: db.idem, State: db.state, Messages: db.messages, Events: db.events, Bus: db.bus,
 		Members: db.nodes, Supervisors: db.supervisors, Health: db.nodes.Health,
 		Runs: db.runs, AgentTokens: db.agentTokens, Postures: db.postures, Trajectories: db.trajectories, Leases: db.leases, Harness: db.harness,
+		Taint: db.taint,
 	}
 }
 

@@ -52,6 +52,12 @@ type Options struct {
 	// waits for the holder's Commit (a hit) or Release (its own claim).
 	LocalClaims bool
 
+	// LapseClaim makes the idempotency claim of key held by daemon holder
+	// (open, or closed since) lapse at once, as if holder had stalled past
+	// its lease, and stops holder renewing its claims. A backend without
+	// LocalClaims must have it: the suite takes claims over with it.
+	LapseClaim func(t *testing.T, holder *store.Store, key string)
+
 	// StateInMemory: state does not outlive the store (the file store
 	// keeps a single daemon's state in its memory; checkpoints are how it
 	// is kept). Without it state survives a restart.
@@ -85,6 +91,7 @@ func Run(t *testing.T, open Open, opts Options) {
 	t.Run("Supervisors", func(t *testing.T) { testSupervisors(t, open, opts) })
 	t.Run("Trajectories", func(t *testing.T) { testTrajectories(t, open, opts) })
 	t.Run("Harness", func(t *testing.T) { testHarness(t, open, opts) })
+	t.Run("Taint", func(t *testing.T) { testTaint(t, open, opts) })
 }
 
 // backing is one test's backing store and the daemons opened on it.
@@ -179,6 +186,7 @@ func partsOf(st *store.Store) map[string]bool {
 		"Postures":    st.Postures == nil,
 		"Leases":      st.Leases == nil,
 		"Harness":     st.Harness == nil,
+		"Taint":       st.Taint == nil,
 	}
 }
 

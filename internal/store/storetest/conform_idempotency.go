@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -126,6 +127,11 @@ func testIdempotency(t *testing.T, open Open, opts Options) {
 			}
 			if release {
 				holder.Release()
+			} else if opts.LocalClaims {
+				// The second claim superseded the holder's.
+				if err := holder.Commit(ctx(t), "holder's"); !errors.Is(err, store.ErrSuperseded) {
+					t.Fatalf("the first claim's Commit after a second claim = %v; want store.ErrSuperseded", err)
+				}
 			} else {
 				commit(t, holder, "holder's")
 			}
@@ -145,57 +151,207 @@ func testIdempotency(t *testing.T, open Open, opts Options) {
 			}
 			want := "holder's"
 			if release || opts.LocalClaims {
-				want = "second's" // the last commit wins
+				want = "second's"
 			}
 			hit(t, idem, key, want)
 		}
 	})
 
-	// Claimers of one key that race, each committing its own result: with
-	// exclusive claims exactly one dispatches and every other gets its
-	// result; with local claims every result read is one committed, and
-	// the key ends with one of them.
+	// Claimers of one key that race, each committing its own result: every
+	// claim has an epoch of its own, and exactly one commits, the latest
+	// claim's (with exclusive claims there is one claim); every older
+	// claim's Commit is refused as superseded, and every hit reads the one
+	// result committed.
 	t.Run("RacingClaimersOfOneKey", func(t *testing.T) {
 		b := newBacking(t, open)
 		idem := b.open("node-a").Idempotency
 		got := make([]begun, racers)
+		epochs := make([]uint64, racers)
 		race(racers, func(i int) {
 			r := begin(t, idem, "k", fmt.Sprintf("p%d", i))
 			if r.err == nil && r.claim != nil {
+				epochs[i] = r.claim.Epoch()
 				r.err = r.claim.Commit(ctx(t), fmt.Sprintf("result %d", i))
 				r.out = fmt.Sprintf("result %d", i)
 			}
 			got[i] = r
 		})
-		committed := map[any]bool{}
+		seen := map[uint64]int{}
+		var committed []int
+		var latest uint64
 		for i, r := range got {
-			if r.err != nil {
+			switch {
+			case r.claim == nil && r.err != nil:
 				t.Fatalf("claimer %d: %v", i, r.err)
+			case r.claim == nil:
+				continue
+			case r.err == nil:
+				committed = append(committed, i)
+			case !errors.Is(r.err, store.ErrSuperseded):
+				t.Fatalf("claimer %d (epoch %d): Commit = %v; want success or store.ErrSuperseded", i, epochs[i], r.err)
 			}
-			if r.claim != nil {
-				committed[r.out] = true
+			if j, dup := seen[epochs[i]]; dup || epochs[i] == 0 {
+				t.Fatalf("claimers %d and %d both hold epoch %d; want a nonzero epoch each", j, i, epochs[i])
 			}
+			seen[epochs[i]] = i
+			latest = max(latest, epochs[i])
 		}
-		if len(committed) == 0 || (!opts.LocalClaims && len(committed) != 1) {
-			t.Fatalf("%d of %d claimers dispatched; want exactly one", len(committed), racers)
+		if len(committed) != 1 || (!opts.LocalClaims && len(seen) != 1) {
+			t.Fatalf("%d claims of %d claimers, %d committed; want exactly one commit", len(seen), racers, len(committed))
+		}
+		winner := committed[0]
+		if epochs[winner] != latest {
+			t.Fatalf("claimer %d committed at epoch %d, but epoch %d was taken after it; the later claim should win", winner, epochs[winner], latest)
+		}
+		for e := uint64(1); e <= latest; e++ {
+			if _, ok := seen[e]; !ok {
+				t.Fatalf("epochs %v skip %d; a fresh store's claims of a key number 1, 2, 3...", seen, e)
+			}
 		}
 		for i, r := range got {
-			if r.hit && !committed[r.out] {
-				t.Fatalf("claimer %d got %#v, which no claimer committed", i, r.out)
+			if r.hit && r.out != got[winner].out {
+				t.Fatalf("claimer %d got %#v, not the one committed (%#v)", i, r.out, got[winner].out)
 			}
 		}
-		final := begin(t, idem, "k", "p-last")
-		if final.err != nil || !final.hit || !committed[final.out] {
-			t.Fatalf("after the race Begin = %#v hit %v err %v; want one of the committed results %v", final.out, final.hit, final.err, committed)
-		}
+		hit(t, idem, "k", got[winner].out)
 		if n := idem.Len(); n != 1 {
 			t.Fatalf("Len after the race: %d, want 1", n)
+		}
+	})
+
+	// A key's epochs only grow, across a release, a rollback and a
+	// restart, and never repeat; another key has its own. A fresh store's
+	// first epochs of a key count 1, 2, 3...; after a restart a store may
+	// jump ahead (the file store starts a new range).
+	t.Run("EpochsNeverRepeat", func(t *testing.T) {
+		b := newBacking(t, open)
+		d := b.open("node-a")
+		var last uint64
+		next := func(c store.Claim, exactly bool, what string) store.Claim {
+			t.Helper()
+			e := c.Epoch()
+			if e <= last || (exactly && e != last+1) {
+				t.Fatalf("%s: epoch %d after %d; want %s", what, e, last, map[bool]string{true: "the next one", false: "a higher one"}[exactly])
+			}
+			last = e
+			return c
+		}
+		next(miss(t, d.Idempotency, "k", "p1"), true, "the first claim").Release()
+		if e := miss(t, d.Idempotency, "other", "p1"); e.Epoch() != 1 {
+			t.Fatalf("another key's first claim has epoch %d, want 1", e.Epoch())
+		} else {
+			e.Release()
+		}
+		commit(t, next(miss(t, d.Idempotency, "k", "p1"), true, "a claim after a release"), "first")
+		if err := d.Idempotency.Invalidate(ctx(t), []string{"k"}, "p1"); err != nil {
+			t.Fatal(err)
+		}
+		next(miss(t, d.Idempotency, "k", "p2"), true, "a claim after a rollback").Release()
+		d = b.restart(d)
+		next(miss(t, d.Idempotency, "k", "p3"), false, "a claim after a restart following a release")
+		died := d
+		d = b.restart(d) // the claim is left held by a daemon that is gone
+		if opts.LapseClaim != nil {
+			opts.LapseClaim(t, died.Store, "k")
+		}
+		commit(t, next(miss(t, d.Idempotency, "k", "p4"), false, "a claim after its holder died"), "fifth")
+		hit(t, d.Idempotency, "k", "fifth")
+		d = b.restart(d)
+		if err := d.Idempotency.Invalidate(ctx(t), []string{"k"}, "p4"); err != nil {
+			t.Fatal(err)
+		}
+		next(miss(t, d.Idempotency, "k", "p5"), false, "a claim after a restart and a rollback").Release()
+	})
+
+	// A holder stalls past its lease; a newer claim of its key is taken
+	// (a take-over on a shared store, a second Begin with local claims) and
+	// commits. The stalled holder's Commit is then refused as superseded
+	// and the newer result stands.
+	t.Run("SupersededCommitIsRefused", func(t *testing.T) {
+		b := newBacking(t, open)
+		a := b.open("node-a")
+		taker := a
+		if opts.Shared {
+			taker = b.open("node-b")
+		}
+		for _, takerFirst := range []bool{true, false} {
+			key := fmt.Sprintf("k-%v", takerFirst)
+			stalled := miss(t, a.Idempotency, key, "p1")
+			if !opts.LocalClaims {
+				if opts.LapseClaim == nil {
+					t.Fatal("a backend with exclusive claims needs Options.LapseClaim")
+				}
+				opts.LapseClaim(t, a.Store, key)
+			}
+			newer := miss(t, taker.Idempotency, key, "p2")
+			if newer.Epoch() <= stalled.Epoch() {
+				t.Fatalf("the newer claim has epoch %d, the stalled one %d; want a higher one", newer.Epoch(), stalled.Epoch())
+			}
+			if takerFirst {
+				commit(t, newer, "newer")
+			}
+			if err := stalled.Commit(ctx(t), "stalled"); !errors.Is(err, store.ErrSuperseded) {
+				t.Fatalf("the stalled claim's Commit = %v; want store.ErrSuperseded", err)
+			}
+			if !takerFirst {
+				commit(t, newer, "newer")
+			}
+			hit(t, a.Idempotency, key, "newer")
+			hit(t, taker.Idempotency, key, "newer")
 		}
 	})
 
 	if !opts.Shared {
 		return
 	}
+	// Waiters on two daemons race to take over a claim that lapsed: exactly
+	// one wins, at the next epoch, and every other gets its result; the
+	// stalled holder's Commit is then refused.
+	t.Run("RacingTakeOvers", func(t *testing.T) {
+		b := newBacking(t, open)
+		a, other := b.open("node-a"), b.open("node-b")
+		stalled := miss(t, a.Idempotency, "k", "p0")
+		opts.LapseClaim(t, a.Store, "k")
+		got := make([]begun, racers)
+		race(racers, func(i int) {
+			idem := a.Idempotency
+			if i%2 == 1 {
+				idem = other.Idempotency
+			}
+			r := begin(t, idem, "k", fmt.Sprintf("p%d", i+1))
+			if r.err == nil && r.claim != nil {
+				r.err = r.claim.Commit(ctx(t), fmt.Sprintf("result %d", i))
+				r.out = fmt.Sprintf("result %d", i)
+			}
+			got[i] = r
+		})
+		var winners []int
+		for i, r := range got {
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", i, r.err)
+			}
+			if r.claim != nil {
+				winners = append(winners, i)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("%d waiters took the lapsed claim over; want exactly one", len(winners))
+		}
+		w := got[winners[0]]
+		if e := w.claim.Epoch(); e != stalled.Epoch()+1 {
+			t.Fatalf("the take-over has epoch %d, the stalled claim %d; want the next one", e, stalled.Epoch())
+		}
+		for i, r := range got {
+			if r.claim == nil && (!r.hit || r.out != w.out) {
+				t.Fatalf("waiter %d got %#v hit %v; want the winner's %#v", i, r.out, r.hit, w.out)
+			}
+		}
+		if err := stalled.Commit(ctx(t), "stalled"); !errors.Is(err, store.ErrSuperseded) {
+			t.Fatalf("the stalled holder's Commit = %v; want store.ErrSuperseded", err)
+		}
+		hit(t, other.Idempotency, "k", w.out)
+	})
+
 	// Two daemons claim one key: one dispatches, the other gets its result.
 	t.Run("AcrossDaemons", func(t *testing.T) {
 		b := newBacking(t, open)

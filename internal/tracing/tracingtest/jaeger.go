@@ -324,6 +324,15 @@ func (j *Jaeger) Trace(ctx context.Context, traceID string) ([]Span, error) {
 func (j *Jaeger) WaitTrace(tb testing.TB, traceID string, done func([]Span) bool) []Span {
 	tb.Helper()
 	var spans []Span
+	defer func() {
+		if tb.Failed() { // what had arrived, to tell a missing span from a misnamed one
+			names := make([]string, len(spans))
+			for i, s := range spans {
+				names[i] = s.Name
+			}
+			tb.Logf("spans of trace %s in jaeger at the end: %q", traceID, names)
+		}
+	}()
 	testwait.Eventually(tb, waitLimit, "the spans of trace "+traceID+" in jaeger", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -12,6 +12,9 @@ const MAX_EVENTS = 500;      // rows kept in the log
 const MAX_PROPOSALS = 50;    // finished proposals kept
 const BUCKET_MS = 10000;     // chart: events per 10 s
 const BUCKETS = 30;          // over 5 minutes
+// The link template to a proposal's trace (otel_trace_url), naming
+// {trace_id}; without it a traced proposal shows its trace id only.
+const TRACE_URL = document.querySelector('meta[name="car-trace-url"]')?.content || '';
 
 const $ = (id) => document.getElementById(id);
 
@@ -271,7 +274,7 @@ function track(e) {
     p = undefined;
   }
   if (!p) {
-    p = { id: e.proposal_id, connection: e.connection, source: '', status: 'running', started: e.timestamp, finished: '', duration: null, actions: new Map(), note: '', rejection: null };
+    p = { id: e.proposal_id, connection: e.connection, source: '', trace: '', status: 'running', started: e.timestamp, finished: '', duration: null, actions: new Map(), note: '', rejection: null };
     state.proposals.set(e.proposal_id, p);
     while (state.proposals.size > MAX_PROPOSALS) {
       const old = [...state.proposals.values()].find((x) => x.status !== 'running');
@@ -285,7 +288,10 @@ function track(e) {
     return p.actions.get(id);
   };
   switch (e.kind) {
-    case 'proposal_received': p.source = d.source || ''; break;
+    case 'proposal_received':
+      p.source = d.source || '';
+      p.trace = /^[0-9a-f]{32}$/.test(d.trace_id || '') ? d.trace_id : '';
+      break;
     case 'action_started': { const a = act(e.action_id); a.status = 'running'; a.tool = d.tool || d.type || ''; break; }
     case 'approval_waiting':
       if (e.action_id) {
@@ -561,7 +567,7 @@ function proposalCard(li, p) {
   if (rejected) parts.push(el('p', { class: 'verdict', title: `recorded as ${p.rejection.by}` }, rejected));
   parts.push(
     dl([['from', `${state.who.conn(p.connection)}${p.source && p.source !== 'unknown' ? ` (${p.source})` : ''}`], ['started', clock(p.started)],
-      ['took', p.duration == null ? '' : `${Number(p.duration).toFixed(1)} ms`], ['note', p.note]]),
+      ['took', p.duration == null ? '' : `${Number(p.duration).toFixed(1)} ms`], ['trace', traceLink(p.trace)], ['note', p.note]]),
     el('div', { class: 'scroll' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'action'), el('th', {}, 'tool'), el('th', {}, 'status'), el('th', {}, 'duration'))), el('tbody', {}, rows))));
   let keepFocus = false;
   if (p.status === 'running') {
@@ -584,6 +590,15 @@ function proposalCard(li, p) {
   }
   fill(li, parts);
   if (keepFocus) li.querySelector('button.cancel').focus();
+}
+
+// traceLink is a proposal's trace: a link to it through otel_trace_url,
+// else its id; '' when the proposal was not traced.
+function traceLink(id) {
+  if (!id) return '';
+  if (!TRACE_URL) return el('code', { class: 'trace-id' }, id);
+  const href = TRACE_URL.split('{trace_id}').join(id);
+  return el('a', { class: 'trace', href, target: '_blank', rel: 'noopener noreferrer', title: `trace ${id}` }, short(id, 16));
 }
 
 // ---- health, roster, policies ----
