@@ -21,12 +21,16 @@ test:
 	$(GO) test -race -count=1 ./...
 
 CRASH_CUTS ?= 300
+CRASH_KILLS ?= 1000
 
-## crashtest: the power-loss crash test, not part of test: the daemon on a
-## FUSE file system that keeps only what was made durable, the power cut
+## crashtest: the crash soaks, not part of test. The SIGKILL tests, under
+## journal_sync full and proposal, with CRASH_KILLS kills each (test runs
+## them with 12); then the power-loss test, under both modes: the daemon on
+## a FUSE file system that keeps only what was made durable, the power cut
 ## CRASH_CUTS times at seeded random points (the seed is logged; replay with
 ## CAR_CRASH_SEED=<seed>). Needs /dev/fuse and fusermount3 (Debian fuse3).
 crashtest:
+	CAR_CRASH_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -timeout 60m -run '^TestCrash(JournalSyncProposal)?NeverRepeatsAnAcknowledgedIdempotentCall$$' -v ./cmd/car-server/
 	CAR_CRASH_CUTS=$(CRASH_CUTS) $(GO) test -tags crashtest -count=1 -timeout 60m -run '^TestPowerLoss' -v ./cmd/car-server/
 
 STATICCHECK_VERSION := v0.8.2

@@ -102,6 +102,7 @@ type Config struct {
 	Integrity               engine.IntegrityOptions // the intent gate, the taint ledger, the transaction check, receipts
 
 	Store                    string        // StoreFile or StorePostgres
+	JournalSync              string        // store file: when idempotent results are flushed, file.SyncFull or file.SyncProposal
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
 	PostgresMaxConns         int           // pool size
 	PostgresStatementTimeout time.Duration // deadline of one statement
@@ -421,6 +422,7 @@ func (c *Config) resolve(r *reader) error {
 	c.LogFormat = r.str("log_format")
 	c.LogLevel = r.str("log_level")
 	c.Store = strings.TrimSpace(r.str("store"))
+	c.JournalSync = strings.TrimSpace(r.str("journal_sync"))
 	c.PostgresURL = r.secret("postgres_url")
 	c.PostgresMaxConns = r.integer("postgres_max_conns")
 	c.PostgresStatementTimeout = r.duration("postgres_statement_timeout")
@@ -442,6 +444,15 @@ func (c *Config) resolve(r *reader) error {
 		}
 	default:
 		r.fail("store", "store must be file or postgres, got %q", c.Store)
+	}
+	switch file.Sync(c.JournalSync) {
+	case file.SyncFull:
+	case file.SyncProposal:
+		if c.Store == StorePostgres {
+			r.fail("journal_sync", "journal_sync proposal is for store file (its idempotency journal); with store postgres every result is committed before the next step: leave journal_sync full")
+		}
+	default:
+		r.fail("journal_sync", "journal_sync must be full (every idempotent result flushed to disk before the next step and before any reply) or proposal (a proposal's results flushed once, before its reply), got %q", c.JournalSync)
 	}
 	if c.PostgresMaxConns > math.MaxInt32 {
 		r.fail("postgres_max_conns", "postgres_max_conns must be at most %d, got %d", math.MaxInt32, c.PostgresMaxConns)

@@ -193,6 +193,7 @@ func TestEveryNameIsBound(t *testing.T) {
 		"feed_queue_bytes":                   {"7", "7", func(c *Config) any { return c.FeedQueueBytes }, nil},
 		"max_checkpoint_bytes":               {"7", "7", func(c *Config) any { return c.MaxCheckpointBytes }, nil},
 		"store":                              {"postgres", "postgres", func(c *Config) any { return c.Store }, map[string]string{"CAR_POSTGRES_URL": "postgres://car@db.example/car"}},
+		"journal_sync":                       {"proposal", "proposal", func(c *Config) any { return c.JournalSync }, nil},
 		"postgres_url":                       {"postgres://car@db.example/car", "postgres://car@db.example/car", func(c *Config) any { return c.PostgresURL }, nil},
 		"postgres_max_conns":                 {"7", "7", func(c *Config) any { return c.PostgresMaxConns }, nil},
 		"postgres_statement_timeout":         {"7", "7s", func(c *Config) any { return c.PostgresStatementTimeout }, nil},
@@ -324,6 +325,8 @@ func TestBadSettings(t *testing.T) {
 		{"home in file", nil, nil, "home: /elsewhere\n", "sets home"},
 		{"postgres without a url", nil, map[string]string{"CAR_STORE": "postgres"}, "", "store is postgres but postgres_url is empty: set CAR_POSTGRES_URL (or --postgres-url) to a libpq URL such as postgres://car@db.example:5432/car, or use store file (from CAR_STORE)"},
 		{"unknown store", []string{"--store", "mysql"}, nil, "", `store must be file or postgres, got "mysql" (from --store)`},
+		{"unknown journal_sync", []string{"--journal-sync", "normal"}, nil, "", `journal_sync must be full (every idempotent result flushed to disk before the next step and before any reply) or proposal (a proposal's results flushed once, before its reply), got "normal" (from --journal-sync)`},
+		{"journal_sync proposal on postgres", nil, map[string]string{"CAR_STORE": "postgres", "CAR_POSTGRES_URL": "postgres://car@db.example/car", "CAR_JOURNAL_SYNC": "proposal"}, "", "journal_sync proposal is for store file (its idempotency journal); with store postgres every result is committed before the next step: leave journal_sync full (from CAR_JOURNAL_SYNC)"},
 		{"url not shown", nil, nil, "postgres_url: [\"postgres://car:s3cret@db/car\"]\n", "postgres_url must be a single value (not shown: it may hold a password)"},
 		{"zero pool", nil, map[string]string{"CAR_POSTGRES_MAX_CONNS": "0"}, "", "postgres_max_conns must be at least 1 (from CAR_POSTGRES_MAX_CONNS)"},
 	}

@@ -75,19 +75,30 @@ func run(args []string, out io.Writer) error {
 
 	var systems []*system
 	var plain *system
-	carFile := &system{name: "car-server, idempotent chain, file store", durability: "fsync of the journal per step, before the next step and the reply"}
+	carFile := &system{name: "car-server, idempotent chain, file store, journal_sync=full", durability: "fsync of the journal per step, before the next step and the reply"}
 	plain = &system{name: "car-server, plain chain (`tools.execute` callbacks)", durability: "none: nothing is recorded"}
+	flush := &system{name: "one 8 kB fdatasync of the journal's disk (car-bench's probe, in the same runs)", durability: "the disk's flush"}
 	var rt []time.Duration
 	carFile.measure = func(ctx context.Context) (time.Duration, error) {
-		r, err := carBench(ctx, o, "file", "")
+		r, err := carBench(ctx, o, "file", "full", "")
 		if err != nil {
 			return 0, err
 		}
 		plain.samples = append(plain.samples, r.plain)
 		rt = append(rt, r.roundTrip)
+		flush.samples = append(flush.samples, r.fdatasync)
 		return r.durable, nil
 	}
-	systems = append(systems, carFile)
+	carProposal := &system{name: "car-server, idempotent chain, file store, journal_sync=proposal", durability: "each step's result written (survives a process crash) and the chain's results flushed by one fsync before the proposal's reply; a power loss can repeat steps of a proposal not yet answered",
+		measure: func(ctx context.Context) (time.Duration, error) {
+			r, err := carBench(ctx, o, "file", "proposal", "")
+			if err != nil {
+				return 0, err
+			}
+			flush.samples = append(flush.samples, r.fdatasync)
+			return r.durable, nil
+		}}
+	systems = append(systems, carFile, carProposal)
 	var pgDBOS, pgCar string
 	if o.postgres != "" {
 		var err error
@@ -99,7 +110,7 @@ func run(args []string, out io.Writer) error {
 		}
 		systems = append(systems, &system{name: "car-server, idempotent chain, PostgreSQL store", durability: "the result's commit flushed (synchronous_commit on) per step; the claim's commit not waited for",
 			measure: func(ctx context.Context) (time.Duration, error) {
-				r, err := carBench(ctx, o, "postgres", pgCar)
+				r, err := carBench(ctx, o, "postgres", "", pgCar)
 				return r.durable, err
 			}})
 	}
@@ -137,7 +148,7 @@ func run(args []string, out io.Writer) error {
 			fmt.Fprintf(os.Stderr, "round %d: %s %.0f µs per step\n", r+1, s.name, us(d))
 		}
 	}
-	all := append([]*system{plain}, systems...)
+	all := append([]*system{flush, plain}, systems...)
 	rtMed := median(rt)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%d rounds, interleaved; each: %d chains of %d steps per system; median of the rounds (min–max)\n", o.rounds, o.chains, o.steps)
@@ -181,14 +192,18 @@ func maxOf(ds []time.Duration) time.Duration {
 
 // carResult is what one car-bench --durable-chain run measured, per step.
 type carResult struct {
-	durable, plain, roundTrip time.Duration
+	durable, plain, roundTrip, fdatasync time.Duration
 }
 
 // carBench runs car-bench --durable-chain against a daemon it spawns on
-// the given store, and reads its JSON report.
-func carBench(ctx context.Context, o options, store, pgURL string) (carResult, error) {
+// the given store (on the file store, under journal_sync sync), and reads
+// its JSON report.
+func carBench(ctx context.Context, o options, store, sync, pgURL string) (carResult, error) {
 	args := []string{"--spawn", o.carServer, "--durable-chain", strconv.Itoa(o.steps), "--proposals", strconv.Itoa(o.chains),
-		"--baseline", strconv.Itoa(o.chains * o.steps), "--fsync-probes", strconv.Itoa(o.chains), "--json", "--store", store}
+		"--baseline", strconv.Itoa(o.chains * o.steps), "--fsync-probes", strconv.Itoa(25 * o.chains), "--json", "--store", store}
+	if sync != "" {
+		args = append(args, "--journal-sync", sync)
+	}
 	if pgURL != "" {
 		args = append(args, "--postgres-url", pgURL)
 	}
@@ -203,13 +218,14 @@ func carBench(ctx context.Context, o options, store, pgURL string) (carResult, e
 			Durable   float64 `json:"durable_step_ms"`
 			Plain     float64 `json:"plain_step_ms"`
 			RoundTrip float64 `json:"round_trip_ms"`
+			Fdatasync float64 `json:"fdatasync_8k_ms"`
 		} `json:"durable_chain"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return carResult{}, fmt.Errorf("car-bench's report: %w", err)
 	}
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
-	return carResult{ms(rep.Durable.Durable), ms(rep.Durable.Plain), ms(rep.Durable.RoundTrip)}, nil
+	return carResult{ms(rep.Durable.Durable), ms(rep.Durable.Plain), ms(rep.Durable.RoundTrip), ms(rep.Durable.Fdatasync)}, nil
 }
 
 // database creates (once) a database of its own on the server pgURL names,

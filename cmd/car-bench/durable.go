@@ -19,6 +19,7 @@ import (
 type durableReport struct {
 	Actions        int     `json:"actions"`
 	Store          string  `json:"store"`
+	JournalSync    string  `json:"journal_sync,omitempty"` // the file store's
 	ProbeDir       string  `json:"fsync_probe_dir"`
 	DurableStepMs  float64 `json:"durable_step_ms"`
 	PlainStepMs    float64 `json:"plain_step_ms"`
@@ -118,7 +119,7 @@ func runDurableChain(ctx context.Context, o options) (*report, error) {
 	rep.ProposalsDone = len(lat)
 	rep.Latency = summarize(lat)
 	rep.Baseline = summarize(base)
-	d := &durableReport{Actions: n, Store: o.Store, ProbeDir: probeDir(o),
+	d := &durableReport{Actions: n, Store: o.Store, JournalSync: journalSync(o), ProbeDir: probeDir(o),
 		Fdatasync: summarize(probe.flush), AppendFsync: summarize(probe.appends), Plain: summarize(plainLat)}
 	d.RoundTripMs, d.FdatasyncMs, d.AppendFsyncMs = rep.Baseline.MeanMs, d.Fdatasync.MeanMs, d.AppendFsync.MeanMs
 	if rep.Latency.Count > 0 {
@@ -165,4 +166,22 @@ func checkNoCacheHit(rep *report, res *protocol.ProposalResult) {
 			return
 		}
 	}
+}
+
+// journalSync is the journal_sync of the daemon measured: the one car-bench
+// gave the daemon it spawned on the file store; "" when it did not spawn it
+// (not known) or for PostgreSQL (not its setting).
+func journalSync(o options) string {
+	if o.Spawn == "" || o.Store != "file" {
+		return ""
+	}
+	return o.JournalSync
+}
+
+// syncNote names a known journal_sync in the text report.
+func syncNote(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return ", journal_sync " + mode
 }

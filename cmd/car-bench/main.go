@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	if opts.Spawn != "" {
-		d, err := spawnDaemon(ctx, opts.Spawn, opts.Connections+opts.Idle+16, opts.Store, opts.PostgresURL)
+		d, err := spawnDaemon(ctx, opts.Spawn, opts.Connections+opts.Idle+16, opts.Store, opts.JournalSync, opts.PostgresURL)
 		if err != nil {
 			fmt.Fprintln(stderr, "car-bench:", err)
 			return 1

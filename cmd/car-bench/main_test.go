@@ -50,6 +50,9 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--spawn", "bin/car-server", "--store", "sqlite"}, "--store must be file or postgres"},
 		{[]string{"--store", "postgres", "--postgres-url", "postgres://x"}, "it needs --spawn"},
 		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", ""}, "--store postgres needs --postgres-url"},
+		{[]string{"--spawn", "bin/car-server", "--journal-sync", "normal"}, "--journal-sync must be full or proposal"},
+		{[]string{"--journal-sync", "proposal"}, "it needs --spawn and --store file"},
+		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", "postgres://x", "--journal-sync", "proposal"}, "it needs --spawn and --store file"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)
@@ -62,6 +65,7 @@ func TestArgumentChecks(t *testing.T) {
 		{"--spawn", "bin/car-server", "--idle", "10000", "--connections", "10000", "--proposals", "3"},
 		{"--url", "ws://127.0.0.1:9100/", "--url", "ws://127.0.0.1:9101/"},
 		{"--spawn", "bin/car-server", "--chain", "300", "--baseline", "3000"},
+		{"--spawn", "bin/car-server", "--durable-chain", "100", "--journal-sync", "proposal"},
 		{"--spawn", "bin/car-server", "--durable-chain", "100", "--store", "postgres", "--postgres-url", "postgres://car@/postgres?host=/tmp"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {

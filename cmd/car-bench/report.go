@@ -155,7 +155,7 @@ func (r *report) writeText(w io.Writer) error {
 // writeDurable is the text report of --durable-chain.
 func (r *report) writeDurable(tw *tabwriter.Writer) error {
 	d := r.Durable
-	fmt.Fprintf(tw, "durable chain\t%d proposals of %d idempotent tool calls, each depending on the one before, %s store, alternating with the same chain not idempotent (GOMAXPROCS %d)\n", r.ProposalsPerConnection, d.Actions, d.Store, r.GoMaxProcs)
+	fmt.Fprintf(tw, "durable chain\t%d proposals of %d idempotent tool calls, each depending on the one before, %s store%s, alternating with the same chain not idempotent (GOMAXPROCS %d)\n", r.ProposalsPerConnection, d.Actions, d.Store, syncNote(d.JournalSync), r.GoMaxProcs)
 	fmt.Fprintf(tw, "done\t%d durable proposals in %.2fs (with everything between them)\n", r.ProposalsDone, r.WallSecs)
 	fmt.Fprintf(tw, "durable proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", r.Latency.MeanMs, r.Latency.P50Ms, r.Latency.P95Ms, r.Latency.P99Ms, r.Latency.MaxMs)
 	fmt.Fprintf(tw, "plain proposal\tmean %.3f ms, p50 %.3f, p95 %.3f, p99 %.3f, max %.3f\n", d.Plain.MeanMs, d.Plain.P50Ms, d.Plain.P95Ms, d.Plain.P99Ms, d.Plain.MaxMs)

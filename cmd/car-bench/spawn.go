@@ -23,13 +23,18 @@ type daemon struct {
 
 // spawnDaemon starts binary on a temporary state root with a free port and
 // waits for it to listen.
-func spawnDaemon(ctx context.Context, binary string, maxConns int, store, postgresURL string) (*daemon, error) {
+func spawnDaemon(ctx context.Context, binary string, maxConns int, store, journalSync, postgresURL string) (*daemon, error) {
 	home, err := os.MkdirTemp("", "car-bench-home-")
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(binary, "--port", "0", "--max-connections", strconv.Itoa(maxConns))
-	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store)
+	// The MCP endpoint is off: nothing here uses it, and its fixed default
+	// port would make a second daemon on the machine fail to start.
+	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store, "CAR_MCP_BIND=disabled")
+	if store == "file" {
+		cmd.Env = append(cmd.Env, "CAR_JOURNAL_SYNC="+journalSync)
+	}
 	if store == "postgres" {
 		// In the environment rather than the arguments: a password in the
 		// URL does not show in the process list.

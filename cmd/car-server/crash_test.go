@@ -134,21 +134,61 @@ func (l *ledger) submit(ctx context.Context, c *client.Client, keys []string) er
 	return nil
 }
 
+// crashKillsEnv raises (or lowers) the number of SIGKILLs of a crash test
+// from its default, for a soak (make crashtest).
+const crashKillsEnv = "CAR_CRASH_KILLS"
+
+// crashKills is the number of SIGKILLs in CAR_CRASH_KILLS, or 12.
+func crashKills(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv(crashKillsEnv)
+	if v == "" {
+		return 12
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s must be a positive number of SIGKILLs, got %q", crashKillsEnv, v)
+	}
+	return n
+}
+
 func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
+	crashTrials(t, "full")
+}
+
+// Under journal_sync = proposal a result is only written, not flushed, when
+// its step ends: a SIGKILL keeps it all the same (the kernel holds the
+// write), so no acknowledged call runs again either.
+func TestCrashJournalSyncProposalNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
+	crashTrials(t, "proposal")
+}
+
+// crashTrials SIGKILLs the daemon at random points under idempotent
+// proposals, with its idempotency journal under journal_sync mode, then
+// re-submits everything: no acknowledged call may have run twice.
+func crashTrials(t *testing.T, mode string) {
 	if testing.Short() {
 		t.Skip("crash trials run the daemon many times")
 	}
 	seed := crashSeed(t)
-	t.Logf("seed %d (replay with %s=%d)", seed, crashSeedEnv, seed)
+	trials := crashKills(t)
+	t.Logf("journal_sync %s, seed %d, %d SIGKILLs (replay with %s=%d; %s sets the number)", mode, seed, trials, crashSeedEnv, seed, crashKillsEnv)
 	rng := rand.New(rand.NewSource(seed))
 	home := t.TempDir()
+	env := "CAR_JOURNAL_SYNC=" + mode
 	l := &ledger{dispatched: map[string]int{}, acked: map[string]bool{}}
-	const trials = 12
 	for trial := 0; trial < trials; trial++ {
 		// A random point to crash at: after the n-th tool call of this
 		// trial, either while that call is open or racing its answer.
 		crash := l.arm(1+rng.Intn(40), rng.Intn(2) == 0)
-		d := startDaemon(t, home)
+		d := startDaemon(t, home, env)
+		if trial == 0 {
+			// Logged before the listening line startDaemon waited for.
+			line, _, err := d.logs.wait(ctxT(t), 0, "idempotency journal loaded")
+			if err != nil || line["journal_sync"] != mode {
+				t.Fatalf("the daemon's idempotency journal: %v, %v; want journal_sync %s", line, err, mode)
+			}
+		}
 		c := l.connect(t, d)
 		ctx := ctxT(t)
 		done := make(chan error, 1)
@@ -188,7 +228,7 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 
 	// Restart once more and re-submit everything ever submitted.
 	l.arm(0, false)
-	d := startDaemon(t, home)
+	d := startDaemon(t, home, env)
 	c := l.connect(t, d)
 	defer c.Close()
 	l.mu.Lock()
@@ -209,8 +249,10 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 	if len(ackedBefore) == 0 {
 		t.Fatal("no result was acknowledged before a crash: the test exercised nothing")
 	}
+	repeated := 0
 	for k := range ackedBefore {
 		if n := l.dispatched[k]; n != 1 {
+			repeated++
 			t.Errorf("key %s: its result reached the client, yet it was dispatched %d times", k, n)
 		}
 	}
@@ -223,6 +265,6 @@ func TestCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
 			t.Errorf("key %s never succeeded, even after the final re-submission", k)
 		}
 	}
-	t.Logf("%d trials, %d keys, %d acknowledged before a crash, %d re-run inside the honest window (ran, not yet journaled)",
-		trials, len(all), len(ackedBefore), window)
+	t.Logf("journal_sync %s: %d SIGKILLs, %d keys, %d acknowledged before a crash, %d of them repeated; %d re-run inside the honest window (ran, not yet journaled)",
+		mode, trials, len(all), len(ackedBefore), repeated, window)
 }

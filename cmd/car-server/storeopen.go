@@ -33,6 +33,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 	}
 	st, rep, err := file.Open(file.Config{
 		IdempotencyPath: cfg.IdempotencyPath,
+		IdempotencySync: file.Sync(cfg.JournalSync),
 		ApprovalsPath:   cfg.ApprovalsPath,
 		MessagesPath:    cfg.MessagesPath,
 		LeasesPath:      cfg.LeasesPath,
@@ -58,7 +59,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 		}
 	}
 	torn("idempotency journal", cfg.IdempotencyPath, rep.Idempotency)
-	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Idempotency.Lines), zap.Int("live", rep.Idempotency.Live))
+	log.Info("idempotency journal loaded", zap.String("path", cfg.IdempotencyPath), zap.Int("records", rep.Idempotency.Lines), zap.Int("live", rep.Idempotency.Live), zap.String("journal_sync", cfg.JournalSync))
 	torn("approval ledger", cfg.ApprovalsPath, rep.Approvals)
 	log.Info("approval ledger loaded", zap.String("path", cfg.ApprovalsPath), zap.Int("records", rep.Approvals.Lines), zap.Int("fingerprints", rep.Approvals.Live))
 	torn("message ledger", cfg.MessagesPath, rep.Messages)

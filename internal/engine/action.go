@@ -347,6 +347,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: its idempotency key could not be claimed", a.Tool), err)
 		}
 		if found {
+			r.noteDurable(i)
 			return out, "idempotency", nil
 		}
 		if r.sub.Agent == "" {
@@ -360,6 +361,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 				return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: the result an older daemon may have stored for it could not be read", a.Tool), err)
 			}
 			if found {
+				r.noteDurable(i)
 				return out, "idempotency", nil
 			}
 		}
@@ -398,12 +400,21 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 		}
 		r.mu.Lock()
 		r.idemKeys = append(r.idemKeys, idemKey)
+		r.idemNodes = append(r.idemNodes, i)
 		r.mu.Unlock()
 	}
 	if t.cache != nil {
 		t.cache.put(cacheKey, out, time.Now())
 	}
 	return out, "", nil
+}
+
+// noteDurable records that action i was answered from the idempotency
+// cache, whose result the reply must wait for (flushDurable).
+func (r *run) noteDurable(i int) {
+	r.mu.Lock()
+	r.idemNodes = append(r.idemNodes, i)
+	r.mu.Unlock()
 }
 
 // dispatch calls the tool through the session's executor, with retries. An

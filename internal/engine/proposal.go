@@ -100,6 +100,7 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 		}
 		r.execute(ctx)
 	}
+	r.flushDurable(ctx)
 	res := r.result()
 	rt.noteFlow(sub, res)
 	rt.noteIntegrity(context.WithoutCancel(ctx), sub, res) // the ledger records the writes even when the client went away
@@ -169,6 +170,7 @@ type run struct {
 	toolCalls int
 	retries   int
 	idemKeys  []string                      // idempotency results this proposal recorded
+	idemNodes []int                         // actions answered from or committed to the idempotency cache, for flushDurable
 	handles   map[string]*streams.Handle    // action id → its detached invocation; nil until one starts
 	started   map[startedKey]map[string]any // the data of the action_started events, by type and tool
 	results   map[string]any                // action id → its awaited stream's result; nil until one ends
@@ -592,6 +594,37 @@ func (r *run) write(ctx context.Context, key string, value any) error {
 	}
 	r.undo = append(r.undo, undoEntry{key: key, version: version, prior: prior})
 	return nil
+}
+
+// flushDurable makes the idempotent results this proposal committed or
+// read durable before it is answered, when the store defers their flush
+// to here (store.IdempotencyFlusher: the file store under journal_sync =
+// proposal). If the flush fails, those actions are reported failed: their
+// results may not survive a power loss, so the reply must not present
+// them as done.
+func (r *run) flushDurable(ctx context.Context) {
+	f, ok := r.rt.opts.Idempotency.(store.IdempotencyFlusher)
+	r.mu.Lock()
+	nodes := r.idemNodes
+	r.mu.Unlock()
+	if !ok || len(nodes) == 0 {
+		return
+	}
+	err := f.Flush(context.WithoutCancel(ctx))
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, i := range nodes {
+		nd := &r.nodes[i]
+		if nd.result.Status != protocol.StatusSucceeded {
+			continue
+		}
+		nd.result.Status = protocol.StatusFailed
+		nd.result.Output = nil
+		nd.result.Error = new(store.Wrap(fmt.Sprintf("tool '%s' ran, but its result could not be flushed to disk, so a re-submission may run it again", nd.action.Tool), err).Error())
+	}
 }
 
 // rollback undoes this proposal's state writes, newest first, and

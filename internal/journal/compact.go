@@ -154,6 +154,7 @@ func (j *Journal) finishCompaction(c *compaction) {
 	case err == nil:
 		j.f = f
 		j.lines = c.snapshot + len(carry)
+		j.dirty = false // the new file holds every record written, synced
 		j.retryAt = 0
 	case renamed:
 		j.broken = err

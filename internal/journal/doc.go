@@ -14,8 +14,9 @@
 // the new file before it is renamed over the old one. A failed compaction is
 // counted (car_journal_compaction_failures_total) and logged (WithErrorLog).
 //
-// A power loss can damage the last write only (the one not yet fsynced): the
-// file may end inside it, and its lost pages read as zero bytes. Replay cuts
+// A power loss can damage the last write only (the one not yet fsynced), or
+// after Write the writes since the last fsync: the file may end inside
+// them, and their lost pages read as zero bytes. Replay cuts
 // such a torn tail off (scan.go, tornTail); an unreadable line anywhere
 // else refuses the open. The format has no checksum: a zero byte is never
 // JSON, and a file system that keeps what was fsynced leaves no other
@@ -24,7 +25,11 @@
 // With AppendOnly the journal is a log instead (the event log's segments):
 // every record stays, none is kept in memory, nothing is compacted.
 //
-// Append returns only after its record is on disk (fsync). Concurrent
-// appends share one write and one fsync: the first appender to find no
-// flush in progress writes everything queued so far (group commit).
+// Append returns only after its record is on disk (fsync). An appender
+// that finds the journal idle writes and fsyncs its record itself;
+// appends that arrive while a write is on its way queue for the flusher
+// goroutine, which writes all of them with one write and one fsync (group
+// commit). Write is Append without the fsync (a process crash keeps the
+// record, a power loss may not), and Sync flushes what Write left: the
+// idempotency journal under journal_sync = proposal.
 package journal

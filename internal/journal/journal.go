@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,9 @@ type Journal struct {
 	group      *flushGroup // the write the queued records wait for; nil while none is queued
 	spare      []pending   // the queue's other slice, reused batch after batch
 	broken     error       // a failed write: no append succeeds until reopened
+	dirty      bool        // records were written (Write) and not yet flushed
+	busy       bool        // a write is on its way, the flusher's or a caller's (writeHere): no other starts
+	closeErr   error       // the flush at Close failed
 	minDead    int         // compaction waits for at least this many dead records
 	appendOnly bool        // a log: records are not kept by key and never compacted
 	retryAt    int         // after a failed automatic compaction, the next waits for this many records
@@ -97,6 +101,7 @@ type pending struct {
 type flushGroup struct {
 	done chan struct{}
 	err  error // set before done is closed
+	sync bool  // an appender of the group waits for the flush (Append, or Sync); else the write is enough (Write)
 }
 
 // end answers every appender of the group.
@@ -311,6 +316,53 @@ func (j *Journal) Append(rec []byte) error {
 // fsynced, or with the first error; after a crash a prefix of the batch may
 // be on disk, never a record without the ones before it.
 func (j *Journal) AppendBatch(recs [][]byte) error {
+	return j.enqueue(recs, true)
+}
+
+// Write writes records as AppendBatch does, but returns once they are
+// written to the file, before they are flushed: Get sees them, a process
+// crash keeps them (they are in the kernel's page cache), a power loss may
+// lose them until a Sync (or an Append's flush, which covers every record
+// written before it) has returned. What a power loss leaves of them is
+// cut to a prefix of what was written at the next Open (see tornTail).
+func (j *Journal) Write(recs [][]byte) error {
+	return j.enqueue(recs, false)
+}
+
+// Sync returns once every record written before it (Write) is flushed to
+// disk, at once when there is none.
+func (j *Journal) Sync() error {
+	j.mu.Lock()
+	if err := j.unusable(); err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	if !j.dirty && j.group == nil {
+		j.mu.Unlock()
+		return nil
+	}
+	if j.group == nil {
+		j.group = &flushGroup{done: make(chan struct{})}
+	}
+	g := j.group
+	g.sync = true
+	j.work.Signal()
+	j.mu.Unlock()
+	<-g.done
+	return g.err
+}
+
+// Err is the error that stops the journal taking records (a failed write
+// or flush, or Close), or nil.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.unusable()
+}
+
+// enqueue queues records for the flusher and waits for their write, and
+// with flush for its fsync too.
+func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 	var one [1]pending // a single record queues without a slice of its own
 	batch := one[:0]
 	if len(recs) > 1 {
@@ -335,10 +387,14 @@ func (j *Journal) AppendBatch(recs [][]byte) error {
 		j.mu.Unlock()
 		return nil
 	}
+	if j.group == nil && !j.busy && j.gather == 0 && j.compaction == nil && j.writing == nil {
+		return j.writeHere(batch, flush) // unlocks
+	}
 	if j.group == nil {
 		j.group = &flushGroup{done: make(chan struct{})}
 	}
 	g := j.group
+	g.sync = g.sync || flush
 	j.queue = append(j.queue, batch...)
 	if j.gather == 0 || len(j.queue) >= j.gather {
 		j.work.Signal()
@@ -351,8 +407,62 @@ func (j *Journal) AppendBatch(recs [][]byte) error {
 	return g.err
 }
 
+// writeHere writes a batch in the caller, and with flush fsyncs it (and
+// what Writes left unflushed), while the flusher is idle: nothing queued,
+// no write on its way, not gathering the appenders of its last write, no
+// compaction. Handing the batch to the flusher and back would add two
+// goroutine hand-offs to the caller's wait. Appends that arrive meanwhile
+// queue for the flusher, which waits for this I/O to end, and share its
+// next write and fsync, as they would have shared one of the flusher's.
+// j.mu is held; writeHere unlocks it.
+func (j *Journal) writeHere(batch []pending, flush bool) error {
+	size := 0
+	for _, p := range batch {
+		size += len(p.line)
+	}
+	buf := make([]byte, 0, size)
+	for _, p := range batch {
+		buf = append(buf, p.line...)
+	}
+	j.busy = true
+	f := j.f
+	j.mu.Unlock()
+	start := time.Now()
+	_, err := f.Write(buf)
+	if err == nil && flush {
+		err = f.Sync()
+		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.busy = false
+	if err != nil {
+		j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
+		err = j.broken
+	} else {
+		j.dirty = !flush
+		for _, p := range batch {
+			j.apply(p.key, p.line, p.tomb)
+			j.lines++
+		}
+		if c := j.compaction; c != nil {
+			// A compaction started during the write: its snapshot does
+			// not hold these records, the new file needs them too.
+			for _, p := range batch {
+				c.carry = append(c.carry, p.line)
+			}
+		}
+		j.maybeCompact()
+	}
+	if j.group != nil || j.closing || j.snapshotWritten() {
+		j.work.Signal() // the flusher waited for this write to end
+	}
+	return err
+}
+
 // flusher is the journal's one writer: it takes everything queued, writes
-// it with one write and one fsync, and answers every appender of the batch.
+// it with one write and one fsync (none when every record of the batch came
+// from Write and no Sync waits), and answers every appender of the batch.
 // Records queued while it does I/O form the next batch (group commit). It
 // also finishes compactions (see compact.go). It runs until Close, and then
 // until the compaction in progress, if any, is finished.
@@ -361,14 +471,23 @@ func (j *Journal) flusher() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
-		for len(j.queue) == 0 && !j.snapshotWritten() && !(j.closing && j.compaction == nil) {
+		for j.busy || (j.group == nil && !j.snapshotWritten() && !(j.closing && j.compaction == nil)) {
 			j.work.Wait()
 		}
 		if j.snapshotWritten() {
 			j.finishCompaction(j.compaction)
 			continue
 		}
-		if len(j.queue) == 0 {
+		if j.group == nil {
+			if j.closing && j.dirty && j.broken == nil {
+				// What Write left unflushed is flushed at Close.
+				if err := j.f.Sync(); err != nil {
+					j.broken = fmt.Errorf("journal %s: flush at close failed: %w", j.path, err)
+					j.closeErr = j.broken
+				} else {
+					j.dirty = false
+				}
+			}
 			return // closing, nothing left
 		}
 		batch, g := j.queue, j.group
@@ -391,23 +510,32 @@ func (j *Journal) flusher() {
 		for _, p := range batch {
 			buf = append(buf, p.line...)
 		}
-		f, writing := j.f, j.writing
+		// A flush covers what earlier Writes left unflushed too.
+		f, writing, flush := j.f, j.writing, g.sync && (len(batch) > 0 || j.dirty)
+		j.busy = true // no writeHere meanwhile: the file's order is the order records are applied, and dirty stays exact
 		j.mu.Unlock()
-		if writing != nil {
+		if writing != nil && len(batch) > 0 {
 			writing(len(batch))
 		}
 		start := time.Now()
-		_, err := f.Write(buf)
-		if err == nil {
+		var err error
+		if len(buf) > 0 {
+			_, err = f.Write(buf)
+		}
+		if err == nil && flush {
 			err = f.Sync()
 		}
 		took := time.Since(start)
-		metrics.FsyncSeconds.Observe(took.Seconds())
+		if flush {
+			metrics.FsyncSeconds.Observe(took.Seconds())
+		}
 		j.mu.Lock()
+		j.busy = false
 		if err != nil {
 			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
 			err = j.broken
 		} else {
+			j.dirty = !flush && (j.dirty || len(batch) > 0)
 			for _, p := range batch {
 				j.apply(p.key, p.line, p.tomb)
 				j.lines++
@@ -485,8 +613,8 @@ func (j *Journal) Stats() (lines, live int) {
 	return j.lines, len(j.live)
 }
 
-// Close writes what is queued, finishes the compaction in progress, stops
-// the flusher and closes the file.
+// Close writes what is queued, flushes what Write left unflushed, finishes
+// the compaction in progress, stops the flusher and closes the file.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closing {
@@ -504,7 +632,7 @@ func (j *Journal) Close() error {
 	if j.broken == nil {
 		j.broken = fmt.Errorf("journal %s is closed", j.path)
 	}
-	return j.f.Close()
+	return errors.Join(j.closeErr, j.f.Close())
 }
 
 // unusable says why the journal takes no more work (a failed write, or

@@ -269,3 +269,65 @@ func TestAppendOnlyKeepsEveryRecord(t *testing.T) {
 		t.Fatalf("reopened with %d records, want all 200 (none compacted away)", rep.Lines)
 	}
 }
+
+// Writes (some in the caller, some through the flusher), Appends, Syncs
+// and compactions at once: every key ends with its writer's last record,
+// in memory and after a reopen.
+func TestWriteAppendSyncAndCompactAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, _ := mustOpen(t, path)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				r := rec(fmt.Sprintf("g%d-%d", g, i%7), "put", i)
+				var err error
+				switch {
+				case g%3 == 0:
+					err = j.Append(r)
+				case i%50 == 49:
+					err = j.Compact()
+				default:
+					err = j.Write([][]byte{r})
+				}
+				if err == nil && i%40 == 0 {
+					err = j.Sync()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	check := func(j *Journal, when string) {
+		t.Helper()
+		for g := range 6 {
+			for k := range 7 {
+				last := 299 - (299-k)%7
+				if g%3 != 0 && last%50 == 49 {
+					last -= 7 // that turn compacted instead of writing
+				}
+				want := string(rec(fmt.Sprintf("g%d-%d", g, k), "put", last))
+				if got, ok := j.Get(fmt.Sprintf("g%d-%d", g, k)); !ok || string(got) != want {
+					t.Fatalf("%s: g%d-%d = %s, want %s", when, g, k, got, want)
+				}
+			}
+		}
+	}
+	check(j, "before close")
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, path)
+	defer j.Close()
+	check(j, "after reopen")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/powerfs"
@@ -50,5 +51,151 @@ func TestAppendedRecordsSurviveAPowerCut(t *testing.T) {
 			}
 		}
 		j.Close()
+	}
+}
+
+// die closes j as a killed process leaves it: what Write left unflushed is
+// not flushed (Close would flush it), and nothing else is written.
+func die(t *testing.T, j *Journal) {
+	t.Helper()
+	j.mu.Lock()
+	j.dirty = false
+	j.mu.Unlock()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Records from Write are lost at a power cut until a Sync; those before
+// the Sync survive it, and a Close flushes what is left.
+func TestWrittenRecordsNeedASyncToSurviveAPowerCut(t *testing.T) {
+	fs := powerfs.MountForTest(t)
+	path := filepath.Join(fs.Dir(), "j.jsonl")
+	rng := rand.New(rand.NewSource(1))
+	j, _ := mustOpen(t, path)
+	t.Cleanup(func() { j.Close() })
+	for i := range 5 {
+		if err := j.Write([][]byte{rec(fmt.Sprint("k", i), "put", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 10; i++ {
+		if err := j.Write([][]byte{rec(fmt.Sprint("k", i), "put", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, ok := j.Get("k9"); !ok || string(got) != string(rec("k9", "put", 9)) {
+		t.Fatalf("Get after Write = %s, %v: a written record is to be seen at once", got, ok)
+	}
+	die(t, j)
+	// A killed process's written records are in the file: only the power
+	// loss can take them.
+	if rep, err := Verify(path); err != nil || rep.Live != 10 {
+		t.Fatalf("before the cut: %+v, %v; want the 10 written records in the file", rep, err)
+	}
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	j, rep := mustOpen(t, path)
+	t.Cleanup(func() { j.Close() })
+	if rep.Live != 5 {
+		t.Fatalf("%d keys after the cut, want the 5 synced", rep.Live)
+	}
+	for i := range 10 {
+		if _, ok := j.Get(fmt.Sprint("k", i)); ok != (i < 5) {
+			t.Fatalf("k%d present=%v after the cut; only k0..k4 were synced", i, ok)
+		}
+	}
+	// Written, then closed: Close flushes.
+	if err := j.Write([][]byte{rec("closed", "put", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, path)
+	t.Cleanup(func() { j.Close() })
+	if _, ok := j.Get("closed"); !ok {
+		t.Fatal("a record written before Close was lost at the cut: Close is to flush it")
+	}
+	// An Append flushes the Writes before it.
+	if err := j.Write([][]byte{rec("w", "put", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(rec("a", "put", 1)); err != nil {
+		t.Fatal(err)
+	}
+	die(t, j)
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, path)
+	defer j.Close()
+	if _, ok := j.Get("w"); !ok {
+		t.Fatal("a record written before an Append was lost at the cut: the Append's flush is to cover it")
+	}
+}
+
+// A Sync covers every Write that returned before it, while Appends keep the
+// flusher writing and fsyncing at the same time: each record written and
+// then synced survives a power cut.
+func TestSyncedWritesSurviveAPowerCutBesideAppends(t *testing.T) {
+	fs := powerfs.MountForTest(t)
+	path := filepath.Join(fs.Dir(), "j.jsonl")
+	rng := rand.New(rand.NewSource(1))
+	j, _ := mustOpen(t, path)
+	t.Cleanup(func() { j.Close() })
+	stop := make(chan struct{})
+	var appenders sync.WaitGroup
+	for a := range 3 {
+		appenders.Add(1)
+		go func() {
+			defer appenders.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := j.Append(rec(fmt.Sprintf("a%d-%d", a, i%5), "put", i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var synced []string
+	for i := range 300 {
+		k := fmt.Sprint("w", i)
+		if err := j.Write([][]byte{rec(k, "put", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 2 {
+			if err := j.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			for n := i - 2; n <= i; n++ {
+				synced = append(synced, fmt.Sprint("w", n))
+			}
+		}
+	}
+	close(stop)
+	appenders.Wait()
+	die(t, j)
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = mustOpen(t, path)
+	defer j.Close()
+	for _, k := range synced {
+		if _, ok := j.Get(k); !ok {
+			t.Fatalf("%s was written and synced, and lost at the cut", k)
+		}
 	}
 }

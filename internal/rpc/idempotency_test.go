@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/engine"
@@ -95,4 +98,81 @@ func TestAbortTombstonesThisProposalsResults(t *testing.T) {
 
 func equalJSON(a, b any) bool {
 	return string(mustJSON(a)) == string(mustJSON(b))
+}
+
+// flushSpy is the file store's idempotency cache under journal_sync =
+// proposal, seen from the engine: it counts the Flush calls, notes how many
+// results were stored at each, and can fail them.
+type flushSpy struct {
+	*file.Idempotency
+	mu      sync.Mutex
+	flushed []int // results stored at each Flush
+	fail    error
+}
+
+func (s *flushSpy) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushed = append(s.flushed, s.Len())
+	if s.fail != nil {
+		return s.fail
+	}
+	return s.Idempotency.Flush(ctx)
+}
+
+func (s *flushSpy) calls() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.flushed...)
+}
+
+// A store that defers its flush is flushed once per proposal, after the
+// proposal's results are stored and before its reply; a proposal with no
+// idempotent call does not flush; a failed flush turns the actions it
+// covered into failures.
+func TestAProposalsResultsAreFlushedBeforeItsReply(t *testing.T) {
+	cache, _, err := file.OpenIdempotency(filepath.Join(t.TempDir(), "idempotency.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy := &flushSpy{Idempotency: cache}
+	ts := startRuntime(t, engine.Options{Idempotency: spy, RetryBase: 1}, cache.Close)
+	var n atomic.Int32
+	tb := newToolbox(t, ts, map[string]toolFunc{"book_seat": func(context.Context, protocol.ToolExecuteParams) (any, error) { n.Add(1); return "charged", nil }})
+
+	res := tb.submit(t, proposal(
+		toolCall("a", "book_seat", map[string]any{"seat": 1}, "idempotent", true),
+		toolCall("b", "book_seat", map[string]any{"seat": 2}, "idempotent", true, "dependencies", []string{"a"}),
+		toolCall("c", "book_seat", map[string]any{"seat": 3}, "idempotent", true),
+	))
+	if s := statuses(res); s["a"] != protocol.StatusSucceeded || s["b"] != protocol.StatusSucceeded || s["c"] != protocol.StatusSucceeded {
+		t.Fatalf("%v", s)
+	}
+	if got := spy.calls(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("flushes with the results stored at each: %v; want one, after all 3 results", got)
+	}
+	tb.submit(t, proposal(toolCall("p", "book_seat", map[string]any{"seat": 9})))
+	if got := spy.calls(); len(got) != 1 {
+		t.Fatalf("a proposal without an idempotent call flushed: %v", got)
+	}
+	// A hit is flushed too: it may be another proposal's unflushed result.
+	tb.submit(t, proposal(toolCall("a", "book_seat", map[string]any{"seat": 1}, "idempotent", true)))
+	if got := spy.calls(); len(got) != 2 || n.Load() != 4 {
+		t.Fatalf("after a hit: flushes %v, calls %d; want 2 flushes, 4 calls", got, n.Load())
+	}
+
+	spy.mu.Lock()
+	spy.fail = errors.New("disk on fire")
+	spy.mu.Unlock()
+	res = tb.submit(t, proposal(
+		toolCall("x", "book_seat", map[string]any{"seat": 10}, "idempotent", true),
+		toolCall("y", "book_seat", map[string]any{"seat": 11}),
+	))
+	x, y := res.Results[0], res.Results[1]
+	if x.Status != protocol.StatusFailed || x.Output != nil || x.Error == nil || !strings.Contains(*x.Error, "could not be flushed") || !strings.Contains(*x.Error, "disk on fire") {
+		t.Fatalf("the action whose flush failed: %+v; want it failed, saying why", x)
+	}
+	if y.Status != protocol.StatusSucceeded {
+		t.Fatalf("the plain action beside it: %+v; a failed flush is not its concern", y)
+	}
 }

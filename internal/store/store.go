@@ -139,6 +139,16 @@ type Idempotency interface {
 	Len() int
 }
 
+// IdempotencyFlusher is an Idempotency whose Commit may return before the
+// result is flushed to disk (the file store under journal_sync =
+// proposal): the result is written, so a process crash keeps it, but a
+// power loss may not. Flush returns once every result committed, and every
+// result Begin or Result returned, before the call is on disk; the engine
+// calls it before it answers a proposal that committed or read one.
+type IdempotencyFlusher interface {
+	Flush(ctx context.Context) error
+}
+
 // Claim is the right to dispatch one idempotent call. Exactly one of Commit
 // or Release ends it.
 //
@@ -153,7 +163,8 @@ type Claim interface {
 	// Epoch is the claim's fencing token.
 	Epoch() uint64
 	// Commit stores the result durably; it returns after the commit, so an
-	// ack that follows it is never for a result a crash can lose. A Commit
+	// ack that follows it is never for a result a crash can lose (for an
+	// IdempotencyFlusher, an ack that follows its Flush). A Commit
 	// that fails ends the claim too: the caller does not Release it.
 	Commit(ctx context.Context, output any) error
 	// Release gives the claim up without a result (the call failed).

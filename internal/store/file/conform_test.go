@@ -25,6 +25,24 @@ func TestConformance(t *testing.T) {
 	}, fileDifferences)
 }
 
+// TestConformanceJournalSyncProposal runs the suite again with results
+// written at Commit and flushed once per proposal (journal_sync =
+// proposal): what the store answers is the same.
+func TestConformanceJournalSyncProposal(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) func(*testing.T, string) *store.Store {
+		dir := t.TempDir()
+		return func(t *testing.T, node string) *store.Store {
+			cfg := everyPart(dir)
+			cfg.Node, cfg.Version, cfg.IdempotencySync = node, "test", SyncProposal
+			st, _, err := Open(cfg)
+			if err != nil {
+				t.Fatalf("open the file store in %s: %v", dir, err)
+			}
+			return st
+		}
+	}, fileDifferences)
+}
+
 // fileDifferences is what the file store has not, and where it differs
 // from the shared store today; the suite checks the file store's side of
 // each.

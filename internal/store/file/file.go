@@ -23,6 +23,7 @@ const Kind = "file"
 // Config says where the journals are and who this daemon is.
 type Config struct {
 	IdempotencyPath string // the idempotency journal
+	IdempotencySync Sync   // journal_sync: when its results are flushed; "": SyncFull
 	ApprovalsPath   string // the approval ledger
 	MessagesPath    string // delivered messaging.send idempotency keys
 	LeasesPath      string // the agents' leases; "": lease.* are off
@@ -52,11 +53,16 @@ type Report struct {
 // nothing stays open.
 func Open(cfg Config) (*store.Store, Report, error) {
 	var rep Report
+	sync, err := ParseSync(string(cfg.IdempotencySync))
+	if err != nil {
+		return nil, rep, err
+	}
 	idem, r, err := OpenIdempotency(cfg.IdempotencyPath, cfg.Journal...)
 	rep.Idempotency = r
 	if err != nil {
 		return nil, rep, err
 	}
+	idem.perProposal = sync == SyncProposal
 	ledger, r, err := OpenApprovals(cfg.ApprovalsPath, cfg.Journal...)
 	rep.Approvals = r
 	if err != nil {

@@ -68,12 +68,45 @@ type Idempotency struct {
 	gate    keyGate      // a key's lines are read and written one writer at a time
 	results atomic.Int64 // keys whose live line is a result
 	gen     uint64       // this start's generation
+	// perProposal: a result is written at Commit and flushed at Flush,
+	// which the engine calls before the proposal's reply (journal_sync =
+	// proposal); otherwise Commit returns after the flush (full).
+	perProposal bool
 
 	mu     sync.Mutex
 	latest map[string]uint64 // key → its latest claim's epoch, while in flight or released
 }
 
-var _ store.Idempotency = (*Idempotency)(nil)
+var (
+	_ store.Idempotency        = (*Idempotency)(nil)
+	_ store.IdempotencyFlusher = (*Idempotency)(nil)
+)
+
+// Sync is the journal_sync setting: when an idempotent result is flushed
+// to disk.
+type Sync string
+
+const (
+	// SyncFull flushes every result before Commit returns: before the next
+	// step can depend on it and before any reply. The default.
+	SyncFull Sync = "full"
+	// SyncProposal writes every result at Commit and flushes a proposal's
+	// results once, before the proposal's reply: a process crash loses
+	// nothing written, a power loss can lose the results of a proposal not
+	// yet answered (their steps may then run again).
+	SyncProposal Sync = "proposal"
+)
+
+// ParseSync reads a journal_sync value; "" is the default, full.
+func ParseSync(s string) (Sync, error) {
+	switch Sync(s) {
+	case "", SyncFull:
+		return SyncFull, nil
+	case SyncProposal:
+		return SyncProposal, nil
+	}
+	return "", fmt.Errorf("journal_sync %q is not a mode: use full (every idempotent result flushed before the next step and before any reply; the default) or proposal (a proposal's results flushed once, before its reply)", s)
+}
 
 // OpenIdempotency replays the journal at path and journals the start's
 // generation. The report says how many results are live and whether a torn
@@ -137,8 +170,15 @@ func (c *Idempotency) Result(_ context.Context, key string) (any, bool, error) {
 
 // Begin looks key up: a stored result is a hit; otherwise the caller gets
 // a local claim with the key's next epoch. A claim of the key still running
-// is superseded by it.
+// is superseded by it. Under journal_sync = proposal it fails once the
+// journal has failed a write or a flush (a result it holds may then never
+// reach the disk).
 func (c *Idempotency) Begin(ctx context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
+	if c.perProposal {
+		if err := c.j.Err(); err != nil {
+			return nil, false, nil, err
+		}
+	}
 	if out, ok := c.Lookup(key); ok {
 		return out, true, nil, nil
 	}
@@ -178,7 +218,8 @@ func (cl *localClaim) Commit(ctx context.Context, output any) error {
 func (*localClaim) Release() {}
 
 // Record stores a result durably, without a claim, at the key's current
-// epoch; it returns after the record is fsynced.
+// epoch; it returns after the record is fsynced, or under journal_sync =
+// proposal once it is written (Flush flushes it).
 func (c *Idempotency) Record(key, tool, proposalID string, output any) error {
 	return c.record(context.Background(), key, tool, proposalID, output, 0)
 }
@@ -212,7 +253,11 @@ func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, 
 	if err != nil {
 		return err
 	}
-	if err := c.j.Append(line); err != nil {
+	write := c.j.Append
+	if c.perProposal {
+		write = func(line []byte) error { return c.j.Write([][]byte{line}) }
+	}
+	if err := write(line); err != nil {
 		return err
 	}
 	if r.Op != opPut {
@@ -224,6 +269,16 @@ func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, 
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// Flush returns once every result written before it is on disk. Under
+// journal_sync = full there is nothing to flush: every Commit flushed its
+// own.
+func (c *Idempotency) Flush(context.Context) error {
+	if !c.perProposal {
+		return nil
+	}
+	return c.j.Sync()
 }
 
 // superseded is the error of a Commit at epoch whose key's live line is r.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/parslee-ai/car-server/internal/journal"
 	"github.com/parslee-ai/car-server/internal/store"
 )
 
@@ -130,4 +132,55 @@ func reopen(t *testing.T, c *Idempotency, path string) *Idempotency {
 		}
 	})
 	return c
+}
+
+// Under journal_sync = proposal a committed result is a hit at once and in
+// the file at once (a killed process keeps it); Flush is what makes it
+// durable (internal/journal's power-cut test), and a journal that can no
+// longer write refuses Begin rather than answer from what it may never
+// flush.
+func TestIdempotencyPerProposalSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idempotency.jsonl")
+	c, _, err := OpenIdempotency(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.perProposal = true
+	ctx := context.Background()
+	_, hit, claim, err := c.Begin(ctx, "k", "charge", "p1")
+	if err != nil || hit {
+		t.Fatalf("Begin = hit %v, %v; want a claim", hit, err)
+	}
+	if err := claim.Commit(ctx, "charged"); err != nil {
+		t.Fatal(err)
+	}
+	if out, hit, _, err := c.Begin(ctx, "k", "charge", "p2"); err != nil || !hit || out != "charged" {
+		t.Fatalf("Begin after Commit = %v hit %v, %v; want the hit", out, hit, err)
+	}
+	written := false
+	if _, err := journal.Read(path, func(key string, _ []byte) { written = written || key == "k" }); err != nil || !written {
+		t.Fatalf("the file before Flush: result written %v, %v; want it written", written, err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := c.Begin(ctx, "k", "charge", "p3"); err == nil {
+		t.Fatal("Begin on a journal that takes no more records succeeded; under journal_sync = proposal it is to fail")
+	}
+}
+
+func TestParseSync(t *testing.T) {
+	for in, want := range map[string]Sync{"": SyncFull, "full": SyncFull, "proposal": SyncProposal} {
+		if got, err := ParseSync(in); err != nil || got != want {
+			t.Errorf("ParseSync(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"FULL", "off", "normal", " proposal"} {
+		if _, err := ParseSync(in); err == nil || !strings.Contains(err.Error(), "use full") {
+			t.Errorf("ParseSync(%q) = %v; want a refusal naming the modes", in, err)
+		}
+	}
 }
