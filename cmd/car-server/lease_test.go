@@ -116,8 +116,8 @@ func TestLeaseMethodsOverTheWire(t *testing.T) {
 		t.Fatalf("acquire after release = %+v; want the plain client at epoch 2", n)
 	}
 	h := mustLease(t, host, protocol.MethodLeaseAcquire, map[string]any{"agent_id": "bob"})
-	if h.Epoch != 1 || holderOf(h) != "host" {
-		t.Fatalf("host acquire of bob = %+v; want host at epoch 1", h)
+	if h.Epoch != 1 || holderOf(h) != "person operator" {
+		t.Fatalf("host acquire of bob = %+v; want the operator (the daemon's own host token) at epoch 1", h)
 	}
 
 	// Refusals: another agent's id, and each bound.
