@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -99,7 +98,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	tokens, closeTokens, err := openAgentTokens(ctx, cfg)
 	if err != nil {
-		return agentsFailed(stderr, rest[0], err)
+		return storeFailed(stderr, "agents "+rest[0], err)
 	}
 	defer closeTokens()
 	if rest[0] == "issue-token" {
@@ -108,12 +107,12 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 			err = tokens.Issue(ctx, rest[1], token, *tenants...)
 		}
 		if err != nil {
-			return agentsFailed(stderr, rest[0], err)
+			return storeFailed(stderr, "agents "+rest[0], err)
 		}
 		if *mcpConfig {
 			b, err := mcpClientConfig(endpoint, token)
 			if err != nil {
-				return agentsFailed(stderr, rest[0], err)
+				return storeFailed(stderr, "agents "+rest[0], err)
 			}
 			fmt.Fprintln(stdout, string(b))
 			return exitOK
@@ -123,7 +122,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	list, err := tokens.List(ctx)
 	if err != nil {
-		return agentsFailed(stderr, rest[0], err)
+		return storeFailed(stderr, "agents "+rest[0], err)
 	}
 	if *asJSON {
 		b, _ := json.Marshal(map[string]any{"agents": list})
@@ -148,16 +147,6 @@ func openAgentTokens(ctx context.Context, cfg *config.Config) (store.AgentTokens
 	return postgres.OpenTokens(ctx, postgresConfig(cfg, "", nil))
 }
 
-// agentsFailed reports err: exit 3 when the shared store cannot be
-// reached, 1 otherwise.
-func agentsFailed(stderr io.Writer, cmd string, err error) int {
-	fmt.Fprintf(stderr, "car-server agents %s: %v\n", cmd, err)
-	if errors.Is(err, store.ErrUnavailable) {
-		return exitUnreachable
-	}
-	return exitFailed
-}
-
 // revokeAgent revokes through the running daemon when one answers, so that
 // it closes the agent's live connection at once, and in the token store
 // otherwise: a daemon the command could not reach notices the change
@@ -172,12 +161,12 @@ func revokeAgent(ctx context.Context, cfg *config.Config, agentID string, stdout
 	if c == nil {
 		tokens, closeTokens, err := openAgentTokens(ctx, cfg)
 		if err != nil {
-			return agentsFailed(stderr, "revoke", err)
+			return storeFailed(stderr, "agents revoke", err)
 		}
 		defer closeTokens()
 		revoked, err := tokens.Revoke(ctx, agentID)
 		if err != nil {
-			return agentsFailed(stderr, "revoke", err)
+			return storeFailed(stderr, "agents revoke", err)
 		}
 		fmt.Fprintln(stdout, revokeLine(agentID, revoked, -1))
 		return exitOK

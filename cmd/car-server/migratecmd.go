@@ -50,13 +50,13 @@ func runMigrateCommand(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "up" {
 		n, err := postgres.MigrateUp(ctx, pc)
 		if err != nil {
-			return migrateFailed(stderr, err)
+			return storeFailed(stderr, "migrate", err)
 		}
 		fmt.Fprintf(stdout, "applied %d migration(s) to %s\n\n", n, postgres.Redact(cfg.PostgresURL))
 	}
 	list, current, err := postgres.MigrateStatus(ctx, pc)
 	if err != nil {
-		return migrateFailed(stderr, err)
+		return storeFailed(stderr, "migrate", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tNAME\tSTATE")
@@ -84,10 +84,10 @@ func runMigrateCommand(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// migrateFailed reports err: exit 3 when the database cannot be reached,
-// 1 otherwise. The messages never quote the URL's password.
-func migrateFailed(stderr io.Writer, err error) int {
-	fmt.Fprintln(stderr, "car-server migrate:", err)
+// storeFailed reports err of the store command named (as "agents
+// issue-token"): exit 3 when the store cannot be reached, 1 otherwise.
+func storeFailed(stderr io.Writer, command string, err error) int {
+	fmt.Fprintf(stderr, "car-server %s: %v\n", command, err)
 	if errors.Is(err, store.ErrUnavailable) {
 		return exitUnreachable
 	}

@@ -63,7 +63,7 @@ func runPeopleCommand(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	people, closePeople, err := openPeople(ctx, cfg)
 	if err != nil {
-		return peopleFailed(stderr, rest[0], err)
+		return storeFailed(stderr, "people "+rest[0], err)
 	}
 	defer closePeople()
 	switch rest[0] {
@@ -73,13 +73,13 @@ func runPeopleCommand(args []string, stdout, stderr io.Writer) int {
 			err = people.Issue(ctx, rest[1], token)
 		}
 		if err != nil {
-			return peopleFailed(stderr, rest[0], err)
+			return storeFailed(stderr, "people "+rest[0], err)
 		}
 		fmt.Fprintln(stdout, token)
 	case "revoke":
 		revoked, err := people.Revoke(ctx, rest[1])
 		if err != nil {
-			return peopleFailed(stderr, rest[0], err)
+			return storeFailed(stderr, "people "+rest[0], err)
 		}
 		if !revoked {
 			fmt.Fprintf(stdout, "%s had no token\n", rest[1])
@@ -89,7 +89,7 @@ func runPeopleCommand(args []string, stdout, stderr io.Writer) int {
 	default:
 		list, err := people.List(ctx)
 		if err != nil {
-			return peopleFailed(stderr, rest[0], err)
+			return storeFailed(stderr, "people "+rest[0], err)
 		}
 		if *asJSON {
 			b, _ := json.Marshal(map[string]any{"people": list})
@@ -130,14 +130,4 @@ func openPeople(ctx context.Context, cfg *config.Config) (store.People, func(), 
 		return file.PeopleFile(cfg.PeoplePath), func() {}, nil
 	}
 	return postgres.OpenPeople(ctx, postgresConfig(cfg, "", nil))
-}
-
-// peopleFailed reports err: exit 3 when the shared store cannot be
-// reached, 1 otherwise.
-func peopleFailed(stderr io.Writer, cmd string, err error) int {
-	fmt.Fprintf(stderr, "car-server people %s: %v\n", cmd, err)
-	if errors.Is(err, store.ErrUnavailable) {
-		return exitUnreachable
-	}
-	return exitFailed
 }

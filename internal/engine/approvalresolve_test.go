@@ -2,14 +2,12 @@ package engine
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
-	"github.com/parslee-ai/car-server/internal/store/file"
 )
 
 // ResolveApproval decides a gate's row on the ledger at its operation's
@@ -17,11 +15,7 @@ import (
 // nothing: an unknown row, another connection's question, any decision
 // without a ledger.
 func TestResolveApprovalDecidesEachKindOfRowOnce(t *testing.T) {
-	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
+	ledger := fileLedger(t)
 	desk := host.New(host.Options{})
 	rt := newRuntime(t, Options{Approvals: ledger, Desk: desk})
 	if rt.Desk() != desk {
@@ -80,11 +74,7 @@ func TestResolveApprovalDecidesEachKindOfRowOnce(t *testing.T) {
 // A reviewer who approved a row and then rejects it is told the row is
 // decided, not answered as if the rejection had been taken.
 func TestResolveApprovalRefusesTheSameReviewersOppositeDecision(t *testing.T) {
-	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
+	ledger := fileLedger(t)
 	desk := host.New(host.Options{})
 	rt := newRuntime(t, Options{Approvals: ledger, Desk: desk})
 	gate, err := desk.RaiseGate(host.ApprovalRequest{Title: "tool 'deploy' needs full_access"}, host.Operation{Fingerprint: "0123456789abcdef0123456789abcdef", RequiredTier: "full_access"})

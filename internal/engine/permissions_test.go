@@ -45,11 +45,7 @@ func (l *laggingLedger) Refresh(_ context.Context, fingerprints ...string) error
 // a session on it.
 func laggingRuntime(t *testing.T) (*laggingLedger, *Runtime, *Session) {
 	t.Helper()
-	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
+	ledger := fileLedger(t)
 	l := &laggingLedger{Approvals: ledger, elsewhere: map[string]approvals.Record{}}
 	rt := newRuntime(t, Options{Approvals: l})
 	return l, rt, rt.OpenSession("s", nil)
@@ -182,4 +178,16 @@ func TestTheGateMessageListsAtMostTwentyActions(t *testing.T) {
 		!strings.Contains(msg, fmt.Sprintf("and %d more actions", 2000-maxNamesInMessage)) || !strings.Contains(msg, "permission.evaluate") {
 		t.Fatalf("the message lists %d actions (%d bytes): %.600s…", listed, len(msg), msg)
 	}
+}
+
+// fileLedger is a file store's approval ledger in t's temporary directory,
+// closed when t ends.
+func fileLedger(t *testing.T) *file.Approvals {
+	t.Helper()
+	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ledger.Close() })
+	return ledger
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/parslee-ai/car-server/internal/approvals"
 	"github.com/parslee-ai/car-server/internal/host"
 	"github.com/parslee-ai/car-server/internal/policy"
-	"github.com/parslee-ai/car-server/internal/store/file"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -18,11 +16,7 @@ import (
 // it at 1 of 2, the second person's allows it, and a rejection starts over;
 // a supervisor's escalation to the ledger counts the same way.
 func TestAQuorumCountsDistinctPeople(t *testing.T) {
-	ledger, _, err := file.OpenApprovals(filepath.Join(t.TempDir(), "approvals.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
+	ledger := fileLedger(t)
 	rt := newRuntime(t, Options{Approvals: ledger, Desk: host.New(host.Options{})})
 	rt.SetOperatorPolicies(policy.NewEngine(policy.Policy{Name: "quorum:deploy_*", Rule: policy.Quorum{Tool: "deploy_*", Approvers: 2}}))
 	a := protocol.Action{ID: "a", Type: protocol.ActionToolCall, Tool: "deploy_docs", Parameters: map[string]any{"site": "docs"}}
