@@ -23,7 +23,11 @@
 // damage.
 //
 // With AppendOnly the journal is a log instead (the event log's segments):
-// every record stays, none is kept in memory, nothing is compacted.
+// every record stays, none is kept in memory, nothing is compacted. Such a
+// log also takes AppendLines: records its caller encoded itself, as one
+// buffer of lines written as they are, without reading their JSON again
+// (Append reads each record for its key and copies it); only what needs
+// no parse is checked (whole lines, each between braces, no zero byte).
 //
 // Append returns only after its record is on disk (fsync). An appender
 // that finds the journal idle writes and fsyncs its record itself;

@@ -91,8 +91,10 @@ func (j *Journal) logError(err error) {
 
 type pending struct {
 	key  string
-	line []byte // with its newline
+	line []byte // with its newline; AppendLines: several lines, the caller's
 	tomb bool
+	recs int  // records in line: 1, or AppendLines's n
+	lent bool // line is the caller's (AppendLines): not kept once written
 }
 
 // flushGroup is one write and fsync of the flusher: every record queued
@@ -376,9 +378,65 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 		if bytes.ContainsAny(rec, "\n") {
 			return fmt.Errorf("journal %s: a record must be one line", j.path)
 		}
-		batch = append(batch, pending{key: string(key), line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb})
+		batch = append(batch, pending{key: string(key), line: append(append(make([]byte, 0, len(rec)+1), rec...), '\n'), tomb: tomb, recs: 1})
 	}
 	j.mu.Lock()
+	return j.submit(batch, flush) // unlocks
+}
+
+// AppendLines writes n records durably, as AppendBatch does, from buf:
+// the records already encoded, each on one line ending in its newline, in
+// order. It is the append of a log whose lines its caller encoded itself
+// (the event log's segments): only an AppendOnly journal takes it, since
+// such a journal keeps no record by its key, and it does not read the
+// records' JSON for their keys as Append does. The caller vouches that
+// every line is a JSON object with a string "key" and an "op" (a line that
+// is not makes the file unreadable: Open and Read refuse it). What needs
+// no parse is still checked: buf holds exactly n whole lines, each
+// between braces, and no zero byte (a power loss's mark, see tornTail: a
+// zero byte would have these records cut off at the next Open). buf is
+// neither changed nor kept once AppendLines returns.
+func (j *Journal) AppendLines(buf []byte, n int) error {
+	if !j.appendOnly {
+		return fmt.Errorf("journal %s: AppendLines is for an append-only journal", j.path)
+	}
+	if err := checkLines(buf, n); err != nil {
+		return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
+	}
+	one := [1]pending{{line: buf, recs: n, lent: true}}
+	j.mu.Lock()
+	return j.submit(one[:min(n, 1)], true) // unlocks
+}
+
+// checkLines says what is wrong with buf as n encoded records (see
+// AppendLines), reading no JSON.
+func checkLines(buf []byte, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%d records", n)
+	}
+	if bytes.IndexByte(buf, 0) >= 0 {
+		return errors.New("a zero byte in a record")
+	}
+	for i := range n {
+		end := bytes.IndexByte(buf, '\n')
+		if end < 0 {
+			return fmt.Errorf("%d lines, want %d", i, n)
+		}
+		if end < 2 || buf[0] != '{' || buf[end-1] != '}' {
+			return fmt.Errorf("line %d of %d is not a JSON object", i+1, n)
+		}
+		buf = buf[end+1:]
+	}
+	if len(buf) > 0 {
+		return fmt.Errorf("more than %d lines, or a last line without its newline", n)
+	}
+	return nil
+}
+
+// submit writes batch (in the caller when the journal is idle, else
+// queued for the flusher) and waits for its write, and with flush for its
+// fsync too. j.mu is held; submit unlocks it.
+func (j *Journal) submit(batch []pending, flush bool) error {
 	if err := j.unusable(); err != nil {
 		j.mu.Unlock()
 		return err
@@ -416,14 +474,7 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 // next write and fsync, as they would have shared one of the flusher's.
 // j.mu is held; writeHere unlocks it.
 func (j *Journal) writeHere(batch []pending, flush bool) error {
-	size := 0
-	for _, p := range batch {
-		size += len(p.line)
-	}
-	buf := make([]byte, 0, size)
-	for _, p := range batch {
-		buf = append(buf, p.line...)
-	}
+	buf := joined(batch)
 	j.busy = true
 	f := j.f
 	j.mu.Unlock()
@@ -443,13 +494,13 @@ func (j *Journal) writeHere(batch []pending, flush bool) error {
 		j.dirty = !flush
 		for _, p := range batch {
 			j.apply(p.key, p.line, p.tomb)
-			j.lines++
+			j.lines += p.recs
 		}
 		if c := j.compaction; c != nil {
 			// A compaction started during the write: its snapshot does
 			// not hold these records, the new file needs them too.
 			for _, p := range batch {
-				c.carry = append(c.carry, p.line)
+				c.carry = append(c.carry, p.kept())
 			}
 		}
 		j.maybeCompact()
@@ -458,6 +509,32 @@ func (j *Journal) writeHere(batch []pending, flush bool) error {
 		j.work.Signal() // the flusher waited for this write to end
 	}
 	return err
+}
+
+// joined is the lines of batch as one write: a lone record's line as it
+// is (it is not changed while it is written), else a copy of them all.
+func joined(batch []pending) []byte {
+	if len(batch) == 1 {
+		return batch[0].line
+	}
+	size := 0
+	for _, p := range batch {
+		size += len(p.line)
+	}
+	buf := make([]byte, 0, size)
+	for _, p := range batch {
+		buf = append(buf, p.line...)
+	}
+	return buf
+}
+
+// kept is p's line to keep after its write: a copy when it is the
+// caller's.
+func (p pending) kept() []byte {
+	if p.lent {
+		return bytes.Clone(p.line)
+	}
+	return p.line
 }
 
 // flusher is the journal's one writer: it takes everything queued, writes
@@ -502,14 +579,7 @@ func (j *Journal) flusher() {
 			j.recycle(batch)
 			continue
 		}
-		size := 0
-		for _, p := range batch {
-			size += len(p.line)
-		}
-		buf := make([]byte, 0, size)
-		for _, p := range batch {
-			buf = append(buf, p.line...)
-		}
+		buf := joined(batch)
 		// A flush covers what earlier Writes left unflushed too.
 		f, writing, flush := j.f, j.writing, g.sync && (len(batch) > 0 || j.dirty)
 		j.busy = true // no writeHere meanwhile: the file's order is the order records are applied, and dirty stays exact
@@ -538,12 +608,12 @@ func (j *Journal) flusher() {
 			j.dirty = !flush && (j.dirty || len(batch) > 0)
 			for _, p := range batch {
 				j.apply(p.key, p.line, p.tomb)
-				j.lines++
+				j.lines += p.recs
 			}
 			if c := j.compaction; c != nil {
 				// Not in the snapshot: the new file needs them too.
 				for _, p := range batch {
-					c.carry = append(c.carry, p.line)
+					c.carry = append(c.carry, p.kept())
 				}
 			}
 		}

@@ -331,3 +331,118 @@ func TestWriteAppendSyncAndCompactAtOnce(t *testing.T) {
 	defer j.Close()
 	check(j, "after reopen")
 }
+
+// lines encodes records n .. n+count-1 of appender a as AppendLines takes
+// them.
+func lines(a, n, count int) []byte {
+	var b []byte
+	for i := range count {
+		b = append(b, fmt.Sprintf(`{"key":"e","op":"event","a":%d,"n":%d}`+"\n", a, n+i)...)
+	}
+	return b
+}
+
+// TestAppendLinesWritesTheCallersLines: lines appended by AppendLines,
+// some while other appends are on their way (the flusher's batches) and
+// beside Appends, are in the file in each appender's order, counted as
+// records, and the journal keeps none of the caller's buffers: each is
+// overwritten as soon as AppendLines returns.
+func TestAppendLinesWritesTheCallersLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	j, _, err := Open(path, AppendOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const appenders, rounds, per = 4, 50, 7
+	var wg sync.WaitGroup
+	errs := make(chan error, appenders+1)
+	for a := range appenders {
+		wg.Go(func() {
+			for r := range rounds {
+				buf := lines(a, r*per, per)
+				if err := j.AppendLines(buf, per); err != nil {
+					errs <- err
+					return
+				}
+				for i := range buf {
+					buf[i] = 'x'
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for r := range rounds {
+			if err := j.Append([]byte(fmt.Sprintf(`{"key":"e","op":"event","a":%d,"n":%d}`, appenders, r))); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := appenders*rounds*per + rounds
+	if lines, _ := j.Stats(); lines != want {
+		t.Errorf("Stats: %d records, want %d", lines, want)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := make([]int, appenders+1)
+	rep, err := Read(path, func(key string, rec []byte) {
+		var a, n int
+		if _, err := fmt.Sscanf(string(rec), `{"key":"e","op":"event","a":%d,"n":%d}`, &a, &n); err != nil || key != "e" {
+			t.Fatalf("record %q (key %q): %v", rec, key, err)
+		}
+		if n != next[a] {
+			t.Fatalf("appender %d: record %d where %d was next", a, n, next[a])
+		}
+		next[a]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != want || rep.TruncatedBytes != 0 {
+		t.Fatalf("read %+v, want %d records and no torn tail", rep, want)
+	}
+}
+
+// TestAppendLinesRefuses what it can check without reading JSON, and
+// writes nothing of a refused buffer.
+func TestAppendLinesRefuses(t *testing.T) {
+	keyed, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
+	defer keyed.Close()
+	if err := keyed.AppendLines(lines(0, 0, 1), 1); err == nil {
+		t.Error("a journal kept by key took AppendLines")
+	}
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	j, _, err := Open(path, AppendOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(lines(0, 0, 2))
+	for _, c := range []struct {
+		buf string
+		n   int
+	}{
+		{good, 1},                           // more lines than said
+		{good, 3},                           // fewer
+		{strings.TrimSuffix(good, "\n"), 2}, // the last line without its newline
+		{good + "{\"key\":\"e\",\"op\":\"event\",\"z\":\"\x00\"}\n", 3}, // a zero byte
+		{good + "[1]\n", 3}, // not an object
+		{good + "\n", 3},
+		{"", -1}, // an empty line
+	} {
+		if err := j.AppendLines([]byte(c.buf), c.n); err == nil {
+			t.Errorf("took %q as %d records", c.buf, c.n)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || len(b) != 0 {
+		t.Fatalf("the log holds %q (%v), want nothing", b, err)
+	}
+}

@@ -199,3 +199,37 @@ func TestSyncedWritesSurviveAPowerCutBesideAppends(t *testing.T) {
 		}
 	}
 }
+
+// Lines appended with AppendLines survive a power cut as Append's records
+// do: AppendLines returns after their fsync.
+func TestAppendedLinesSurviveAPowerCut(t *testing.T) {
+	fs := powerfs.MountForTest(t)
+	path := filepath.Join(fs.Dir(), "sub", "log.jsonl")
+	j, _, err := Open(path, AppendOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	for r := range 40 {
+		if err := j.AppendLines(lines(0, 5*r, 5), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	die(t, j) // nothing flushed at Close: the lines were, each before AppendLines returned
+	if _, err := fs.Cut(powerfs.LoseAll, rand.New(rand.NewSource(1))); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	rep, err := Read(path, func(_ string, rec []byte) {
+		if want := fmt.Sprintf(`{"key":"e","op":"event","a":0,"n":%d}`, n); string(rec) != want {
+			t.Fatalf("record %d is %s after the cut, want %s", n, rec, want)
+		}
+		n++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != 200 || rep.TruncatedBytes != 0 {
+		t.Fatalf("after the cut: %+v, want all 200 records and no torn tail", rep)
+	}
+}

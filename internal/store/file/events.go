@@ -382,7 +382,14 @@ func (e *Events) write(batch []store.EventRecord, enc []byte, ends []int, timed 
 		for n < len(batch) && (n == start || int64(ends[n]-from) <= room) {
 			n++
 		}
-		if !e.writeSome(batch[start:n], enc[from:ends[n-1]], ends[start:n], timed && n == len(batch)) {
+		// The last piece ends at the end of enc: a head line may be
+		// appended to it in place. Any other is followed by lines still
+		// to be written, which an append must not overwrite.
+		piece := enc[from:ends[n-1]]
+		if n < len(batch) {
+			piece = piece[:len(piece):len(piece)]
+		}
+		if !e.writeSome(batch[start:n], piece, ends[start:n], timed && n == len(batch)) {
 			return
 		}
 		start = n
@@ -399,10 +406,12 @@ func (e *Events) wakeSync() {
 
 // writeSome writes the records recs, encoded in enc (ends[i] is where the
 // line of recs[i] ends, counted from the start of the whole batch's
-// encoding), then rolls the segment when it is full. It returns false when
+// encoding), then rolls the segment when it is full. A head line, when one
+// is due, is appended to enc (in its spare capacity, which the caller
+// leaves free). The lines go to the journal as they are (AppendLines: they
+// are ours, encoded by auditlog, not read again). It returns false when
 // the write failed.
 func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, timed bool) bool {
-	lines := make([][]byte, 0, len(recs)+1)
 	offs := make([]int64, len(recs))
 	base := 0
 	if len(ends) > 0 {
@@ -412,7 +421,6 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 	prev := 0
 	for i := range recs {
 		end := ends[i] - base
-		lines = append(lines, enc[prev:end-1]) // the journal adds the newline
 		offs[i] = off
 		off += int64(end - prev)
 		prev = end
@@ -427,13 +435,17 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 		head = &auditlog.Line{Op: auditlog.OpHead, Seq: lastSeq, Hash: lastHash, At: e.cfg.now(), Node: e.cfg.Node}
 		auditlog.Sign(head, e.key)
 		hl := head.Marshal()
-		lines = append(lines, hl[:len(hl)-1])
+		enc = append(enc, hl...)
 		off += int64(len(hl))
 	}
-	if len(lines) == 0 {
+	n := len(recs)
+	if head != nil {
+		n++
+	}
+	if n == 0 {
 		return true
 	}
-	err := e.active.AppendBatch(lines)
+	err := e.active.AppendLines(enc, n)
 	e.mu.Lock()
 	if err != nil {
 		if e.err == nil {
