@@ -50,7 +50,12 @@ func (j *Journal) maybeCompact() {
 
 // Compact rewrites the journal with its live records only, now. It returns
 // once the new file has replaced the old one; Get and Append go on meanwhile.
+// An append-only journal keeps no records by key, so it is refused: its
+// rewrite would be empty.
 func (j *Journal) Compact() error {
+	if j.appendOnly {
+		return fmt.Errorf("journal %s: an append-only journal is never compacted", j.path)
+	}
 	j.mu.Lock()
 	for j.compaction != nil {
 		j.idle.Wait()

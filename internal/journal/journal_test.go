@@ -257,6 +257,9 @@ func TestAppendOnlyKeepsEveryRecord(t *testing.T) {
 	if _, ok := j.Get("e"); ok {
 		t.Error("an append-only journal kept a record in memory")
 	}
+	if err := j.Compact(); err == nil || !strings.Contains(err.Error(), "never compacted") {
+		t.Fatalf("Compact of an append-only journal: %v, want it refused", err)
+	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
