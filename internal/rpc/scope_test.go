@@ -67,6 +67,12 @@ func TestScopeCallerAndClaimsAreRecordedAndGoverned(t *testing.T) {
 	if code != protocol.CodeApprovalDenied || !strings.Contains(msg, "may not submit as callerId 'bob'") {
 		t.Fatalf("an agent naming another caller: %d %s", code, msg)
 	}
+	// proposal.plan runs its candidates as proposal.submit would, scope
+	// included.
+	code, msg = rpcCode(t, alice.Call(ctxT(t), protocol.MethodProposalPlan, map[string]any{"candidates": []any{proposal(toolCall("d", "read_report", nil))}, "scope": map[string]any{"callerId": "bob"}}, nil))
+	if code != protocol.CodeApprovalDenied || !strings.Contains(msg, "may not submit as callerId 'bob'") {
+		t.Fatalf("an agent's plan naming another caller: %d %s", code, msg)
+	}
 	own := map[string]any{"scope": map[string]any{"callerId": "alice", "claims": map[string]any{"role": "admin", "env": "prod"}}}
 	ap := proposal(toolCall("d", "read_report", nil), toolCall("s", "search", nil))
 	ap["id"] = "p-alice"
