@@ -487,28 +487,35 @@ func (j *Journal) writeHere(batch []pending, flush bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.busy = false
-	if err != nil {
-		j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
-		err = j.broken
-	} else {
+	if err = j.settle(batch, err); err == nil {
 		j.dirty = !flush
-		for _, p := range batch {
-			j.apply(p.key, p.line, p.tomb)
-			j.lines += p.recs
-		}
-		if c := j.compaction; c != nil {
-			// A compaction started during the write: its snapshot does
-			// not hold these records, the new file needs them too.
-			for _, p := range batch {
-				c.carry = append(c.carry, p.kept())
-			}
-		}
 		j.maybeCompact()
 	}
 	if j.group != nil || j.closing || j.snapshotWritten() {
 		j.work.Signal() // the flusher waited for this write to end
 	}
 	return err
+}
+
+// settle records how the write of batch ended, with mu held: a failed
+// write breaks the journal (the error it returns says so); a written batch
+// is applied, and carried into a compaction under way, whose snapshot does
+// not hold it.
+func (j *Journal) settle(batch []pending, err error) error {
+	if err != nil {
+		j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
+		return j.broken
+	}
+	for _, p := range batch {
+		j.apply(p.key, p.line, p.tomb)
+		j.lines += p.recs
+	}
+	if c := j.compaction; c != nil {
+		for _, p := range batch {
+			c.carry = append(c.carry, p.kept())
+		}
+	}
+	return nil
 }
 
 // joined is the lines of batch as one write: a lone record's line as it
@@ -601,21 +608,8 @@ func (j *Journal) flusher() {
 		}
 		j.mu.Lock()
 		j.busy = false
-		if err != nil {
-			j.broken = fmt.Errorf("journal %s: write failed, no further records are accepted until restart: %w", j.path, err)
-			err = j.broken
-		} else {
+		if err = j.settle(batch, err); err == nil {
 			j.dirty = !flush && (j.dirty || len(batch) > 0)
-			for _, p := range batch {
-				j.apply(p.key, p.line, p.tomb)
-				j.lines += p.recs
-			}
-			if c := j.compaction; c != nil {
-				// Not in the snapshot: the new file needs them too.
-				for _, p := range batch {
-					c.carry = append(c.carry, p.kept())
-				}
-			}
 		}
 		g.end(err)
 		j.recycle(batch)
