@@ -123,10 +123,12 @@ func (rt *Runtime) recordDecision(conn string, d Decision, fingerprint string, t
 	}
 	rec.Uses = d.Limits.Uses
 	rec.Type, rec.Tool, rec.ParamsDigest, rec.GrantedTier = d.Operation.Type, d.Operation.Tool, d.Operation.ParamsDigest, d.Operation.GrantedTier
+	// The event is appended under decideMu too: a wait the record releases
+	// appends its approval_settled only after it (waitSettledAfterRecord).
 	rt.decideMu.Lock()
+	defer rt.decideMu.Unlock()
 	rt.countApprovers(&rec)
 	rec, err := rt.opts.Approvals.Record(rec)
-	rt.decideMu.Unlock()
 	if err != nil {
 		return rec, fmt.Errorf("record the decision: %w", err)
 	}

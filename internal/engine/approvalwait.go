@@ -151,6 +151,7 @@ func (rt *Runtime) awaitApprovals(ctx context.Context, sub *Submission, rows []P
 			if d.rec.Reason != "" {
 				data["reason"] = d.rec.Reason
 			}
+			rt.waitSettledAfterRecord()
 			rt.Events.Append(Event{Kind: EventApprovalSettled, ProposalID: sub.Proposal.ID, ActionID: op.actions[0], Connection: sub.Session.ID, Data: data})
 			waits.end(d.fp, d.rec)
 		case <-timer.C:
@@ -365,4 +366,13 @@ func gateOperation(fp string, row PermissionRow, params map[string]any) host.Ope
 	var rec approvals.Record
 	approvals.Operation(&rec, &protocol.Action{Type: row.Type, Tool: row.Tool, Parameters: params})
 	return host.Operation{Fingerprint: fp, RequiredTier: row.Required.String(), Type: rec.Type, Tool: rec.Tool, ParamsDigest: rec.ParamsDigest, GrantedTier: row.Granted.String()}
+}
+
+// waitSettledAfterRecord waits for a decision this daemon is recording to
+// be done: recordDecision holds decideMu from the ledger's record, which
+// wakes the wait, until its approval_recorded is appended, so a proposal's
+// story names who approved before it says the wait was settled.
+func (rt *Runtime) waitSettledAfterRecord() {
+	rt.decideMu.Lock()
+	defer rt.decideMu.Unlock()
 }
