@@ -53,6 +53,9 @@ type EventsConfig struct {
 	// written (tests) is told, on the writer, of each write of records
 	// ahead of a Sync: the newest record written, not yet fsynced.
 	written func(seq uint64)
+	// period (tests) replaces the writer's clock, min(HeadPeriod,
+	// flushEvery), when set.
+	period time.Duration
 }
 
 // Events is the durable event log of one daemon: segment files under Dir
@@ -339,7 +342,11 @@ const flushEvery = time.Second
 // heads, rolls segments and applies the retention.
 func (e *Events) run() {
 	defer close(e.stopped)
-	tick := time.NewTicker(min(e.cfg.HeadPeriod, flushEvery))
+	period := min(e.cfg.HeadPeriod, flushEvery)
+	if e.cfg.period > 0 {
+		period = e.cfg.period
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	limit := min(e.segSize, 4<<20)
 	for {
