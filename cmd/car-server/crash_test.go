@@ -42,6 +42,7 @@ type ledger struct {
 	mu         sync.Mutex
 	dispatched map[string]int  // key -> tools.execute calls
 	acked      map[string]bool // key -> a proposal result said succeeded
+	answered   []string        // the ids of the proposals answered
 	submitted  []string
 	// The crash point of the current trial: the crashAt-th tools.execute
 	// closes crash; with hold, that call never answers.
@@ -126,6 +127,7 @@ func (l *ledger) submit(ctx context.Context, c *client.Client, keys []string) er
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.answered = append(l.answered, res.ProposalID)
 	for i, r := range res.Results {
 		if r.Status == protocol.StatusSucceeded {
 			l.acked[keys[i]] = true

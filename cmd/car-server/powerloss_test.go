@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/parslee-ai/car-server/client"
+	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/powerfs"
 	"github.com/parslee-ai/car-server/internal/runs"
 	"github.com/parslee-ai/car-server/protocol"
@@ -27,7 +28,8 @@ import (
 // and the power is cut at a random point, again and again. After each cut
 // the daemon must start on what the disk kept, and nothing it acknowledged
 // may be lost: no acknowledged idempotent call runs again, no acknowledged
-// approval or rejection is forgotten, no acknowledged run turn is missing.
+// approval or rejection is forgotten, no acknowledged run turn is missing,
+// no answered proposal's events are missing from the event log.
 // It runs under each journal_sync mode, and counts what each can lose: the
 // calls that ran in a proposal not yet answered at the cut, re-submitted,
 // that run again.
@@ -216,6 +218,7 @@ func powerLoss(t *testing.T, mode string) {
 		lost                    powerfs.Lost
 		ackedBefore             []string            // idempotent keys acknowledged before the last cut
 		unanswered              []string            // keys that ran before the last cut in a proposal never answered
+		answeredBefore          []string            // proposals answered in the round before the last cut
 		rerun                   = map[string]bool{} // of those, the keys that ran again when re-submitted
 		window                  int                 // keys that ran unanswered, re-submitted
 	)
@@ -232,6 +235,17 @@ func powerLoss(t *testing.T, mode string) {
 		ds.check(t, c, cut)
 		host := hostOf(t, d) // a run's trace is the host's to read
 		tr.check(t, host, cut)
+		// An answered proposal's events were durable before its reply: a
+		// sample of the last round's, each from received to finished.
+		for _, id := range answeredBefore {
+			kinds := map[engine.EventKind]int{}
+			for _, e := range proposalEvents(t, host, id) {
+				kinds[e.Kind]++
+			}
+			if kinds[engine.EventProposalReceived] != 1 || kinds[engine.EventProposalFinished] != 1 {
+				t.Errorf("cut %d: proposal %s was answered before the power loss, and its events after it are %v", cut, id, kinds)
+			}
+		}
 		host.Close()
 		if len(ackedBefore) > 0 {
 			// Re-submit the last cut's acknowledged calls and a sample of
@@ -345,6 +359,11 @@ func powerLoss(t *testing.T, mode string) {
 		for k := range l.acked {
 			ackedBefore = append(ackedBefore, k)
 		}
+		answeredBefore = answeredBefore[:0]
+		for i := len(l.answered) - 1; i >= 0 && len(answeredBefore) < 20; i-- { // the newest, the nearest the cut
+			answeredBefore = append(answeredBefore, l.answered[i])
+		}
+		l.answered = l.answered[:0]
 		unanswered = unanswered[:0]
 		prefix := fmt.Sprintf("c%d-", cut)
 		for k, n := range l.dispatched {
