@@ -28,6 +28,10 @@
 // buffer of lines written as they are, without reading their JSON again
 // (Append reads each record for its key and copies it); only what needs
 // no parse is checked (whole lines, each between braces, no zero byte).
+// WriteLines is AppendLines without the fsync (the event log's writes
+// ahead of a reply's fsync); after it, an append-only journal asks the
+// kernel to start writing the lines to the disk (sync_file_range on
+// Linux), so that the fsync that follows has less left to wait for.
 //
 // Append returns only after its record is on disk (fsync). An appender
 // that finds the journal idle writes and fsyncs its record itself;

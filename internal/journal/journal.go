@@ -397,15 +397,31 @@ func (j *Journal) enqueue(recs [][]byte, flush bool) error {
 // zero byte would have these records cut off at the next Open). buf is
 // neither changed nor kept once AppendLines returns.
 func (j *Journal) AppendLines(buf []byte, n int) error {
+	return j.submitLines(buf, n, true, "AppendLines")
+}
+
+// WriteLines is AppendLines without the fsync, as Write is AppendBatch
+// without it: it returns once the lines are written to the file (a
+// process crash keeps them, a power loss may not until a Sync, or an
+// AppendLines's fsync, which covers them, has returned). It also asks the
+// kernel to start writing them to the disk without waiting for it (see
+// startWriteback), so that the fsync that follows has less left to wait
+// for.
+func (j *Journal) WriteLines(buf []byte, n int) error {
+	return j.submitLines(buf, n, false, "WriteLines")
+}
+
+// submitLines is AppendLines, and with flush false WriteLines (named by name).
+func (j *Journal) submitLines(buf []byte, n int, flush bool, name string) error {
 	if !j.appendOnly {
-		return fmt.Errorf("journal %s: AppendLines is for an append-only journal", j.path)
+		return fmt.Errorf("journal %s: %s is for an append-only journal", j.path, name)
 	}
 	if err := checkLines(buf, n); err != nil {
 		return fmt.Errorf("journal %s: refusing a bad record: %v", j.path, err)
 	}
 	one := [1]pending{{line: buf, recs: n, lent: true}}
 	j.mu.Lock()
-	return j.submit(one[:min(n, 1)], true) // unlocks
+	return j.submit(one[:min(n, 1)], flush) // unlocks
 }
 
 // checkLines says what is wrong with buf as n encoded records (see
@@ -483,6 +499,8 @@ func (j *Journal) writeHere(batch []pending, flush bool) error {
 	if err == nil && flush {
 		err = f.Sync()
 		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+	} else if err == nil && j.appendOnly {
+		startWriteback(f)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -601,6 +619,8 @@ func (j *Journal) flusher() {
 		}
 		if err == nil && flush {
 			err = f.Sync()
+		} else if err == nil && len(buf) > 0 && j.appendOnly {
+			startWriteback(f)
 		}
 		took := time.Since(start)
 		if flush {

@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -231,5 +233,97 @@ func TestAppendedLinesSurviveAPowerCut(t *testing.T) {
 	}
 	if rep.Lines != 200 || rep.TruncatedBytes != 0 {
 		t.Fatalf("after the cut: %+v, want all 200 records and no torn tail", rep)
+	}
+}
+
+// Lines from WriteLines are in the file at once (a killed process keeps
+// them) and need an fsync to survive a power cut: an AppendLines's covers
+// the WriteLines before it. A cut that keeps some of their pages and not
+// others leaves a tail the next Open cuts off, down to what was synced.
+func TestWrittenLinesNeedAnFsyncToSurviveAPowerCut(t *testing.T) {
+	fs := powerfs.MountForTest(t)
+	path := filepath.Join(fs.Dir(), "log.jsonl")
+	rng := rand.New(rand.NewSource(1))
+	open := func() *Journal {
+		t.Helper()
+		j, _, err := Open(path, AppendOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		return j
+	}
+	count := func(stage string) int {
+		t.Helper()
+		n := 0
+		_, err := Read(path, func(_ string, rec []byte) {
+			if want := fmt.Sprintf(`{"key":"e","op":"event","a":0,"n":%d}`, n); string(rec) != want {
+				t.Fatalf("%s: record %d is %s, want %s", stage, n, rec, want)
+			}
+			n++
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		return n
+	}
+
+	// Written then synced by an AppendLines, then written only.
+	j := open()
+	if err := j.WriteLines(lines(0, 0, 50), 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.AppendLines(lines(0, 50, 50), 50); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 40 { // 40 writes of 100 lines (about 160 KiB), never synced
+		if err := j.WriteLines(lines(0, 100+100*r, 100), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	die(t, j)
+	if n := count("before the cut"); n != 4100 {
+		t.Fatalf("before the cut the file holds %d records, want all 4100 written: a killed process keeps what was written", n)
+	}
+	if _, err := fs.Cut(powerfs.LoseAll, rng); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("after the cut"); n != 100 {
+		t.Fatalf("after the cut the file holds %d records, want the 100 synced", n)
+	}
+
+	// Written only, and a cut that keeps pages at random: Open cuts the
+	// damaged tail off, and keeps every synced record.
+	for seed := range int64(10) {
+		j = open()
+		for r := range 40 {
+			if err := j.WriteLines(lines(0, 100+100*r, 100), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		die(t, j)
+		if _, err := fs.Cut(powerfs.KeepSomePages, rand.New(rand.NewSource(seed))); err != nil {
+			t.Fatal(err)
+		}
+		j = open() // cuts the torn tail
+		n := count(fmt.Sprintf("cut %d", seed))
+		if n < 100 || n > 4100 {
+			t.Fatalf("cut %d: %d records kept, want the 100 synced and a prefix of the rest", seed, n)
+		}
+		t.Logf("cut %d kept %d records", seed, n)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Back to the synced 100 for the next round.
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(int64(len(lines(0, 0, 100)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

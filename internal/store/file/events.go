@@ -50,6 +50,12 @@ type EventsConfig struct {
 	// start, a failed write, a failed retention. It may be nil.
 	Report func(error)
 	now    func() time.Time
+	// written (tests) is told, on the writer, of each write of records
+	// ahead of a Sync: the newest record written, not yet fsynced.
+	written func(seq uint64)
+	// period (tests) replaces the writer's clock, min(HeadPeriod,
+	// flushEvery), when set.
+	period time.Duration
 }
 
 // Events is the durable event log of one daemon: segment files under Dir
@@ -98,9 +104,15 @@ type Events struct {
 	hends      []int
 	henc       []byte
 	active     *journal.Journal
-	activeSize int64
-	headSeq    uint64
-	headAt     time.Time
+	activeSize int64 // bytes written to the active segment, fsynced or not
+	syncedSize int64 // of which fsynced (and indexed)
+	// unsynced are the records written to the active segment ahead of a
+	// Sync (WriteLines), not yet fsynced: indexed, counted and durable
+	// once they are; unsyncedOffs is where each one's line starts.
+	unsynced     []store.EventRecord
+	unsyncedOffs []int64
+	headSeq      uint64
+	headAt       time.Time
 }
 
 var _ store.Events = (*Events)(nil)
@@ -234,13 +246,15 @@ func (e *Events) startSegment() error {
 	e.segs = append(e.segs, x)
 	e.bytes += x.Size
 	e.mu.Unlock()
-	e.active, e.activeSize = j, x.Size
+	e.active, e.activeSize, e.syncedSize = j, x.Size, x.Size
 	return nil
 }
 
-// wakeBatch is how many queued records wake the writer when nothing else
-// does, to see whether what it holds is worth writing.
-const wakeBatch = 1024
+// aheadBytes is how many bytes of queued lines wake the writer to write
+// them ahead of a Sync: written to the segment and their writeback
+// started, not fsynced, so that the fsync a reply waits for has at most
+// about this much left to write (what was appended since).
+const aheadBytes = 64 << 10
 
 // Append queues r for the writer, its line encoded at once: r.Body is
 // copied, and the caller may reuse it once Append returns (the engine
@@ -253,15 +267,17 @@ func (e *Events) Append(r store.EventRecord) {
 		e.mu.Unlock()
 		return
 	}
+	before := len(e.penc)
 	e.penc = auditlog.AppendEvent(e.penc, r.Seq, r.At, r.Node, r.Kind, r.ProposalID, r.Hash, r.PrevHash, r.Body)
 	e.pends = append(e.pends, len(e.penc))
 	r.Body = nil
 	e.pending = append(e.pending, r)
 	e.appended, e.lastHash = r.Seq, r.Hash
 	// The writer is woken by a reply waiting (Sync), by its clock, or by
-	// a batch worth writing: not by every event, which would cost the
-	// appender a wake-up of another goroutine each time.
-	full := len(e.pending) == wakeBatch
+	// lines worth writing ahead (once, as they reach aheadBytes): not by
+	// every event, which would cost the appender a wake-up of another
+	// goroutine each time.
+	full := before < aheadBytes && len(e.penc) >= aheadBytes
 	e.mu.Unlock()
 	if full {
 		select {
@@ -283,7 +299,7 @@ func (e *Events) Sync(ctx context.Context) error {
 		e.mu.Unlock()
 		if e.active != nil { // nil: a failed roll, or stopped
 			e.take()
-			e.writeHeld(false)
+			e.writeHeld(true, false)
 		}
 		e.wmu.Unlock()
 		e.mu.Lock()
@@ -316,15 +332,21 @@ const spareMax = 4 << 20
 // reply waits for it: the unsynced tail a crash may lose.
 const flushEvery = time.Second
 
-// run is the writer goroutine: it takes the lines appended when woken (by
-// a waiting reply, its clock, or wakeBatch records), and writes them (one
-// write and one fsync through the journal per segment's worth) when a
-// reply waits for it (Sync, which writes them itself when the writer is
-// idle), when 4 MiB or a segment's worth is held, every flushEvery, and at
-// Close; it signs heads, rolls segments and applies the retention.
+// run is the writer: it takes the lines appended when woken (by a
+// waiting reply, its clock, or aheadBytes of lines). It writes them ahead
+// (written, their writeback started, not fsynced) once aheadBytes are
+// held, and writes and fsyncs what is left (one write and one fsync
+// through the journal per segment's worth, the fsync covering what was
+// written ahead) when a reply waits for it (Sync), when 4 MiB or a
+// segment's worth is unsynced, every flushEvery, and at Close. It signs
+// heads, rolls segments and applies the retention.
 func (e *Events) run() {
 	defer close(e.stopped)
-	tick := time.NewTicker(min(e.cfg.HeadPeriod, flushEvery))
+	period := min(e.cfg.HeadPeriod, flushEvery)
+	if e.cfg.period > 0 {
+		period = e.cfg.period
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	limit := min(e.segSize, 4<<20)
 	for {
@@ -336,8 +358,9 @@ func (e *Events) run() {
 		}
 		e.wmu.Lock()
 		closing, wanted := e.take()
-		if wanted || timed || closing || int64(len(e.henc)) >= limit {
-			e.writeHeld(timed || closing)
+		sync := wanted || timed || closing || e.activeSize-e.syncedSize+int64(len(e.henc)) >= limit
+		if sync || len(e.henc) >= aheadBytes {
+			e.writeHeld(sync, timed || closing)
 		}
 		if timed {
 			e.retain()
@@ -385,20 +408,25 @@ func (e *Events) take() (closing, wanted bool) {
 
 // writeHeld writes the held records (write) and lets them go. e.wmu is
 // held.
-func (e *Events) writeHeld(timed bool) {
-	e.write(e.held, e.henc, e.hends, timed)
+func (e *Events) writeHeld(sync, timed bool) {
+	e.write(e.held, e.henc, e.hends, sync, timed)
 	clear(e.held)
 	e.held, e.hends, e.henc = e.held[:0], e.hends[:0], e.henc[:0]
 }
 
 // write appends the held records, encoded in enc (ends[i] is where the
-// line of batch[i] ends), a segment's worth at a time, with, when it is
-// due, a signed head of the newest in the same journal batch; then indexes
-// them and wakes Sync.
-func (e *Events) write(batch []store.EventRecord, enc []byte, ends []int, timed bool) {
+// line of batch[i] ends), a segment's worth at a time. With sync it
+// fsyncs them (and what was written ahead before them), with, when it is
+// due, a signed head of the newest in the same journal batch, then
+// indexes them and wakes Sync; else it writes them ahead, unless a piece
+// fills the segment (see writeSome).
+func (e *Events) write(batch []store.EventRecord, enc []byte, ends []int, sync, timed bool) {
 	if len(batch) == 0 {
-		if e.durable > e.headSeq {
-			e.writeSome(nil, nil, nil, timed)
+		if !sync {
+			return
+		}
+		if len(e.unsynced) > 0 || e.durable > e.headSeq {
+			e.writeSome(nil, nil, nil, true, timed)
 		} else {
 			e.wakeSync()
 		}
@@ -419,10 +447,14 @@ func (e *Events) write(batch []store.EventRecord, enc []byte, ends []int, timed 
 		// appended to it in place. Any other is followed by lines still
 		// to be written, which an append must not overwrite.
 		piece := enc[from:ends[n-1]]
-		if n < len(batch) {
+		last := n == len(batch)
+		if !last {
 			piece = piece[:len(piece):len(piece)]
 		}
-		if !e.writeSome(batch[start:n], piece, ends[start:n], timed && n == len(batch)) {
+		// A piece that fills the segment is fsynced: the segment is then
+		// sealed, its index written.
+		full := !last || e.activeSize+int64(len(piece)) >= e.segSize
+		if !e.writeSome(batch[start:n], piece, ends[start:n], sync || full, timed && last) {
 			return
 		}
 		start = n
@@ -439,12 +471,16 @@ func (e *Events) wakeSync() {
 
 // writeSome writes the records recs, encoded in enc (ends[i] is where the
 // line of recs[i] ends, counted from the start of the whole batch's
-// encoding), then rolls the segment when it is full. A head line, when one
-// is due, is appended to enc (in its spare capacity, which the caller
-// leaves free). The lines go to the journal as they are (AppendLines: they
-// are ours, encoded by auditlog, not read again). It returns false when
-// the write failed.
-func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, timed bool) bool {
+// encoding). With sync it writes and fsyncs them with the records written
+// ahead before them (AppendLines, or the journal's Sync when enc is
+// empty), indexes them all, makes them durable, wakes Sync, and rolls the
+// segment when it is full; a head line, when one is due, is appended to
+// enc (in its spare capacity, which the caller leaves free). Without, it
+// writes them ahead (WriteLines), to be fsynced and indexed by the next
+// synced write. The lines go to the journal as they are (they are ours,
+// encoded by auditlog, not read again). It returns false when the write
+// failed.
+func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, sync, timed bool) bool {
 	offs := make([]int64, len(recs))
 	base := 0
 	if len(ends) > 0 {
@@ -459,9 +495,17 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 		prev = end
 	}
 	lastSeq, lastHash := e.durable, e.durableHash
+	if n := len(e.unsynced); n > 0 {
+		lastSeq, lastHash = e.unsynced[n-1].Seq, e.unsynced[n-1].Hash
+	}
 	if n := len(recs); n > 0 {
 		lastSeq, lastHash = recs[n-1].Seq, recs[n-1].Hash
 	}
+	if !sync {
+		return e.writeAhead(recs, enc, offs, off)
+	}
+	// A head is due at the first synced write past either bound: it is
+	// fsynced with the events it signs, never written ahead of its fsync.
 	var head *auditlog.Line
 	due := lastSeq > e.headSeq && (lastSeq-e.headSeq >= uint64(e.cfg.HeadEvery) || (timed && e.cfg.now().Sub(e.headAt) >= e.cfg.HeadPeriod) || e.closingNow())
 	if due && lastHash != "" {
@@ -475,33 +519,41 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 	if head != nil {
 		n++
 	}
-	if n == 0 {
+	if n == 0 && len(e.unsynced) == 0 {
 		return true
 	}
-	err := e.active.AppendLines(enc, n)
+	var err error
+	if n > 0 {
+		err = e.active.AppendLines(enc, n) // its fsync covers what was written ahead
+	} else {
+		err = e.active.Sync()
+	}
 	e.mu.Lock()
 	if err != nil {
-		if e.err == nil {
-			e.report(fmt.Errorf("event log: a write failed; no further event is written until restart: %w", err))
-		}
-		e.err = err
+		e.failed(err)
 	} else {
 		x := e.segs[len(e.segs)-1]
+		for i := range e.unsynced {
+			r := &e.unsynced[i]
+			x.add(e.unsyncedOffs[i], r.Seq, r.At, r.ProposalID, r.Hash, r.PrevHash)
+		}
 		for i := range recs {
 			r := &recs[i]
 			x.add(offs[i], r.Seq, r.At, r.ProposalID, r.Hash, r.PrevHash)
 		}
 		x.Size = off
-		e.bytes += off - e.activeSize
-		e.count += len(recs)
-		e.activeSize = off
-		if len(recs) > 0 {
+		e.bytes += off - e.syncedSize
+		e.count += len(e.unsynced) + len(recs)
+		e.activeSize, e.syncedSize = off, off
+		if len(recs) > 0 || len(e.unsynced) > 0 {
 			e.durable, e.durableHash = lastSeq, lastHash
 		}
 	}
 	close(e.synced)
 	e.synced = make(chan struct{})
 	e.mu.Unlock()
+	clear(e.unsynced)
+	e.unsynced, e.unsyncedOffs = e.unsynced[:0], e.unsyncedOffs[:0]
 	if err != nil {
 		return false
 	}
@@ -518,6 +570,40 @@ func (e *Events) writeSome(recs []store.EventRecord, enc []byte, ends []int, tim
 	}
 	e.maybeRoll()
 	return e.active != nil
+}
+
+// writeAhead writes recs, encoded in enc (offs[i] is where the line of
+// recs[i] starts, end where the last ends), to the active segment without
+// an fsync: they are indexed and durable at the next synced write. It
+// returns false when the write failed.
+func (e *Events) writeAhead(recs []store.EventRecord, enc []byte, offs []int64, end int64) bool {
+	if len(recs) == 0 {
+		return true
+	}
+	if err := e.active.WriteLines(enc, len(recs)); err != nil {
+		e.mu.Lock()
+		e.failed(err)
+		close(e.synced)
+		e.synced = make(chan struct{})
+		e.mu.Unlock()
+		return false
+	}
+	e.unsynced = append(e.unsynced, recs...)
+	e.unsyncedOffs = append(e.unsyncedOffs, offs...)
+	e.activeSize = end
+	if e.cfg.written != nil {
+		e.cfg.written(recs[len(recs)-1].Seq)
+	}
+	return true
+}
+
+// failed records the write that failed: what Sync reports from then on.
+// e.mu is held.
+func (e *Events) failed(err error) {
+	if e.err == nil {
+		e.report(fmt.Errorf("event log: a write failed; no further event is written until restart: %w", err))
+	}
+	e.err = err
 }
 
 // keepHead hands h to keepHeads, replacing a head not yet written. Only
@@ -643,6 +729,7 @@ func (e *Events) retain() {
 	e.bytes += int64(len(line))
 	e.mu.Unlock()
 	e.activeSize += int64(len(line))
+	e.syncedSize = e.activeSize
 	for _, x := range gone {
 		path := filepath.Join(e.cfg.Dir, x.Name)
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -398,11 +398,72 @@ func TestAppendCopiesTheBody(t *testing.T) {
 	}
 }
 
+// Once aheadBytes of lines are queued, the writer writes them to the
+// active segment before any Sync asks (their fsync is left to the next
+// synced write); a Sync then makes them and the rest durable.
+func TestEventsAreWrittenAheadOfASync(t *testing.T) {
+	dir := t.TempDir()
+	written := make(chan uint64, 64)
+	e, reports := openTestEvents(t, dir, func(c *EventsConfig) {
+		c.HeadEvery = 1 << 20
+		c.period = time.Hour // no write on the clock: only a write ahead can come before the Sync
+		c.written = func(seq uint64) { written <- seq }
+	})
+	defer e.Close()
+	chainLog(e, 300, time.Now().Add(-time.Hour)) // about 470 bytes a line: two aheadBytes and more
+	var ahead uint64
+	select {
+	case ahead = <-written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lines were written ahead of a Sync")
+	}
+	if ahead == 0 || ahead > 300 {
+		t.Fatalf("written ahead up to event %d, want some of the 300", ahead)
+	}
+	if st := e.Stats(); st.Durable != 0 || st.Events != 0 {
+		t.Fatalf("before any Sync: %+v, want nothing durable or indexed: lines written ahead are not fsynced", st)
+	}
+	// The lines written ahead are in the segment, in order.
+	names, err := auditlog.Segments(filepath.Join(dir, "events"))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("segments %v, %v", names, err)
+	}
+	var seen uint64
+	err = auditlog.ScanSegment(filepath.Join(dir, "events", names[0]), 0, func(_ int64, _ int, b []byte) bool {
+		l, err := auditlog.ParseLine(b)
+		if err != nil || l.Op != auditlog.OpEvent || l.Seq != seen+1 {
+			t.Fatalf("line %d of the segment: %+v, %v", seen+1, l, err)
+		}
+		seen++
+		return true
+	})
+	if err != nil || seen < ahead {
+		t.Fatalf("the segment holds events 1..%d (%v) after a write ahead up to %d", seen, err, ahead)
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Durable != 300 || st.Events != 300 {
+		t.Fatalf("after Sync: %+v, want 300 events durable", st)
+	}
+	if got, err := e.Query(context.Background(), store.EventFilter{ProposalID: "p1"}); err != nil || len(got) != 100 {
+		t.Fatalf("the events of p1: %d, %v", len(got), err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := verifyDir(t, dir, nil); err != nil || rep.Events != 300 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	if len(*reports) != 0 {
+		t.Fatalf("reports: %v", *reports)
+	}
+}
+
 // Syncs from several goroutines, each after appends of its own, race the
-// writer (its writes of 1 MiB held, its segment rolls) and each other (one
-// writes in its caller while the writer is idle, the others wait for
-// it): each returns with its events durable and indexed, and the log
-// verifies.
+// writer's writes ahead, its segment rolls and each other (one writes in
+// its caller while the writer is idle, the others wait for it): each
+// returns with its events durable, and the log verifies.
 func TestConcurrentSyncsEachFindTheirEventsDurable(t *testing.T) {
 	dir := t.TempDir()
 	// Segments of 1 MiB: about six of them, none retained.
