@@ -61,15 +61,21 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, frontend, err := startServer(abs)
+	sqlConf, err := prepareDatabase(abs)
 	if err != nil {
-		return fmt.Errorf("start the server: %w", err)
+		return err
 	}
-	defer srv.Stop()
+	// Read before the server starts: once it runs, its connection may hold
+	// the file's lock.
 	journal, synchronous, err := sqliteSettings(abs)
 	if err != nil {
 		return err
 	}
+	srv, frontend, err := startServer(sqlConf)
+	if err != nil {
+		return fmt.Errorf("start the server: %w", err)
+	}
+	defer srv.Stop()
 
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c, err := sdkclient.Dial(sdkclient.Options{HostPort: frontend, Namespace: namespace, Logger: quiet})
@@ -148,13 +154,33 @@ func measure(ctx context.Context, c sdkclient.Client, steps, chains int) (time.D
 	return time.Since(t0) / time.Duration(chains*steps), nil
 }
 
+// prepareDatabase configures SQLite as the CLI's development server does
+// for a database file: only mode=rwc (no pragma of its own, so SQLite's
+// defaults), the schema set up when the file is new, and the "default"
+// namespace.
+func prepareDatabase(db string) (*config.SQL, error) {
+	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName, DatabaseName: db, ConnectAttributes: map[string]string{"mode": "rwc"}}
+	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
+		if err := sqliteschema.SetupSchema(sqlConf); err != nil {
+			return nil, fmt.Errorf("set up the schema: %w", err)
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", namespace, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
+		return nil, fmt.Errorf("create the namespace: %w", err)
+	}
+	return sqlConf, nil
+}
+
 // startServer starts frontend, history, matching and worker services in
-// this process, configured as the CLI's development server configures them
-// for a database file: one history shard, SQLite with only mode=rwc (no
-// pragma of its own, so SQLite's defaults), the schema set up when the file
-// is new, the "default" namespace, and the two dynamic settings start-dev
-// changes. It returns the server and the frontend's address.
-func startServer(db string) (tserver.Server, string, error) {
+// this process on that database, configured as the CLI's development
+// server configures them: one history shard, loopback ports, and the two
+// dynamic settings start-dev changes. It returns the server and the
+// frontend's address.
+func startServer(sqlConf *config.SQL) (tserver.Server, string, error) {
 	ports := make([]int, 5)
 	for i := range ports {
 		p, err := freePort()
@@ -162,19 +188,6 @@ func startServer(db string) (tserver.Server, string, error) {
 			return nil, "", err
 		}
 		ports[i] = p
-	}
-	sqlConf := &config.SQL{PluginName: sqliteplugin.PluginName, DatabaseName: db, ConnectAttributes: map[string]string{"mode": "rwc"}}
-	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
-		if err := sqliteschema.SetupSchema(sqlConf); err != nil {
-			return nil, "", fmt.Errorf("set up the schema: %w", err)
-		}
-	}
-	ns, err := sqliteschema.NewNamespaceConfig("active", namespace, false, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
-		return nil, "", fmt.Errorf("create the namespace: %w", err)
 	}
 
 	frontend := net.JoinHostPort(host, strconv.Itoa(ports[0]))
