@@ -94,10 +94,10 @@ func temporalPeer(ctx context.Context, o options) (s *system, stop func(), notRu
 	level := map[int]string{0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[synchronous]
 	durability := fmt.Sprintf("SQLite journal_mode=%s, synchronous=%s (start-dev's file configuration sets no pragma: SQLite's defaults)", journal, level)
 	if synchronous >= 2 {
-		durability = "flushed: " + durability + ", every commit flushed"
+		durability = "flushed: every commit; " + durability
 	}
 	s = &system{
-		name:       fmt.Sprintf("Temporal server 1.32.2 in process (start-dev's SQLite file configuration), SDK 1.44.0 worker, activities; %d chain(s) of %d per round", t.chains, t.steps),
+		name:       fmt.Sprintf("Temporal 1.32.2, start-dev's SQLite file configuration, activities (%d chain(s) of %d per round)", t.chains, t.steps),
 		durability: durability,
 		measure: func(context.Context) (time.Duration, error) {
 			if _, err := io.WriteString(in, "measure\n"); err != nil {
