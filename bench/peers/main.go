@@ -142,7 +142,7 @@ func run(args []string, out io.Writer) error {
 	}
 	temporal, stopTemporal, temporalNotRun, err := temporalPeer(ctx, o)
 	if err != nil {
-		return fmt.Errorf("Temporal: %w", err)
+		return fmt.Errorf("the Temporal peer: %w", err)
 	}
 	if temporal != nil {
 		defer stopTemporal()
