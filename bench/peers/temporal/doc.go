@@ -13,5 +13,8 @@
 //	stdin "measure" → stdout: step_ns <mean nanoseconds per step of --chains chains of --steps activities>
 //	stdin closed → the worker and the server stop, and it exits
 //
-// Everything else (errors only) goes to stderr.
+// Everything else (errors only) goes to stderr. --transfer-poll-rps sets
+// history.transferProcessorMaxPollRPS, which start-dev leaves at 20: with
+// one history shard it paces every task the shard hands to matching, so a
+// chain's step waits for it.
 package main

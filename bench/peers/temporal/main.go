@@ -51,11 +51,12 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	db := fs.String("db", "", "the SQLite file of the server's persistence (created with its schema if missing)")
 	steps := fs.Int("steps", 100, "activities per chain")
 	chains := fs.Int("chains", 1, "chains per measure (one after another)")
+	pollRPS := fs.Int("transfer-poll-rps", 0, "history.transferProcessorMaxPollRPS, the rate at which the history shard's transfer queue reads its tasks; 0 leaves the server's default (20)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *db == "" || *steps < 1 || *steps > 10000 || *chains < 1 || *chains > 100 {
-		return errors.New("--db is required; --steps must be 1 to 10000, --chains 1 to 100")
+	if *db == "" || *steps < 1 || *steps > 10000 || *chains < 1 || *chains > 100 || *pollRPS < 0 {
+		return errors.New("--db is required; --steps must be 1 to 10000, --chains 1 to 100, --transfer-poll-rps 0 or more")
 	}
 	abs, err := filepath.Abs(*db)
 	if err != nil {
@@ -71,7 +72,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, frontend, err := startServer(sqlConf)
+	srv, frontend, err := startServer(sqlConf, *pollRPS)
 	if err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
@@ -178,9 +179,9 @@ func prepareDatabase(db string) (*config.SQL, error) {
 // startServer starts frontend, history, matching and worker services in
 // this process on that database, configured as the CLI's development
 // server configures them: one history shard, loopback ports, and the two
-// dynamic settings start-dev changes. It returns the server and the
-// frontend's address.
-func startServer(sqlConf *config.SQL) (tserver.Server, string, error) {
+// dynamic settings start-dev changes; pollRPS, when not 0, sets a third.
+// It returns the server and the frontend's address.
+func startServer(sqlConf *config.SQL, pollRPS int) (tserver.Server, string, error) {
 	ports := make([]int, 5)
 	for i := range ports {
 		p, err := freePort()
@@ -241,6 +242,12 @@ func startServer(sqlConf *config.SQL) (tserver.Server, string, error) {
 	dyn := dynamicconfig.StaticClient{
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
 		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+	}
+	if pollRPS > 0 {
+		// With one shard, every workflow and activity task of every
+		// workflow passes through this shard's transfer queue, whose reads
+		// the default (20 a second) paces: a step then waits for it.
+		dyn[dynamicconfig.TransferProcessorMaxPollRPS.Key()] = pollRPS
 	}
 	srv, err := tserver.NewServer(
 		tserver.WithConfig(&conf),
