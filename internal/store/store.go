@@ -139,6 +139,16 @@ type Idempotency interface {
 	Len() int
 }
 
+// IdempotencyLegacyBeginner is an Idempotency that reads the key an older
+// daemon gave a call (idempotency.Key) in the same round trip as the claim
+// (the PostgreSQL store). BeginOrLegacy is Begin, except that when it would
+// return a claim and legacy holds a result, it releases the claim and
+// returns that result as a hit: what the engine does with Begin and Result
+// in turn for a plain client's call.
+type IdempotencyLegacyBeginner interface {
+	BeginOrLegacy(ctx context.Context, key, legacy, tool, proposalID string) (out any, hit bool, c Claim, err error)
+}
+
 // IdempotencyFlusher is an Idempotency whose Commit may return before the
 // result is flushed to disk (the file store under journal_sync =
 // proposal): the result is written, so a process crash keeps it, but a

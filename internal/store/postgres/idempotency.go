@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -96,9 +97,17 @@ type idempotency struct {
 
 	noRenew  atomic.Bool // test hook: stop renewing, as a holder that died
 	renewing sync.Mutex  // held by a renewal while it runs
+
+	// marks orders the commits not waited for (the claims; the results
+	// under journal_sync = proposal; results read that another daemon may
+	// not have flushed) against the synchronous ones that flush them.
+	marks *walMarks
+	// deferFlush (journal_sync = proposal): a result's commit does not
+	// wait for its flush; Flush, before the proposal's reply, does.
+	deferFlush bool
 }
 
-func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
+func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier, marks *walMarks) *idempotency {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s := &idempotency{
@@ -114,6 +123,8 @@ func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 		notify:      make(chan string, 1024),
 		stop:        make(chan struct{}),
+		marks:       marks,
+		deferFlush:  cfg.JournalSync == SyncProposal,
 	}
 	s.refreshCount()
 	if bus != nil {
@@ -163,6 +174,29 @@ type idemRow struct {
 // dispatches. A key claimed elsewhere is waited for until it has a result,
 // is released, or its lease lapses; the wait ends with ctx.
 func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
+	return s.begin(ctx, key, "", tool, proposalID)
+}
+
+// BeginOrLegacy is Begin that also reads the result an older daemon stored
+// under legacy, in the claim's round trip: when the key is claimed and
+// legacy holds a result, the claim is released and that result is a hit
+// (store.IdempotencyLegacyBeginner).
+func (s *idempotency) BeginOrLegacy(ctx context.Context, key, legacy, tool, proposalID string) (any, bool, store.Claim, error) {
+	return s.begin(ctx, key, legacy, tool, proposalID)
+}
+
+// legacyHit ends c in favour of the result an older daemon stored, raw.
+func (s *idempotency) legacyHit(c *claim, key, tool string, raw []byte) (any, bool, store.Claim, error) {
+	c.Release()
+	out, err := protocol.DecodeValue(raw)
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
+	}
+	s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
+	return out, true, nil, nil
+}
+
+func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID string) (any, bool, store.Claim, error) {
 	token := fmt.Sprintf("%s-%d", s.incarnation, s.tokens.Add(1))
 	var wake chan struct{}
 	defer func() {
@@ -171,13 +205,17 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 		}
 	}()
 	for {
-		claimed, r, found, err := s.claimOrRead(ctx, key, tool, proposalID, token)
+		claimed, r, found, old, err := s.claimOrRead(ctx, key, legacy, tool, proposalID, token)
 		if err != nil {
 			return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
 		}
 		switch {
 		case claimed:
-			return nil, false, s.hold(key, tool, token, r.epoch), nil
+			c := s.hold(key, tool, token, r.epoch)
+			if old != nil {
+				return s.legacyHit(c, key, tool, old)
+			}
+			return nil, false, c, nil
 		case !found:
 			continue // released or invalidated since the insert: claim it again
 		case r.done:
@@ -185,6 +223,7 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 			if err != nil {
 				return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
 			}
+			s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
 			return out, true, nil, nil
 		case r.token == "" || r.remaining <= 0:
 			epoch, won, err := s.takeOver(ctx, key, tool, proposalID, token, r.token)
@@ -196,7 +235,18 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder), zap.Uint64("epoch", epoch))
 			}
 			if won {
-				return nil, false, s.hold(key, tool, token, epoch), nil
+				c := s.hold(key, tool, token, epoch)
+				if legacy != "" {
+					raw, found, err := s.result(ctx, legacy)
+					if err != nil {
+						c.Release()
+						return nil, false, nil, fmt.Errorf("read the result an older daemon may have stored for tool '%s' (idempotency key %s): %w", tool, legacy, err)
+					}
+					if found {
+						return s.legacyHit(c, key, tool, raw)
+					}
+				}
+				return nil, false, c, nil
 			}
 			continue // another waiter won: read again
 		}
@@ -235,7 +285,10 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 // is submitted again — as it already was when the database crashed while the
 // call ran, since its holder could not store the result. See
 // docs/operations.md, *Idempotency claims*.
-func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
+//
+// With legacy set, the same round trip reads the result an older daemon
+// stored under legacy (old, nil when there is none).
+func (s *idempotency) claimOrRead(ctx context.Context, key, legacy, tool, proposalID, token string) (claimed bool, r idemRow, found bool, old []byte, err error) {
 	var holder, tok *string
 	var ms, epoch int64
 	b := &pgx.Batch{}
@@ -252,9 +305,18 @@ func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, to
 		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch
 		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
 		key, tool, proposalID, s.node, token, s.lease.Milliseconds())
+	if legacy != "" {
+		b.Queue(`SELECT output::text FROM car_idempotency WHERE key = $1 AND done`, legacy)
+	}
 	br := s.pool.SendBatch(ctx, b)
 	if _, err = br.Exec(); err == nil {
 		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch)
+	}
+	none := errors.Is(err, pgx.ErrNoRows)
+	if legacy != "" && (err == nil || none) {
+		if lerr := br.QueryRow().Scan(&old); lerr != nil && !errors.Is(lerr, pgx.ErrNoRows) {
+			err = lerr
+		}
 	}
 	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
 		if cerr != nil {
@@ -262,13 +324,13 @@ func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, to
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, r, false, nil
+		return false, r, false, nil, nil
 	}
 	if err != nil {
-		return false, r, false, unavailable(err)
+		return false, r, false, nil, unavailable(err)
 	}
 	r.fill(holder, tok, ms, epoch)
-	return claimed, r, !claimed, nil
+	return claimed, r, !claimed, old, nil
 }
 
 // remainingMs is a claim's lease left in milliseconds, by the database's
@@ -407,6 +469,10 @@ func (s *idempotency) announce(key string) {
 // notifyBatch bounds the keys one statement publishes.
 const notifyBatch = 256
 
+// notifyGather is how long a notification waits for others to go with it:
+// another daemon's waiter for the key wakes this much later at most.
+const notifyGather = 5 * time.Millisecond
+
 // publishLoop publishes the keys announced, each as its own notification,
 // and what queued while one statement ran goes out in the next: a burst of
 // commits costs one round trip and one notifying transaction, not one each.
@@ -423,6 +489,15 @@ func (s *idempotency) publishLoop() {
 		case key := <-s.notify:
 			keys = append(keys[:0], key)
 		}
+		// Gather what the next notifyGather brings, so that a chain of
+		// commits costs a notifying transaction per notifyGather, not one
+		// per step; this daemon's own waiters were woken at once.
+		t := time.NewTimer(notifyGather)
+		select {
+		case <-t.C:
+		case <-s.stop:
+		}
+		t.Stop()
 	queued:
 		for len(keys) < notifyBatch {
 			select {
@@ -546,6 +621,20 @@ func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
 // Result reads the stored result of key without claiming it; a claim in
 // flight is no result.
 func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error) {
+	output, found, err := s.result(ctx, key)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
+	out, err := protocol.DecodeValue(output)
+	if err != nil {
+		return nil, false, fmt.Errorf("the stored result of idempotency key %s is not valid JSON: %w", key, err)
+	}
+	return out, true, nil
+}
+
+// result reads the stored result of key, as stored.
+func (s *idempotency) result(ctx context.Context, key string) ([]byte, bool, error) {
 	var output []byte
 	err := s.pool.QueryRow(ctx, `SELECT output::text FROM car_idempotency WHERE key = $1 AND done`, key).Scan(&output)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -554,11 +643,7 @@ func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error)
 	if err != nil {
 		return nil, false, fmt.Errorf("read the result of idempotency key %s: %w", key, unavailable(err))
 	}
-	out, err := protocol.DecodeValue(output)
-	if err != nil {
-		return nil, false, fmt.Errorf("the stored result of idempotency key %s is not valid JSON: %w", key, err)
-	}
-	return out, true, nil
+	return output, true, nil
 }
 
 // Invalidate frees the rows (results, and any claim) proposalID recorded
@@ -617,9 +702,7 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 	if err != nil {
 		return fmt.Errorf("encode the result of tool '%s': %w", c.tool, err)
 	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
-		WHERE key = $1 AND token = $2 AND epoch = $4 AND NOT done`, c.key, c.token, string(raw), int64(c.epoch))
+	tag, err := s.commit(ctx, c, raw)
 	if err != nil {
 		return fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
 	}
@@ -629,6 +712,56 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 		return nil
 	}
 	return c.lost(ctx)
+}
+
+const commitResult = `
+	UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
+	WHERE key = $1 AND token = $2 AND epoch = $4 AND NOT done`
+
+// commit stores c's result. Under journal_sync = full the commit waits for
+// its flush, which flushes every commit this daemon made before without
+// waiting (its claim's among them). Under proposal it does not wait (one
+// round trip still: the setting goes with the update): the result is
+// visible to every daemon at once, and the proposal's Flush makes it
+// durable before the reply.
+func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.CommandTag, error) {
+	if s.deferFlush {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+		b.Queue(commitResult, c.key, c.token, string(raw), int64(c.epoch))
+		br := s.pool.SendBatch(ctx, b)
+		_, err := br.Exec()
+		var tag pgconn.CommandTag
+		if err == nil {
+			tag, err = br.Exec()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && tag.RowsAffected() == 1 {
+			s.marks.note()
+		}
+		return tag, err
+	}
+	m := s.marks.before()
+	tag, err := s.pool.Exec(ctx, commitResult, c.key, c.token, string(raw), int64(c.epoch))
+	if err == nil && tag.RowsAffected() == 1 {
+		s.marks.synced(m) // it changed a row, so it waited for its flush
+	}
+	return tag, err
+}
+
+// Flush returns once every result this daemon committed, and every result
+// Begin or Result returned (another daemon's may have been committed
+// without waiting), before the call is flushed: at once when a synchronous
+// commit since covered them, else after one that writes this daemon's
+// car_flush row (store.IdempotencyFlusher; the engine calls it before it
+// answers a proposal that committed or read a result).
+func (s *idempotency) Flush(ctx context.Context) error {
+	if err := s.marks.flush(ctx); err != nil {
+		return fmt.Errorf("flush the idempotent results to disk: %w", err)
+	}
+	return nil
 }
 
 // lost says why a Commit matched no row.
