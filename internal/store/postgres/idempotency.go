@@ -277,7 +277,7 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 // is not found, and neither is one deleted meanwhile; Begin then tries again.
 //
 // The claim's commit does not wait for its flush (synchronous_commit off for
-// its transaction alone, sent with it in one round trip): a step then waits
+// its transaction alone, set by the statement itself): a step then waits
 // for one flush, its result's, whose synchronous commit flushes the log up to
 // itself and so the claim's record before it. What a database crash can take
 // is a claim not yet flushed, never a result: its holder's Commit then finds
@@ -291,38 +291,23 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 func (s *idempotency) claimOrRead(ctx context.Context, key, legacy, tool, proposalID, token string) (claimed bool, r idemRow, found bool, old []byte, err error) {
 	var holder, tok *string
 	var ms, epoch int64
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(`
-		WITH claim AS (
+	// One statement: the setting (the insert selects from it, so it is set
+	// before the claim), the claim or the row that holds the key, and the
+	// legacy key's result.
+	err = s.pool.QueryRow(ctx, `
+		WITH cfg AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),
+		claim AS (
 			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at, epoch)
-			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now(), 1)
+			SELECT $1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now(), 1 FROM cfg
 			ON CONFLICT (key) DO NOTHING
 			RETURNING epoch
-		)
-		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint, epoch FROM claim
+		),
+		legacy AS (SELECT output::text AS output FROM car_idempotency WHERE $7 <> '' AND key = $7 AND done)
+		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint, epoch, (SELECT output FROM legacy) FROM claim
 		UNION ALL
-		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch
+		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch, (SELECT output FROM legacy)
 		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
-		key, tool, proposalID, s.node, token, s.lease.Milliseconds())
-	if legacy != "" {
-		b.Queue(`SELECT output::text FROM car_idempotency WHERE key = $1 AND done`, legacy)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	if _, err = br.Exec(); err == nil {
-		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch)
-	}
-	none := errors.Is(err, pgx.ErrNoRows)
-	if legacy != "" && (err == nil || none) {
-		if lerr := br.QueryRow().Scan(&old); lerr != nil && !errors.Is(lerr, pgx.ErrNoRows) {
-			err = lerr
-		}
-	}
-	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
-		if cerr != nil {
-			err = cerr
-		}
-	}
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds(), legacy).Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch, &old)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, r, false, nil, nil
 	}
@@ -726,18 +711,9 @@ const commitResult = `
 // durable before the reply.
 func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.CommandTag, error) {
 	if s.deferFlush {
-		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-		b.Queue(commitResult, c.key, c.token, string(raw), int64(c.epoch))
-		br := s.pool.SendBatch(ctx, b)
-		_, err := br.Exec()
-		var tag pgconn.CommandTag
-		if err == nil {
-			tag, err = br.Exec()
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		// The setting is a condition of the update: a row updated has set it.
+		tag, err := s.pool.Exec(ctx, commitResult+` AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
+			c.key, c.token, string(raw), int64(c.epoch))
 		if err == nil && tag.RowsAffected() == 1 {
 			s.marks.note()
 		}
