@@ -150,13 +150,16 @@ type IdempotencyLegacyBeginner interface {
 }
 
 // IdempotencyFlusher is an Idempotency whose Commit may return before the
-// result is flushed to disk (the file store under journal_sync =
-// proposal): the result is written, so a process crash keeps it, but a
-// power loss may not. Flush returns once every result committed, and every
-// result Begin or Result returned, before the call is on disk; the engine
-// calls it before it answers a proposal that committed or read one.
+// result is flushed to disk (journal_sync = proposal): on the file store the
+// result is written, so a process crash keeps it, but a power loss may
+// not; on PostgreSQL it is committed without waiting for the flush, or
+// sent without waiting for the answer. Flush returns once every result
+// committed, and every result Begin or Result returned, before the call is
+// on disk, and with an error when a result proposalID committed was not
+// stored after all; the engine calls it before it answers a proposal that
+// committed or read one.
 type IdempotencyFlusher interface {
-	Flush(ctx context.Context) error
+	Flush(ctx context.Context, proposalID string) error
 }
 
 // Claim is the right to dispatch one idempotent call. Exactly one of Commit

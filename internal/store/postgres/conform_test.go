@@ -49,6 +49,15 @@ func lapseClaim(t *testing.T, url string, holder *store.Store, key string) {
 	idem.renewing.Lock() // a renewal in flight ends first
 	idem.noRenew.Store(true)
 	idem.renewing.Unlock()
+	// The holder stalled: its lease was set longer ago than its term, so
+	// its Commit (under journal_sync = proposal too) is made in place.
+	idem.mu.Lock()
+	for _, c := range idem.held {
+		if c.key == key {
+			c.leased.Store(0)
+		}
+	}
+	idem.mu.Unlock()
 	tag, err := sqlConn(t, url).Exec(ctxT(t), `UPDATE car_idempotency SET lease_until = now() - interval '1 millisecond' WHERE key = $1 AND token IS NOT NULL AND NOT done`, key)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("lapse the claim of %s: %v (%d rows)", key, err, tag.RowsAffected())

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,11 +57,15 @@ func TestProposalSyncFlushCoversTheResults(t *testing.T) {
 
 	before := a.marks.flushes.Load()
 	storeResult(t, a, "k1", "one")
+	// Result waits for this daemon's own result sent ahead.
+	if out, ok, err := a.idem.Result(ctxT(t), "k1"); err != nil || !ok || out != "one" {
+		t.Fatalf("Result k1 = %v, %v, %v", out, ok, err)
+	}
 	lsn := insertLSN(t, a)
 	if n := a.marks.flushes.Load(); n != before {
 		t.Fatalf("the Commit sent %d flushes; under proposal it waits for none", n-before)
 	}
-	if err := a.idem.Flush(ctxT(t)); err != nil {
+	if err := a.idem.Flush(ctxT(t), "p-k1"); err != nil {
 		t.Fatal(err)
 	}
 	if !flushedPast(t, a, lsn) {
@@ -70,19 +75,19 @@ func TestProposalSyncFlushCoversTheResults(t *testing.T) {
 		t.Fatalf("Flush sent %d flush statements, want 1", n-before)
 	}
 	// Nothing committed or read since: nothing to flush.
-	if err := a.idem.Flush(ctxT(t)); err != nil || a.marks.flushes.Load() != before+1 {
+	if err := a.idem.Flush(ctxT(t), "p"); err != nil || a.marks.flushes.Load() != before+1 {
 		t.Fatalf("a second Flush with nothing new: %v, %d statements in all", err, a.marks.flushes.Load()-before)
 	}
 
 	// Another daemon's result, committed without waiting, answers a: a's
 	// Flush covers it.
 	storeResult(t, b, "k2", "two")
-	lsn = insertLSN(t, b)
 	out, hit, _, err := a.idem.Begin(ctxT(t), "k2", "fetch", "p-other")
 	if err != nil || !hit || out != "two" {
 		t.Fatalf("Begin k2 on a = %v, hit %v, %v; want b's result", out, hit, err)
 	}
-	if err := a.idem.Flush(ctxT(t)); err != nil {
+	lsn = insertLSN(t, a) // past b's commit, which a read
+	if err := a.idem.Flush(ctxT(t), "p"); err != nil {
 		t.Fatal(err)
 	}
 	if !flushedPast(t, a, lsn) {
@@ -100,7 +105,7 @@ func TestFullSyncCommitIsTheFlush(t *testing.T) {
 	a := openNode(t, pgtest.URL(t), "a")
 	before := a.marks.flushes.Load()
 	storeResult(t, a, "k1", "one")
-	if err := a.idem.Flush(ctxT(t)); err != nil {
+	if err := a.idem.Flush(ctxT(t), "p-k1"); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.marks.flushes.Load(); n != before {
@@ -116,7 +121,7 @@ func TestProposalSyncFlushedResultSurvivesADatabaseCrash(t *testing.T) {
 	url := srv.NewDatabase(t)
 	a := openNode(t, url, "a", func(c *Config) { c.JournalSync = SyncProposal; c.ConnectTimeout = time.Second })
 	storeResult(t, a, "k1", "one")
-	if err := a.idem.Flush(ctxT(t)); err != nil {
+	if err := a.idem.Flush(ctxT(t), "p-k1"); err != nil {
 		t.Fatal(err)
 	}
 	srv.Stop(t)
@@ -185,6 +190,66 @@ func TestEventsNotFlushedAreSentAgain(t *testing.T) {
 	}
 	if st := a.EventStats(); st.Dropped != 0 {
 		t.Fatalf("events dropped: %+v", st)
+	}
+}
+
+// Under journal_sync = proposal a Commit whose lease is well within its
+// term returns once the update is sent; an update that then stores
+// nothing (here the claim was invalidated meanwhile) is the error of the
+// proposal's Flush, so its reply acknowledges nothing.
+func TestProposalSyncFlushReportsAResultNotStored(t *testing.T) {
+	t.Parallel()
+	a := openNode(t, pgtest.URL(t), "a", func(c *Config) { c.JournalSync = SyncProposal })
+	_, hit, c, err := a.idem.Begin(ctxT(t), "k1", "fetch", "p1")
+	if err != nil || hit {
+		t.Fatalf("Begin k1: hit %v, %v", hit, err)
+	}
+	if err := a.idem.Invalidate(ctxT(t), []string{"k1"}, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(ctxT(t), "one"); err != nil {
+		t.Fatalf("Commit sent ahead = %v; want nil (the answer is the Flush's)", err)
+	}
+	if err := a.idem.Flush(ctxT(t), "p1"); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("Flush of p1 = %v; want ErrClaimLost", err)
+	}
+	if out, ok, err := a.idem.Result(ctxT(t), "k1"); err != nil || ok {
+		t.Fatalf("Result k1 = %v, %v, %v; want none", out, ok, err)
+	}
+	if n := a.idem.Len(); n != 0 {
+		t.Fatalf("Len = %d after an update that stored nothing; want 0", n)
+	}
+	// The error was the proposal's: its next Flush, and another's, are clean.
+	if err := a.idem.Flush(ctxT(t), "p1"); err != nil {
+		t.Fatalf("a second Flush of p1 = %v", err)
+	}
+}
+
+// A claim whose lease may have lapsed (set longer ago than half its term:
+// its holder stalled) is committed in place, so a superseded holder learns
+// it at Commit.
+func TestProposalSyncStalledHolderCommitsInPlace(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	proposal := func(c *Config) { c.JournalSync = SyncProposal }
+	a, b := openNode(t, url, "a", proposal), openNode(t, url, "b", proposal)
+	_, _, c, err := a.idem.Begin(ctxT(t), "k1", "fetch", "p1")
+	if err != nil || c == nil {
+		t.Fatalf("Begin k1 on a: %v", err)
+	}
+	lapseClaim(t, url, a.Store(), "k1")
+	_, _, taken, err := b.idem.Begin(ctxT(t), "k1", "fetch", "p2")
+	if err != nil || taken == nil {
+		t.Fatalf("b's take-over of k1: %v", err)
+	}
+	if err := c.Commit(ctxT(t), "a's"); !errors.Is(err, store.ErrSuperseded) {
+		t.Fatalf("the stalled holder's Commit = %v; want store.ErrSuperseded at once", err)
+	}
+	if err := taken.Commit(ctxT(t), "b's"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.idem.Flush(ctxT(t), "p2"); err != nil {
+		t.Fatal(err)
 	}
 }
 

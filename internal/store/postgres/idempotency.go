@@ -105,6 +105,15 @@ type idempotency struct {
 	// deferFlush (journal_sync = proposal): a result's commit does not
 	// wait for its flush; Flush, before the proposal's reply, does.
 	deferFlush bool
+
+	// Results sent ahead (journal_sync = proposal): Commit returns once the
+	// update is sent, and Flush waits for its answer (sentAhead).
+	aheadMu   sync.Mutex
+	aheadDone *sync.Cond
+	ahead     map[string]int     // proposal → its updates not answered yet
+	aheadKeys map[string]int     // key → its updates not answered yet
+	aheadErrs map[string][]error // proposal → the updates that stored nothing
+	noAhead   atomic.Bool        // test hook: commit every result in place
 }
 
 func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier, marks *walMarks) *idempotency {
@@ -125,7 +134,11 @@ func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier, marks *walMark
 		stop:        make(chan struct{}),
 		marks:       marks,
 		deferFlush:  cfg.JournalSync == SyncProposal,
+		ahead:       make(map[string]int),
+		aheadKeys:   make(map[string]int),
+		aheadErrs:   make(map[string][]error),
 	}
+	s.aheadDone = sync.NewCond(&s.aheadMu)
 	s.refreshCount()
 	if bus != nil {
 		s.unsub = bus.Subscribe(idemTopic, func(p []byte) {
@@ -149,6 +162,7 @@ func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier, marks *walMark
 // to lapse; waiters blocked in Begin return.
 func (s *idempotency) close() {
 	s.once.Do(func() {
+		s.waitAhead(func() bool { return len(s.ahead) == 0 })
 		close(s.stop)
 		s.wg.Wait()
 		if s.unsub != nil {
@@ -205,13 +219,14 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 		}
 	}()
 	for {
+		sent := time.Now()
 		claimed, r, found, old, err := s.claimOrRead(ctx, key, legacy, tool, proposalID, token)
 		if err != nil {
 			return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
 		}
 		switch {
 		case claimed:
-			c := s.hold(key, tool, token, r.epoch)
+			c := s.hold(key, tool, proposalID, token, r.epoch, sent)
 			if old != nil {
 				return s.legacyHit(c, key, tool, old)
 			}
@@ -235,7 +250,7 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder), zap.Uint64("epoch", epoch))
 			}
 			if won {
-				c := s.hold(key, tool, token, epoch)
+				c := s.hold(key, tool, proposalID, token, epoch, sent)
 				if legacy != "" {
 					raw, found, err := s.result(ctx, legacy)
 					if err != nil {
@@ -373,8 +388,9 @@ func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token
 	return uint64(e), true, nil
 }
 
-func (s *idempotency) hold(key, tool, token string, epoch uint64) *claim {
-	c := &claim{s: s, key: key, tool: tool, token: token, epoch: epoch}
+func (s *idempotency) hold(key, tool, proposalID, token string, epoch uint64, sent time.Time) *claim {
+	c := &claim{s: s, key: key, tool: tool, proposalID: proposalID, token: token, epoch: epoch}
+	c.leased.Store(sent.UnixNano())
 	s.mu.Lock()
 	s.held[token] = c
 	s.mu.Unlock()
@@ -558,6 +574,7 @@ func (s *idempotency) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
 	defer cancel()
+	sent := time.Now().UnixNano()
 	rows, err := s.pool.Query(ctx, `
 		UPDATE car_idempotency SET lease_until = now() + $2 * interval '1 millisecond'
 		WHERE token = ANY($1) AND NOT done
@@ -578,7 +595,9 @@ func (s *idempotency) renew() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tokens {
-		if c, held := s.held[t]; held && !ok[t] {
+		if c, held := s.held[t]; held && ok[t] {
+			c.leased.Store(sent)
+		} else if held {
 			// Taken over or deleted: the holder's Commit will say so.
 			delete(s.held, t)
 			s.log.Warn("an idempotency claim was lost while its call ran: taken over after its lease lapsed, or invalidated",
@@ -606,6 +625,7 @@ func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
 // Result reads the stored result of key without claiming it; a claim in
 // flight is no result.
 func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error) {
+	s.waitAhead(func() bool { return s.aheadKeys[key] == 0 }) // this daemon reads its own results
 	output, found, err := s.result(ctx, key)
 	if err != nil || !found {
 		return nil, false, err
@@ -637,6 +657,9 @@ func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID 
 	if len(keys) == 0 {
 		return nil
 	}
+	// A result sent ahead lands first, so that it is not stored after the
+	// rollback; its error, if any, is the reply's concern (Flush).
+	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
 	rows, err := s.pool.Query(ctx, `
 		WITH old AS (
 			SELECT key, done FROM car_idempotency
@@ -664,11 +687,16 @@ func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID 
 
 // claim is the right to dispatch one idempotent call.
 type claim struct {
-	s         *idempotency
-	key, tool string
-	token     string
-	epoch     uint64
-	ended     atomic.Bool
+	s          *idempotency
+	key, tool  string
+	proposalID string
+	token      string
+	epoch      uint64
+	ended      atomic.Bool
+	// leased is when the lease was last set (unix nanoseconds): just
+	// before the claim's statement or the last renewal that covered it
+	// was sent, so the database's lease runs past leased + lease.
+	leased atomic.Int64
 }
 
 // Epoch is the claim's fencing token.
@@ -686,6 +714,10 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 	raw, err := json.Marshal(output)
 	if err != nil {
 		return fmt.Errorf("encode the result of tool '%s': %w", c.tool, err)
+	}
+	if s.deferFlush && !s.noAhead.Load() && time.Since(time.Unix(0, c.leased.Load())) < s.lease/2 {
+		s.sendAhead(c, raw)
+		return nil
 	}
 	tag, err := s.commit(ctx, c, raw)
 	if err != nil {
@@ -727,13 +759,79 @@ func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.
 	return tag, err
 }
 
-// Flush returns once every result this daemon committed, and every result
-// Begin or Result returned (another daemon's may have been committed
-// without waiting), before the call is flushed: at once when a synchronous
-// commit since covered them, else after one that writes this daemon's
-// car_flush row (store.IdempotencyFlusher; the engine calls it before it
-// answers a proposal that committed or read a result).
-func (s *idempotency) Flush(ctx context.Context) error {
+// sendAhead commits c's result without waiting for the answer
+// (journal_sync = proposal, the claim's lease well within its term): the
+// step goes on at once, and the proposal's Flush waits for the answer and
+// reports an update that stored nothing (a claim superseded or invalidated
+// meanwhile, the database gone) as the error of that proposal's reply, so
+// no result is acknowledged that was not stored. The update is the one
+// Commit makes (guarded by the claim's token and epoch), so what it stores
+// is the same; only when a refusal is known changes. A claim whose lease
+// may have lapsed (its holder stalled) is committed in place instead, so
+// that a holder superseded after a stall learns it at Commit.
+func (s *idempotency) sendAhead(c *claim, raw []byte) {
+	s.aheadMu.Lock()
+	s.ahead[c.proposalID]++
+	s.aheadKeys[c.key]++
+	s.aheadMu.Unlock()
+	s.count.Add(1) // as committed; taken back if the update stores nothing
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+		defer cancel()
+		tag, err := s.commit(ctx, c, raw)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
+		case tag.RowsAffected() != 1:
+			err = c.lost(ctx)
+		}
+		if err != nil {
+			s.count.Add(-1)
+		} else {
+			s.announce(c.key)
+		}
+		s.aheadMu.Lock()
+		defer s.aheadMu.Unlock()
+		if err != nil {
+			s.aheadErrs[c.proposalID] = append(s.aheadErrs[c.proposalID], err)
+		}
+		if s.ahead[c.proposalID]--; s.ahead[c.proposalID] == 0 {
+			delete(s.ahead, c.proposalID)
+		}
+		if s.aheadKeys[c.key]--; s.aheadKeys[c.key] == 0 {
+			delete(s.aheadKeys, c.key)
+		}
+		s.aheadDone.Broadcast()
+	}()
+}
+
+// waitAhead waits, under aheadMu, until done holds. The updates it waits
+// for end within one statement's bound.
+func (s *idempotency) waitAhead(done func() bool) {
+	s.aheadMu.Lock()
+	defer s.aheadMu.Unlock()
+	for !done() {
+		s.aheadDone.Wait()
+	}
+}
+
+// Flush returns once every result proposalID sent ahead is answered and
+// every result this daemon committed, and every result Begin or Result
+// returned (another daemon's may have been committed without waiting),
+// before the call is flushed: at once when a synchronous commit since
+// covered them, else after one that writes this daemon's car_flush row
+// (store.IdempotencyFlusher; the engine calls it before it answers a
+// proposal that committed or read a result). A result of proposalID sent
+// ahead that was not stored is its error.
+func (s *idempotency) Flush(ctx context.Context, proposalID string) error {
+	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
+	s.aheadMu.Lock()
+	errs := s.aheadErrs[proposalID]
+	delete(s.aheadErrs, proposalID)
+	s.aheadMu.Unlock()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if err := s.marks.flush(ctx); err != nil {
 		return fmt.Errorf("flush the idempotent results to disk: %w", err)
 	}
