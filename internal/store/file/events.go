@@ -687,7 +687,9 @@ func (e *Events) seal() bool {
 // retain deletes the oldest whole sealed segments while the log is over
 // MaxBytes or their newest event is older than MaxAge. Before it deletes,
 // it appends a signed retention record naming the first event kept and its
-// link, so that the log still verifies from there.
+// link, so that the log still verifies from there. It runs with nothing
+// written ahead (at start, after a synced write on the clock, after a
+// roll): the record's append is fsynced and counted as the segment's.
 func (e *Events) retain() {
 	now := e.cfg.now()
 	e.mu.Lock()
