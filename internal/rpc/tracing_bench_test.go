@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -40,17 +41,27 @@ func BenchmarkTracingOverhead(b *testing.B) {
 }
 
 func benchTracing(b *testing.B, j *tracingtest.Jaeger, actions int, chain bool) {
-	prov, err := tracing.New(context.Background(), tracing.Settings{Endpoint: j.HTTP, Sampler: "always_on"}, tracing.Resource{Version: "bench"}, zap.NewNop())
+	// The goroutines of each side carry a profile label (side=off or on),
+	// so that a CPU profile (-cpuprofile) tells the two apart: those the
+	// provider, the servers and the clients start inherit it.
+	var prov *tracing.Provider
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("side", "on"), func(context.Context) {
+		prov, err = tracing.New(context.Background(), tracing.Settings{Endpoint: j.HTTP, Sampler: "always_on"}, tracing.Resource{Version: "bench"}, zap.NewNop())
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer prov.Shutdown(context.Background())
-	dial := func(tr engine.Options, o Options) *client.Client {
-		return benchClient(b, startServerWith(b, serverSetup{engine: tr, opts: o}))
+	dial := func(side string, tr engine.Options, o Options) (c *client.Client) {
+		pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
+			c = benchClient(b, startServerWith(b, serverSetup{engine: tr, opts: o}))
+		})
+		return c
 	}
-	off := dial(engine.Options{}, Options{})
+	off := dial("off", engine.Options{}, Options{})
 	defer off.Close()
-	on := dial(engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
+	on := dial("on", engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
 	defer on.Close()
 
 	params := noopProposal(actions, chain)
