@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,8 @@ func (e *spanSeen) ExecuteTool(ctx context.Context, call ToolCall) (any, error) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seen[call.ActionID] = trace.SpanContextFromContext(ctx)
+	// As the transport does for each callback it sends; false with tracing off.
+	NoteToolCallID(ctx, call.ActionID+"-"+strconv.Itoa(call.Attempt))
 	if e.fail[call.ActionID] > 0 {
 		e.fail[call.ActionID]--
 		return nil, errors.New("the disk is full")
@@ -133,6 +136,9 @@ func TestSpanTreeOfAProposal(t *testing.T) {
 		}
 		attempts, _ := attrOf(sp, AttrAttempts)
 		errType, failed := attrOf(sp, attrErrorType)
+		if callID, _ := attrOf(sp, AttrRequestID); callID.AsString() != id.AsString()+"-"+strconv.FormatInt(attempts.AsInt64(), 10) {
+			t.Errorf("%s: gen_ai.tool.call.id %q, want the last attempt's request id", id.AsString(), callID.AsString())
+		}
 		switch id.AsString() {
 		case "ok":
 			if attempts.AsInt64() != 1 || failed || sp.Status().Code == codes.Error {
