@@ -205,9 +205,13 @@ func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit str
 		AttrActionID.String(a.ID),
 		AttrTier.String(tier.String()),
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
-		AttrCacheHit.String(hit),
 		AttrAttempts.Int(int(call.attempts.Load())),
 	)
+	// At most 8 in the common case: the SDK's span then dedupes them, as
+	// it does each span at its end, in a map that needs no allocation.
+	if hit != "" {
+		kvs = append(kvs, AttrCacheHit.String(hit)) // which cache answered
+	}
 	if id := call.requestID(); id != "" {
 		kvs = append(kvs, AttrRequestID.String(id)) // the last callback's
 	}

@@ -307,3 +307,42 @@ func TestToolArgumentsOnlyOnOptInAndRedacted(t *testing.T) {
 		}
 	}
 }
+
+// car.tool.cache_hit names the cache that answered a call, and is absent
+// when the tool ran.
+func TestACacheHitIsOnTheToolSpan(t *testing.T) {
+	tracer, rec := recorded(t)
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}}
+	rt, s := openRuntime(t, Options{Tracer: tracer}, exec)
+	ttl := uint64(60)
+	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "cached", CacheTTLSecs: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "second"} {
+		p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: id, Type: protocol.ActionToolCall, Tool: "cached", Parameters: map[string]any{"q": "same"}}}}
+		if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := spansNamed(rec, SpanToolCall+"cached")
+	if len(spans) != 2 {
+		t.Fatalf("%d execute_tool spans", len(spans))
+	}
+	for _, sp := range spans {
+		id, _ := attrOf(sp, AttrActionID)
+		hit, ok := attrOf(sp, AttrCacheHit)
+		switch id.AsString() {
+		case "first":
+			if ok {
+				t.Errorf("the call that ran has cache_hit %q", hit.AsString())
+			}
+		case "second":
+			if hit.AsString() != "result" {
+				t.Errorf("the call the result cache answered has cache_hit %q (present %v)", hit.AsString(), ok)
+			}
+		}
+	}
+	if _, ran := exec.seen["second"]; ran {
+		t.Fatal("the second call ran: the cache did not answer it")
+	}
+}
