@@ -210,35 +210,47 @@ func clampUint32(v int) uint64 { return uint64(min(max(v, 0), math.MaxUint32)) }
 // appendKeyValue appends a KeyValue message as field num. A scalar value's
 // sizes are known before it is written; the others are moved to fit.
 func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byte {
-	v := kv.Value
-	var n int // the AnyValue's size
+	v := &kv.Value
 	switch v.Type() {
 	case attribute.STRING:
-		n = 1 + sizeLen(len(v.AsString()))
+		s := v.AsString()
+		b = appendKeyValueHead(b, num, kv.Key, 1+sizeLen(len(s)))
+		b = append(b, 1<<3|byte(protowire.BytesType))
+		b = appendLen(b, len(s))
+		return append(b, s...)
 	case attribute.BOOL:
-		n = 2
+		b = appendKeyValueHead(b, num, kv.Key, 2)
+		return append(b, 2<<3|byte(protowire.VarintType), byte(protowire.EncodeBool(v.AsBool())))
 	case attribute.INT64:
-		n = 1 + protowire.SizeVarint(uint64(v.AsInt64()))
+		i := uint64(v.AsInt64())
+		b = appendKeyValueHead(b, num, kv.Key, 1+protowire.SizeVarint(i))
+		b = append(b, 3<<3|byte(protowire.VarintType))
+		return protowire.AppendVarint(b, i)
 	case attribute.FLOAT64:
-		n = 1 + 8
-	default:
-		b, f := openField(b, num)
-		b = appendString(b, 1, string(kv.Key))
-		b, av := openField(b, 2) // always present, an empty AnyValue for an empty value
-		b = appendValue(b, v)
-		b = closeField(b, av)
-		return closeField(b, f)
+		b = appendKeyValueHead(b, num, kv.Key, 1+8)
+		b = append(b, 4<<3|byte(protowire.Fixed64Type))
+		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	}
+	b, f := openField(b, num)
+	b = appendString(b, 1, string(kv.Key))
+	b, av := openField(b, 2) // always present, an empty AnyValue for an empty value
+	b = appendValue(b, *v)
+	b = closeField(b, av)
+	return closeField(b, f)
+}
+
+// appendKeyValueHead appends a KeyValue's tag and length, its key, and the
+// tag and length of its AnyValue of n bytes.
+func appendKeyValueHead(b []byte, num protowire.Number, key attribute.Key, n int) []byte {
 	size := 1 + sizeLen(n)
-	if kv.Key != "" {
-		size += 1 + sizeLen(len(kv.Key))
+	if key != "" {
+		size += 1 + sizeLen(len(key))
 	}
 	b = appendTag(b, num, protowire.BytesType)
 	b = appendLen(b, size)
-	b = appendString(b, 1, string(kv.Key))
+	b = appendString(b, 1, string(key))
 	b = append(b, 2<<3|byte(protowire.BytesType))
-	b = appendLen(b, n)
-	return appendValue(b, v)
+	return appendLen(b, n)
 }
 
 // sizeLen is the size of a length-delimited field's length and content.
