@@ -300,3 +300,44 @@ func BenchmarkAppendExportRequest(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
 	b.SetBytes(int64(len(buf)))
 }
+
+// The exporter reuses its buffer once the transport has closed the last
+// body over it, and each request still carries its own spans.
+func TestTheExporterReusesItsBufferOnlyWhenTheTransportIsDone(t *testing.T) {
+	all := sampleSpans(t, resource.Empty())
+	batches := [][]sdktrace.ReadOnlySpan{all, all[:2], all[3:]}
+	c := newCollector(t)
+	u, _ := url.Parse(c.URL + "/v1/traces")
+	exp := newHTTPExporter(u, nil)
+	defer exp.Shutdown(context.Background())
+	var first *byte
+	for i, batch := range batches {
+		if err := exp.ExportSpans(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		if exp.open.Load() != 0 {
+			t.Fatalf("batch %d: %d bodies left open after the answer", i, exp.open.Load())
+		}
+		if i == 0 {
+			first = &exp.buf[:1][0]
+		} else if &exp.buf[:1][0] != first {
+			t.Fatalf("batch %d: a new buffer though the transport was done with the last", i)
+		}
+	}
+	got := c.requests()
+	for i, batch := range batches {
+		if want := sdkRequest(t, batch); !bytes.Equal(got[i], want) {
+			t.Fatalf("request %d is not its own spans' encoding", i)
+		}
+	}
+	// A body still held by the transport: the next export writes elsewhere.
+	held := exp.open
+	held.Add(1)
+	before := &exp.buf[:1][0]
+	if err := exp.ExportSpans(context.Background(), all); err != nil {
+		t.Fatal(err)
+	}
+	if &exp.buf[:1][0] == before || exp.open == held {
+		t.Fatal("the buffer of a body still open was written over")
+	}
+}

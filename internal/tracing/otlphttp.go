@@ -28,7 +28,8 @@ type httpExporter struct {
 	client  *http.Client
 
 	mu   sync.Mutex
-	size int // the last request's length, to size the next one's buffer
+	buf  []byte        // the last request's body, reused once the transport is done with it
+	open *atomic.Int32 // bodies over buf the transport has not closed yet
 	shut atomic.Bool
 }
 
@@ -63,15 +64,24 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if e.shut.Load() {
 		return errors.New("trace exporter: shut down")
 	}
-	// A new buffer each time: the transport may still hold the last one's
-	// body after Do returns. One allocation per batch, sized by the last.
-	body := appendExportRequest(make([]byte, 0, e.size+e.size/4), spans)
-	e.size = len(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	// The transport may still read the last request's body after Do
+	// returns: its buffer is reused only once every body over it is
+	// closed, else the next request gets a new one, sized by the last.
+	if e.open == nil || e.open.Load() != 0 {
+		e.buf, e.open = make([]byte, 0, cap(e.buf)), new(atomic.Int32)
+	}
+	body := appendExportRequest(e.buf[:0], spans)
+	e.buf = body
+	open := e.open
+	newBody := func() io.ReadCloser {
+		open.Add(1)
+		return &requestBody{Reader: bytes.NewReader(body), open: open}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, newBody())
 	if err != nil {
 		return err
 	}
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req.GetBody = func() (io.ReadCloser, error) { return newBody(), nil }
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("User-Agent", exporterUserAgent)
 	for k, v := range e.headers {
@@ -94,6 +104,21 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		if rejected, msg := partialSuccess(answer); rejected != 0 || msg != "" {
 			return fmt.Errorf("trace export to %s: the collector rejected %d spans: %s", req.URL.Redacted(), rejected, msg)
 		}
+	}
+	return nil
+}
+
+// requestBody is a request's body over the exporter's buffer; closing it
+// says the transport is done with the buffer.
+type requestBody struct {
+	*bytes.Reader
+	open   *atomic.Int32
+	closed atomic.Bool
+}
+
+func (b *requestBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		b.open.Add(-1)
 	}
 	return nil
 }
