@@ -40,7 +40,7 @@ func newCollector(t *testing.T) *collector {
 	c := &collector{status: http.StatusOK}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
-		if err != nil || r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
+		if err != nil || r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.ContentLength != int64(len(b)) {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}

@@ -82,6 +82,7 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		return err
 	}
 	req.GetBody = func() (io.ReadCloser, error) { return newBody(), nil }
+	req.ContentLength = int64(len(body)) // sent as is, not chunked
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("User-Agent", exporterUserAgent)
 	for k, v := range e.headers {
