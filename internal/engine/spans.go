@@ -200,15 +200,15 @@ func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit str
 	kvs := buf[:0]
 	kvs = append(kvs,
 		semconv.GenAIOperationNameExecuteTool,
-		attrToolName.String(a.Tool),
-		AttrProposalID.String(r.sub.Proposal.ID),
+		attrToolName.String(a.Tool), // the proposal's id is its parent's
 		AttrActionID.String(a.ID),
 		AttrTier.String(tier.String()),
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
 		AttrAttempts.Int(int(call.attempts.Load())),
 	)
-	// At most 8 in the common case: the SDK's span then dedupes them, as
-	// it does each span at its end, in a map that needs no allocation.
+	// A call that ran has 7, a failed one 8 (9 in a run's turn): up to 8,
+	// the SDK de-duplicates them at the span's end in a map that needs no
+	// allocation.
 	if hit != "" {
 		kvs = append(kvs, AttrCacheHit.String(hit)) // which cache answered
 	}
