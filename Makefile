@@ -88,7 +88,7 @@ ts-types:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## bench-peers: a durable step beside DBOS, in one run, interleaved rounds (opt-in; bench/peers is a module of its own; PostgreSQL rows with CAR_TEST_POSTGRES_URL; see BENCHMARKS.md)
+## bench-peers: a durable step beside DBOS and Temporal, in one run, interleaved rounds (opt-in; bench/peers is a module of its own and builds the Temporal peer, bench/peers/temporal, with GOTOOLCHAIN=go1.27.3; PostgreSQL rows with CAR_TEST_POSTGRES_URL; see BENCHMARKS.md)
 bench-peers: build
 	CGO_ENABLED=0 $(GO) build -o bin/car-bench ./cmd/car-bench
 	cd bench/peers && $(GO) run . --car-bench ../../bin/car-bench --car-server ../../bin/car-server --rounds 5 --chains 4 --steps 100

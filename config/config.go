@@ -102,7 +102,7 @@ type Config struct {
 	Integrity               engine.IntegrityOptions // the intent gate, the taint ledger, the transaction check, receipts
 
 	Store                    string        // StoreFile or StorePostgres
-	JournalSync              string        // store file: when idempotent results are flushed, file.SyncFull or file.SyncProposal
+	JournalSync              string        // when idempotent results are flushed (the file store's journal, the database's commits): file.SyncFull or file.SyncProposal
 	PostgresURL              string        // libpq URL of the shared store; log it only through postgres.Redact
 	PostgresMaxConns         int           // pool size
 	PostgresStatementTimeout time.Duration // deadline of one statement
@@ -448,9 +448,6 @@ func (c *Config) resolve(r *reader) error {
 	switch file.Sync(c.JournalSync) {
 	case file.SyncFull:
 	case file.SyncProposal:
-		if c.Store == StorePostgres {
-			r.fail("journal_sync", "journal_sync proposal is for store file (its idempotency journal); with store postgres every result is committed before the next step: leave journal_sync full")
-		}
 	default:
 		r.fail("journal_sync", "journal_sync must be full (every idempotent result flushed to disk before the next step and before any reply) or proposal (a proposal's results flushed once, before its reply), got %q", c.JournalSync)
 	}

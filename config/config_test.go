@@ -326,7 +326,6 @@ func TestBadSettings(t *testing.T) {
 		{"postgres without a url", nil, map[string]string{"CAR_STORE": "postgres"}, "", "store is postgres but postgres_url is empty: set CAR_POSTGRES_URL (or --postgres-url) to a libpq URL such as postgres://car@db.example:5432/car, or use store file (from CAR_STORE)"},
 		{"unknown store", []string{"--store", "mysql"}, nil, "", `store must be file or postgres, got "mysql" (from --store)`},
 		{"unknown journal_sync", []string{"--journal-sync", "normal"}, nil, "", `journal_sync must be full (every idempotent result flushed to disk before the next step and before any reply) or proposal (a proposal's results flushed once, before its reply), got "normal" (from --journal-sync)`},
-		{"journal_sync proposal on postgres", nil, map[string]string{"CAR_STORE": "postgres", "CAR_POSTGRES_URL": "postgres://car@db.example/car", "CAR_JOURNAL_SYNC": "proposal"}, "", "journal_sync proposal is for store file (its idempotency journal); with store postgres every result is committed before the next step: leave journal_sync full (from CAR_JOURNAL_SYNC)"},
 		{"url not shown", nil, nil, "postgres_url: [\"postgres://car:s3cret@db/car\"]\n", "postgres_url must be a single value (not shown: it may hold a password)"},
 		{"zero pool", nil, map[string]string{"CAR_POSTGRES_MAX_CONNS": "0"}, "", "postgres_max_conns must be at least 1 (from CAR_POSTGRES_MAX_CONNS)"},
 	}
@@ -423,6 +422,19 @@ func TestNoAuthAndSocketOff(t *testing.T) {
 	}
 	if !cfg.NoAuth || cfg.Socket != "" {
 		t.Fatalf("%+v", cfg)
+	}
+}
+
+// TestJournalSyncProposalOnPostgres: journal_sync proposal applies to the
+// database's commits too, so it is taken with store postgres.
+func TestJournalSyncProposalOnPostgres(t *testing.T) {
+	isolate(t, map[string]string{"CAR_STORE": "postgres", "CAR_POSTGRES_URL": "postgres://car@db.example/car", "CAR_JOURNAL_SYNC": "proposal"})
+	cfg, err := Load(nil, "/home/u", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Store != StorePostgres || cfg.JournalSync != "proposal" {
+		t.Fatalf("store %q, journal_sync %q; want postgres, proposal", cfg.Store, cfg.JournalSync)
 	}
 }
 

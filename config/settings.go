@@ -124,7 +124,7 @@ var settings = []setting{
 	{"max_checkpoints", "CAR_MAX_CHECKPOINTS", "checkpoints kept under $CAR_HOME/checkpoints; checkpoint.save refuses past it", 64},
 	{"max_checkpoint_bytes", "CAR_MAX_CHECKPOINT_BYTES", "largest checkpoint file saved or restored", 64 << 20},
 	{"store", "CAR_STORE", "where approvals, idempotency results, message receipts, state, run traces, agent tokens and postures live: file (journals under $CAR_HOME, one daemon) or postgres (several daemons share one database)", StoreFile},
-	{"journal_sync", "CAR_JOURNAL_SYNC", "with store file, when an idempotent result is flushed to disk: full (before the next step and before any reply) or proposal (written at once, a proposal's results flushed once, before its reply: a power loss can then repeat steps of a proposal not yet answered)", string(file.SyncFull)},
+	{"journal_sync", "CAR_JOURNAL_SYNC", "when an idempotent result is flushed to disk (store file: its journal; store postgres: its commit): full (before the next step and before any reply) or proposal (written at once, a proposal's results flushed once, before its reply: a power loss, or a database crash, can then repeat steps of a proposal not yet answered)", string(file.SyncFull)},
 	{"postgres_url", "CAR_POSTGRES_URL", "the database when store is postgres: a libpq URL or keyword/value string; its password never appears in a log", ""},
 	{"postgres_max_conns", "CAR_POSTGRES_MAX_CONNS", "connections in the pool to the database", postgres.DefaultMaxConns},
 	{"postgres_statement_timeout", "CAR_POSTGRES_STATEMENT_TIMEOUT", "deadline of one statement on the database (seconds or a duration)", postgres.DefaultStatementTimeout},

@@ -8,6 +8,8 @@
 // car-server's go.mod. car-server is measured through car-bench
 // --durable-chain (plain and durable on the file store in one run, durable
 // on the PostgreSQL store in another), DBOS Transact in this process on
-// SQLite and on the same PostgreSQL. See BENCHMARKS.md, *Durable steps
-// beside the peers*.
+// SQLite and on the same PostgreSQL, and Temporal through temporal-peer
+// (./temporal, a module of its own built with a newer Go toolchain, run as
+// a subprocess that keeps its server between rounds). See BENCHMARKS.md,
+// *Durable steps beside the peers*.
 package main

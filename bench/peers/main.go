@@ -36,6 +36,7 @@ type options struct {
 	carBench, carServer   string
 	postgres              string
 	dir                   string
+	temporal              temporalOptions
 }
 
 // system is one contestant: measure runs its chains once and returns the
@@ -57,6 +58,12 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.carServer, "car-server", "../../bin/car-server", "the car-server binary car-bench spawns")
 	fs.StringVar(&o.postgres, "postgres-url", os.Getenv("CAR_TEST_POSTGRES_URL"), "a PostgreSQL on this machine (default $CAR_TEST_POSTGRES_URL); empty leaves the PostgreSQL rows out")
 	fs.StringVar(&o.dir, "dir", "", "where the SQLite files go (default: a temporary directory)")
+	fs.BoolVar(&o.temporal.run, "temporal", true, "build and run the Temporal peer (its first build takes minutes)")
+	fs.StringVar(&o.temporal.dir, "temporal-dir", "temporal", "the Temporal peer's module")
+	fs.StringVar(&o.temporal.toolchain, "temporal-toolchain", "go1.27.3", "the GOTOOLCHAIN that builds the Temporal peer")
+	fs.IntVar(&o.temporal.steps, "temporal-steps", 100, "activities per Temporal chain")
+	fs.IntVar(&o.temporal.chains, "temporal-chains", 1, "Temporal chains per round (a step takes tens of milliseconds)")
+	fs.IntVar(&o.temporal.tunedPollRPS, "temporal-tuned-poll-rps", 100, "history.transferProcessorMaxPollRPS of the second Temporal row (start-dev leaves it at 20); 0 leaves that row out")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,9 +115,13 @@ func run(args []string, out io.Writer) error {
 		if pgDBOS, err = database(ctx, o.postgres, "car_peers_dbos"); err != nil {
 			return err
 		}
-		systems = append(systems, &system{name: "car-server, idempotent chain, PostgreSQL store", durability: "the result's commit flushed (synchronous_commit on) per step; the claim's commit not waited for",
+		systems = append(systems, &system{name: "car-server, idempotent chain, PostgreSQL store, journal_sync=full", durability: "the result's commit flushed (synchronous_commit on) per step; the claim's commit not waited for",
 			measure: func(ctx context.Context) (time.Duration, error) {
-				r, err := carBench(ctx, o, "postgres", "", pgCar)
+				r, err := carBench(ctx, o, "postgres", "full", pgCar)
+				return r.durable, err
+			}}, &system{name: "car-server, idempotent chain, PostgreSQL store, journal_sync=proposal", durability: "each result committed without waiting for its flush (visible to every daemon at once), the chain's results flushed by one synchronous commit before the proposal's reply; a database crash can repeat steps of a proposal not yet answered",
+			measure: func(ctx context.Context) (time.Duration, error) {
+				r, err := carBench(ctx, o, "postgres", "proposal", pgCar)
 				return r.durable, err
 			}})
 	}
@@ -134,6 +145,16 @@ func run(args []string, out io.Writer) error {
 		defer d.close()
 		systems = append(systems, &system{name: "DBOS, PostgreSQL", durability: "one commit per step, flushed (synchronous_commit on)", measure: d.measure})
 	}
+	temporal, stopTemporal, temporalNotRun, err := temporalPeer(ctx, o)
+	if err != nil {
+		return fmt.Errorf("the Temporal peer: %w", err)
+	}
+	if len(temporal) > 0 {
+		defer stopTemporal()
+		systems = append(systems, temporal...)
+	} else {
+		fmt.Fprintln(os.Stderr, "peers: Temporal not run:", temporalNotRun)
+	}
 
 	for r := 0; r < o.rounds; r++ {
 		// Each round starts with another system, so none is always first
@@ -156,6 +177,9 @@ func run(args []string, out io.Writer) error {
 	for _, s := range all {
 		m := median(s.samples)
 		fmt.Fprintf(tw, "%s\t%.0f µs\t%.2f×\t(min–max %.0f–%.0f)\t%s\n", s.name, us(m), float64(m)/float64(rtMed), us(minOf(s.samples)), us(maxOf(s.samples)), s.durability)
+	}
+	if len(temporal) == 0 {
+		fmt.Fprintf(tw, "Temporal\tnot run\t—\t—\t%s\n", temporalNotRun)
 	}
 	return tw.Flush()
 }

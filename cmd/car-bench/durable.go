@@ -19,7 +19,7 @@ import (
 type durableReport struct {
 	Actions        int     `json:"actions"`
 	Store          string  `json:"store"`
-	JournalSync    string  `json:"journal_sync,omitempty"` // the file store's
+	JournalSync    string  `json:"journal_sync,omitempty"` // the spawned daemon's
 	ProbeDir       string  `json:"fsync_probe_dir"`
 	DurableStepMs  float64 `json:"durable_step_ms"`
 	PlainStepMs    float64 `json:"plain_step_ms"`
@@ -169,10 +169,9 @@ func checkNoCacheHit(rep *report, res *protocol.ProposalResult) {
 }
 
 // journalSync is the journal_sync of the daemon measured: the one car-bench
-// gave the daemon it spawned on the file store; "" when it did not spawn it
-// (not known) or for PostgreSQL (not its setting).
+// gave the daemon it spawned; "" when it did not spawn it (not known).
 func journalSync(o options) string {
-	if o.Spawn == "" || o.Store != "file" {
+	if o.Spawn == "" {
 		return ""
 	}
 	return o.JournalSync

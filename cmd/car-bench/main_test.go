@@ -51,8 +51,7 @@ func TestArgumentChecks(t *testing.T) {
 		{[]string{"--store", "postgres", "--postgres-url", "postgres://x"}, "it needs --spawn"},
 		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", ""}, "--store postgres needs --postgres-url"},
 		{[]string{"--spawn", "bin/car-server", "--journal-sync", "normal"}, "--journal-sync must be full or proposal"},
-		{[]string{"--journal-sync", "proposal"}, "it needs --spawn and --store file"},
-		{[]string{"--spawn", "bin/car-server", "--store", "postgres", "--postgres-url", "postgres://x", "--journal-sync", "proposal"}, "it needs --spawn and --store file"},
+		{[]string{"--journal-sync", "proposal"}, "it needs --spawn"},
 	}
 	for _, tc := range cases {
 		_, err := parseArgs(tc.args, io.Discard)
@@ -67,6 +66,7 @@ func TestArgumentChecks(t *testing.T) {
 		{"--spawn", "bin/car-server", "--chain", "300", "--baseline", "3000"},
 		{"--spawn", "bin/car-server", "--durable-chain", "100", "--journal-sync", "proposal"},
 		{"--spawn", "bin/car-server", "--durable-chain", "100", "--store", "postgres", "--postgres-url", "postgres://car@/postgres?host=/tmp"},
+		{"--spawn", "bin/car-server", "--durable-chain", "100", "--store", "postgres", "--postgres-url", "postgres://car@/postgres?host=/tmp", "--journal-sync", "proposal"},
 	} {
 		if _, err := parseArgs(ok, io.Discard); err != nil {
 			t.Errorf("%v: %v", ok, err)

@@ -39,7 +39,7 @@ type options struct {
 	FsyncProbes  int    // flushes of the journal's disk, timed between the chains
 	FsyncDir     string // where to time them (default: the spawned daemon's state root)
 	Store        string // the spawned daemon's store: file or postgres
-	JournalSync  string // the spawned daemon's journal_sync (store file): full or proposal
+	JournalSync  string // the spawned daemon's journal_sync: full or proposal
 	PostgresURL  string // with --store postgres
 	Home         string // the spawned daemon's state root (set by --spawn)
 	Baseline     int    // raw round trips per connection
@@ -64,7 +64,7 @@ func parseArgs(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.FsyncProbes, "fsync-probes", 300, "with --durable-chain: 8 kB flushes of the journal's disk timed in the run (1-100000)")
 	fs.StringVar(&o.FsyncDir, "fsync-dir", "", "with --durable-chain: the directory whose disk is flushed (default: the spawned daemon's state root, where its journals are)")
 	fs.StringVar(&o.Store, "store", "file", "with --spawn: the daemon's store, file or postgres")
-	fs.StringVar(&o.JournalSync, "journal-sync", "full", "with --spawn and --store file: the daemon's journal_sync, full (each idempotent result flushed before the next step) or proposal (a proposal's results flushed once, before its reply)")
+	fs.StringVar(&o.JournalSync, "journal-sync", "full", "with --spawn: the daemon's journal_sync, full (each idempotent result flushed before the next step) or proposal (a proposal's results flushed once, before its reply)")
 	fs.StringVar(&o.PostgresURL, "postgres-url", os.Getenv("CAR_POSTGRES_URL"), "with --spawn --store postgres: the database (default $CAR_POSTGRES_URL); it must be on this machine")
 	fs.IntVar(&o.Baseline, "baseline", 200, "raw round trips per connection for the baseline (0 skips it)")
 	fs.IntVar(&o.Idle, "idle", 0, fmt.Sprintf("idle connections to open for the memory-per-connection figure (0-%d; needs --spawn or --pid)", maxIdle))
@@ -131,8 +131,8 @@ func (o *options) validate() error {
 	switch {
 	case o.JournalSync != "full" && o.JournalSync != "proposal":
 		errs = append(errs, fmt.Sprintf("--journal-sync must be full or proposal, got %q", o.JournalSync))
-	case o.JournalSync == "proposal" && (o.Spawn == "" || o.Store != "file"):
-		errs = append(errs, "--journal-sync proposal sets the spawned daemon's file store; it needs --spawn and --store file")
+	case o.JournalSync == "proposal" && o.Spawn == "":
+		errs = append(errs, "--journal-sync proposal sets the spawned daemon's journal_sync; it needs --spawn")
 	}
 	if o.Connections*o.Proposals > maxProposals {
 		errs = append(errs, fmt.Sprintf("--connections × --proposals is %d; at most %d proposals in all", o.Connections*o.Proposals, maxProposals))

@@ -31,10 +31,7 @@ func spawnDaemon(ctx context.Context, binary string, maxConns int, store, journa
 	cmd := exec.Command(binary, "--port", "0", "--max-connections", strconv.Itoa(maxConns))
 	// The MCP endpoint is off: nothing here uses it, and its fixed default
 	// port would make a second daemon on the machine fail to start.
-	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store, "CAR_MCP_BIND=disabled")
-	if store == "file" {
-		cmd.Env = append(cmd.Env, "CAR_JOURNAL_SYNC="+journalSync)
-	}
+	cmd.Env = append(os.Environ(), "CAR_HOME="+home, "CAR_STORE="+store, "CAR_MCP_BIND=disabled", "CAR_JOURNAL_SYNC="+journalSync)
 	if store == "postgres" {
 		// In the environment rather than the arguments: a password in the
 		// URL does not show in the process list.

@@ -217,14 +217,27 @@ func (l *clusterLedger) stream(c *client.Client, slot int, rng *rand.Rand, stop 
 }
 
 func TestClusterCrashNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
+	clusterCrash(t)
+}
+
+// Under journal_sync = proposal a result's commit does not wait for its
+// flush (the proposal's reply does): a daemon's SIGKILL loses nothing
+// committed, so the same trials repeat no acknowledged call.
+func TestClusterCrashJournalSyncProposalNeverRepeatsAnAcknowledgedIdempotentCall(t *testing.T) {
+	clusterCrash(t, "CAR_JOURNAL_SYNC=proposal")
+}
+
+// clusterCrash runs the cluster's crash trials with the daemons' settings
+// besides the store's in extra.
+func clusterCrash(t *testing.T, extra ...string) {
 	if testing.Short() {
 		t.Skip("crash trials start and kill daemons many times")
 	}
 	url := pgtest.URL(t)
 	seed := crashSeed(t)
-	t.Logf("seed %d (replay with %s=%d)", seed, crashSeedEnv, seed)
+	t.Logf("seed %d (replay with %s=%d), settings %v", seed, crashSeedEnv, seed, extra)
 	rng := rand.New(rand.NewSource(seed))
-	env := []string{"CAR_STORE=postgres", "CAR_POSTGRES_URL=" + url, "CAR_CLAIM_LEASE=" + clusterClaimLease}
+	env := append([]string{"CAR_STORE=postgres", "CAR_POSTGRES_URL=" + url, "CAR_CLAIM_LEASE=" + clusterClaimLease}, extra...)
 	l := newClusterLedger()
 	start := time.Now()
 

@@ -28,7 +28,7 @@ func openStore(ctx context.Context, cfg *config.Config, node string, log *zap.Lo
 			return nil, fmt.Errorf("open the shared store (store: postgres): %w", err)
 		}
 		log.Info("shared store opened", zap.String("store", config.StorePostgres), zap.String("url", url), zap.String("node", node),
-			zap.Int("max_conns", cfg.PostgresMaxConns), zap.String("statement_timeout", cfg.PostgresStatementTimeout.String()))
+			zap.Int("max_conns", cfg.PostgresMaxConns), zap.String("statement_timeout", cfg.PostgresStatementTimeout.String()), zap.String("journal_sync", cfg.JournalSync))
 		return db.Store(), nil
 	}
 	st, rep, err := file.Open(file.Config{
@@ -86,6 +86,7 @@ func postgresConfig(cfg *config.Config, node string, log *zap.Logger) postgres.C
 		Heartbeat:        cfg.Heartbeat,
 		SpoolPath:        cfg.EventsSpoolPath,
 		SpoolMaxBytes:    cfg.EventsSpoolMaxBytes,
+		JournalSync:      cfg.JournalSync,
 		Log:              log,
 	}
 }

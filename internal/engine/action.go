@@ -351,7 +351,20 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	if idem := r.rt.opts.Idempotency; idem != nil && (a.Idempotent || t.Schema.Idempotent) {
 		explicit, _ := a.Metadata["idempotency_key"].(string)
 		idemKey = idempotency.Scope{Agent: r.sub.Agent, Tenant: r.sub.Tenant, Tool: a.Tool, Schema: t.digest}.Key(params, explicit)
-		out, found, c, err := idem.Begin(ctx, idemKey, a.Tool, r.sub.Proposal.ID)
+		// A result an older daemon stored belongs to the plain principal,
+		// under the key it had then: read with the claim where the store
+		// can, else after it.
+		legacy, both := idem.(store.IdempotencyLegacyBeginner)
+		both = both && r.sub.Agent == ""
+		var out any
+		var found bool
+		var c store.Claim
+		var err error
+		if both {
+			out, found, c, err = legacy.BeginOrLegacy(ctx, idemKey, idempotency.Key(r.sub.Tenant, a.Tool, params, explicit), a.Tool, r.sub.Proposal.ID)
+		} else {
+			out, found, c, err = idem.Begin(ctx, idemKey, a.Tool, r.sub.Proposal.ID)
+		}
 		if err != nil {
 			return nil, "", store.Wrap(fmt.Sprintf("tool '%s' was not run: its idempotency key could not be claimed", a.Tool), err)
 		}
@@ -359,7 +372,7 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 			r.noteDurable(i)
 			return out, "idempotency", nil
 		}
-		if r.sub.Agent == "" {
+		if r.sub.Agent == "" && !both {
 			// A result an older daemon stored belongs to the plain
 			// principal, under the key it had then.
 			out, found, err := idem.Result(ctx, idempotency.Key(r.sub.Tenant, a.Tool, params, explicit))

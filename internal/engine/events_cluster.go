@@ -80,16 +80,27 @@ type EventSyncer interface {
 	Sync(ctx context.Context) error
 }
 
+// EventFlusher is a durable log that keeps the data in the shape it reads
+// back (jsonShaped, so not an EventSyncer) and can say when what was
+// appended is durable (the PostgreSQL store's): Flush returns once every
+// record appended before the call is flushed, or kept where it will be.
+type EventFlusher interface {
+	Flush(ctx context.Context) error
+}
+
 // Durable returns once every event appended before the call is in the
-// durable log, when the log can say so (EventSyncer); at once otherwise.
-// The reply to a proposal waits for it, so that a crash loses no event of
-// an answered proposal.
+// durable log, when the log can say so (EventSyncer, EventFlusher); at once
+// otherwise. The reply to a proposal waits for it, so that a crash loses no
+// event of an answered proposal.
 func (l *EventLog) Durable(ctx context.Context) error {
-	s, ok := l.clusterLog().(EventSyncer)
-	if !ok {
-		return nil
+	var err error
+	switch s := l.clusterLog().(type) {
+	case EventSyncer:
+		err = s.Sync(ctx)
+	case EventFlusher:
+		err = s.Flush(ctx)
 	}
-	if err := s.Sync(ctx); err != nil {
+	if err != nil {
 		return fmt.Errorf("write the events to the durable log: %w", err)
 	}
 	return nil

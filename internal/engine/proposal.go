@@ -610,7 +610,7 @@ func (r *run) flushDurable(ctx context.Context) {
 	if !ok || len(nodes) == 0 {
 		return
 	}
-	err := f.Flush(context.WithoutCancel(ctx))
+	err := f.Flush(context.WithoutCancel(ctx), r.sub.Proposal.ID)
 	if err == nil {
 		return
 	}

@@ -110,14 +110,14 @@ type flushSpy struct {
 	fail    error
 }
 
-func (s *flushSpy) Flush(ctx context.Context) error {
+func (s *flushSpy) Flush(ctx context.Context, proposalID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushed = append(s.flushed, s.Len())
 	if s.fail != nil {
 		return s.fail
 	}
-	return s.Idempotency.Flush(ctx)
+	return s.Idempotency.Flush(ctx, proposalID)
 }
 
 func (s *flushSpy) calls() []int {

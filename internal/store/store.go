@@ -139,14 +139,27 @@ type Idempotency interface {
 	Len() int
 }
 
+// IdempotencyLegacyBeginner is an Idempotency that reads the key an older
+// daemon gave a call (idempotency.Key) in the same round trip as the claim
+// (the PostgreSQL store). BeginOrLegacy is Begin, except that when it would
+// return a claim and legacy holds a result, it releases the claim and
+// returns that result as a hit: what the engine does with Begin and Result
+// in turn for a plain client's call.
+type IdempotencyLegacyBeginner interface {
+	BeginOrLegacy(ctx context.Context, key, legacy, tool, proposalID string) (out any, hit bool, c Claim, err error)
+}
+
 // IdempotencyFlusher is an Idempotency whose Commit may return before the
-// result is flushed to disk (the file store under journal_sync =
-// proposal): the result is written, so a process crash keeps it, but a
-// power loss may not. Flush returns once every result committed, and every
-// result Begin or Result returned, before the call is on disk; the engine
-// calls it before it answers a proposal that committed or read one.
+// result is flushed to disk (journal_sync = proposal): on the file store the
+// result is written, so a process crash keeps it, but a power loss may
+// not; on PostgreSQL it is committed without waiting for the flush, or
+// sent without waiting for the answer. Flush returns once every result
+// committed, and every result Begin or Result returned, before the call is
+// on disk, and with an error when a result proposalID committed was not
+// stored after all; the engine calls it before it answers a proposal that
+// committed or read one.
 type IdempotencyFlusher interface {
-	Flush(ctx context.Context) error
+	Flush(ctx context.Context, proposalID string) error
 }
 
 // Claim is the right to dispatch one idempotent call. Exactly one of Commit

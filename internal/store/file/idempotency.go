@@ -271,10 +271,11 @@ func (c *Idempotency) record(ctx context.Context, key, tool, proposalID string, 
 	return nil
 }
 
-// Flush returns once every result written before it is on disk. Under
-// journal_sync = full there is nothing to flush: every Commit flushed its
-// own.
-func (c *Idempotency) Flush(context.Context) error {
+// Flush returns once every result written before it is on disk, the
+// proposal's and every other's (every Commit wrote its result or failed,
+// so none is the proposal's error). Under journal_sync = full there is
+// nothing to flush: every Commit flushed its own.
+func (c *Idempotency) Flush(context.Context, string) error {
 	if !c.perProposal {
 		return nil
 	}

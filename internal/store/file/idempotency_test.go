@@ -161,7 +161,7 @@ func TestIdempotencyPerProposalSync(t *testing.T) {
 	if _, err := journal.Read(path, func(key string, _ []byte) { written = written || key == "k" }); err != nil || !written {
 		t.Fatalf("the file before Flush: result written %v, %v; want it written", written, err)
 	}
-	if err := c.Flush(ctx); err != nil {
+	if err := c.Flush(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {

@@ -24,8 +24,21 @@ import (
 //
 // Append never waits on the database. Records go to a bounded queue that one
 // writer goroutine drains, in batches of what accumulated while the previous
-// batch was written (so the log is behind by about one insert, well under
-// 200 ms while the database answers). When an insert fails because the
+// batch was written, at most one batch per eventsGather (10 ms) unless a
+// Flush waits (so the log is behind by about 10 ms and one insert, well
+// under 200 ms while the database answers).
+//
+// A batch is committed without waiting for its flush (synchronous_commit
+// off), so the event log adds no flush of its own to a step's: the next
+// synchronous commit of this daemon (a step's result, or the writer's own)
+// flushes the WAL past it, PostgreSQL flushing in order (walMarks). Until
+// then the writer keeps the batch: when a later insert finds the database
+// gone, the batches not known flushed go to the spool before it and are
+// sent again, so a database crash that took them leaves no gap. Flush (the
+// reply to a proposal waits for it) returns once every record appended
+// before it is flushed: the writer commits the last batch synchronously,
+// or, with nothing left to insert, writes its car_flush row. Batches no
+// synchronous commit covered are flushed that way within flushEvery. When an insert fails because the
 // database cannot be reached, the batch and everything after it go to the
 // spool (fsynced per batch) until a probe, backing off from 100 ms to 5 s,
 // finds the database again; the spool is then written out in order before
@@ -55,6 +68,12 @@ const (
 	probeMin      = 100 * time.Millisecond
 	probeMax      = 5 * time.Second
 	dropLogEvery  = 10 * time.Second
+	// flushEvery bounds how long an inserted batch waits for a flush
+	// when no reply waits for it.
+	flushEvery = time.Second
+	// eventsGather is the least time between two inserts while no Flush
+	// waits: the log is behind by at most this and one insert.
+	eventsGather = 10 * time.Millisecond
 )
 
 // EventStats counts what the event writer did since the store was opened.
@@ -79,6 +98,15 @@ type events struct {
 	closed   bool
 	lastSeq  uint64 // this daemon's newest record appended (LastOf)
 	lastHash string
+	appended uint64        // records queued since the start
+	settled  uint64        // of those, flushed, spooled or refused
+	wanted   bool          // a Flush waits: the writer flushes what it inserted
+	synced   chan struct{} // closed (and replaced) when settled moves
+
+	marks      *walMarks
+	flushEvery time.Duration   // tests: 0 is the constant
+	handled    uint64          // records the writer took (its own)
+	unflushed  []insertedBatch // inserted, not known flushed (the writer's own)
 
 	signal chan struct{}
 	stop   chan struct{}
@@ -98,7 +126,14 @@ type events struct {
 	afterInsert  func() error
 }
 
-func openEvents(pool *pgxpool.Pool, cfg Config) (*events, error) {
+// insertedBatch is a batch committed without waiting for its flush.
+type insertedBatch struct {
+	recs []store.EventRecord
+	mark uint64 // its walMarks mark: flushed once covered
+	end  uint64 // handled once it was taken
+}
+
+func openEvents(pool *pgxpool.Pool, cfg Config, marks *walMarks) (*events, error) {
 	sp, scan, err := openSpool(cfg.SpoolPath, cfg.SpoolMaxBytes)
 	if err != nil {
 		return nil, err
@@ -113,6 +148,10 @@ func openEvents(pool *pgxpool.Pool, cfg Config) (*events, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		sp:       sp,
+		marks:    marks,
+		synced:   make(chan struct{}),
+
+		flushEvery: cfg.eventsFlushEvery,
 	}
 	if last, ok := scan.last[cfg.Node]; ok {
 		e.lastSeq, e.lastHash = last.Seq, last.Hash
@@ -177,6 +216,7 @@ func (e *events) Append(r store.EventRecord) {
 		return
 	}
 	e.queue = append(e.queue, r)
+	e.appended++
 	if r.Node == e.node && r.Seq > e.lastSeq {
 		e.lastSeq, e.lastHash = r.Seq, r.Hash
 	}
@@ -185,6 +225,47 @@ func (e *events) Append(r store.EventRecord) {
 	case e.signal <- struct{}{}:
 	default:
 	}
+}
+
+// Flush returns once every record appended before the call is in the
+// database and flushed there, or in the spool (fsynced) when the database
+// cannot take it, or refused (counted and logged). The engine waits for it
+// before it answers a proposal.
+func (e *events) Flush(ctx context.Context) error {
+	e.mu.Lock()
+	target := e.appended
+	for e.settled < target {
+		ch := e.synced
+		e.wanted = true
+		e.mu.Unlock()
+		select {
+		case e.signal <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the event log's flush: %w", ctx.Err())
+		case <-e.done:
+			return errors.New("wait for the event log's flush: the store is closed")
+		}
+		e.mu.Lock()
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// settle records that the writer's records up to n are flushed, spooled or
+// refused, and wakes the Flush waiters.
+func (e *events) settle(n uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n <= e.settled {
+		return
+	}
+	e.settled = n
+	close(e.synced)
+	e.synced = make(chan struct{})
 }
 
 // clean makes r's text storable (PostgreSQL's text holds neither NUL nor
@@ -216,17 +297,21 @@ func (e *events) countDrop(n int, why string) {
 	}
 }
 
-func (e *events) take(n int) []store.EventRecord {
+// take returns up to n queued records and whether a Flush waits for them
+// to be flushed (they are the queue's tail and a Flush is waiting).
+func (e *events) take(n int) (batch []store.EventRecord, wanted bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := min(n, len(e.queue))
-	batch := e.queue[:k:k]
+	batch = e.queue[:k:k]
 	if k == len(e.queue) {
 		e.queue = nil
+		wanted, e.wanted = e.wanted, false
 	} else {
 		e.queue = e.queue[k:]
 	}
-	return batch
+	e.handled += uint64(k)
+	return batch, wanted
 }
 
 // run is the writer: it owns the spool and is the only one to insert.
@@ -242,6 +327,18 @@ func (e *events) run() {
 	if e.sp.pending() {
 		schedule(0)
 	}
+	every := flushEvery
+	if e.flushEvery > 0 {
+		every = e.flushEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	// Records arriving within eventsGather of the last insert wait for the
+	// end of it, so that a busy daemon writes a batch per eventsGather, not
+	// one per step, unless a Flush waits.
+	var gather *time.Timer
+	var gatherC <-chan time.Time
+	var last time.Time
 	for {
 		select {
 		case <-e.stop:
@@ -249,8 +346,20 @@ func (e *events) run() {
 				probe.Stop()
 			}
 			e.flush()
+			e.flushInserted(true)
 			return
+		case <-tick.C:
+			e.flushInserted(true)
+			continue
 		case <-e.signal:
+			if wait := eventsGather - time.Since(last); wait > 0 && !e.flushWanted() {
+				if gather == nil {
+					gather = time.NewTimer(wait)
+					gatherC = gather.C
+				}
+				continue
+			}
+		case <-gatherC:
 		case <-probeC:
 			probe, probeC = nil, nil
 			if err := e.drain(); err != nil {
@@ -260,29 +369,95 @@ func (e *events) run() {
 				backoff = probeMin
 			}
 		}
+		if gather != nil {
+			gather.Stop()
+			gather, gatherC = nil, nil
+		}
+		last = time.Now()
 		if e.flush() && probeC == nil {
 			schedule(backoff)
 		}
 	}
 }
 
+// flushWanted reports whether a Flush waits.
+func (e *events) flushWanted() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.wanted
+}
+
 // flush moves what is queued to the database, or behind the spool while the
-// spool holds records; it reports whether the spool holds records.
+// spool holds records; it reports whether the spool holds records. The last
+// batch a Flush waits for is committed synchronously, which flushes every
+// batch before it; with none left to insert, the writer's row is.
 func (e *events) flush() (spooling bool) {
 	for {
-		batch := e.take(eventsBatchMax)
+		batch, wanted := e.take(eventsBatchMax)
 		if len(batch) == 0 {
+			e.flushInserted(wanted)
 			return e.sp.pending()
 		}
 		if !e.sp.pending() {
-			err := e.insert(batch)
+			flushed, err := e.insert(batch, wanted)
 			if err == nil {
+				if flushed {
+					e.unflushed = nil
+					e.settle(e.handled)
+				} else {
+					e.unflushed = append(e.unflushed, insertedBatch{recs: batch, mark: e.marks.note(), end: e.handled})
+					e.flushInserted(wanted)
+				}
 				continue
 			}
 			e.log.Warn("the database cannot take audit events; they are spooled until it can", zap.Error(err))
+			e.spoolUnflushed()
 		}
 		e.toSpool(batch)
+		e.settle(e.handled)
 	}
+}
+
+// flushInserted settles the inserted batches a synchronous commit has
+// covered since and, when force is set, flushes the others: with its own
+// synchronous commit or, if the database cannot be reached, by writing
+// them to the spool, to be sent again.
+func (e *events) flushInserted(force bool) {
+	k := 0
+	for k < len(e.unflushed) && e.marks.covered(e.unflushed[k].mark) {
+		k++
+	}
+	if k > 0 {
+		e.settle(e.unflushed[k-1].end)
+		e.unflushed = append(e.unflushed[:0], e.unflushed[k:]...)
+	}
+	if !force {
+		if len(e.unflushed) == 0 {
+			e.settle(e.handled) // nothing inserted waits: what was taken is spooled or refused
+		}
+		return
+	}
+	if len(e.unflushed) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), e.bound)
+		err := e.marks.flush(ctx)
+		cancel()
+		if err != nil {
+			e.log.Warn("the database cannot flush the audit events it took; they are spooled and sent again", zap.Error(err))
+			e.spoolUnflushed()
+		}
+		e.unflushed = nil
+	}
+	e.settle(e.handled)
+}
+
+// spoolUnflushed writes the inserted batches not known flushed to the spool
+// (a database crash may have taken them): they are sent again, in order,
+// and the insert skips those it has.
+func (e *events) spoolUnflushed() {
+	for _, b := range e.unflushed {
+		e.toSpool(b.recs)
+	}
+	e.unflushed = nil
 }
 
 func (e *events) toSpool(batch []store.EventRecord) {
@@ -314,7 +489,7 @@ func (e *events) drain() error {
 			e.countDrop(bad, "a spooled line could not be read")
 		}
 		if len(recs) > 0 {
-			if err := e.insert(recs); err != nil {
+			if _, err := e.insert(recs, true); err != nil {
 				return err
 			}
 		}
@@ -327,37 +502,40 @@ func (e *events) drain() error {
 	return nil
 }
 
-// insert writes recs in one transaction. A batch the database rejects for
-// one bad record is written record by record, the rejected ones counted.
-func (e *events) insert(recs []store.EventRecord) error {
+// insert writes recs in one transaction, committed synchronously when wait
+// is set; flushed says that commit changed rows, so it waited for the
+// flush of everything before it. A batch the database rejects for one bad
+// record is written record by record (not waited for), the rejected ones
+// counted.
+func (e *events) insert(recs []store.EventRecord, wait bool) (flushed bool, err error) {
 	if e.beforeInsert != nil {
 		e.beforeInsert(recs)
 	}
-	err := e.insertBatch(recs)
+	wrote, err := e.insertBatch(recs, wait)
 	if err == nil && e.afterInsert != nil {
 		err = e.afterInsert()
 	}
 	if err == nil {
 		e.batches.Add(1)
 		e.written.Add(uint64(len(recs)))
-		return nil
+		return wrote && wait, nil
 	}
 	if !rejected(err) {
-		return unavailable(err)
+		return false, unavailable(err)
 	}
 	for i := range recs {
-		err := e.insertBatch(recs[i : i+1])
+		_, err := e.insertBatch(recs[i:i+1], false)
 		switch {
 		case err == nil:
 			e.written.Add(1)
 		case rejected(err):
 			e.countDrop(1, "the database rejected an event: "+err.Error())
 		default:
-			return unavailable(err)
+			return false, unavailable(err)
 		}
 	}
 	e.batches.Add(1)
-	return nil
+	return false, nil
 }
 
 // rejected says err is the database refusing a value, not failing to answer.
@@ -374,7 +552,7 @@ const insertEvents = `
 	ORDER BY ord
 	ON CONFLICT (node, seq) DO NOTHING`
 
-func (e *events) insertBatch(recs []store.EventRecord) error {
+func (e *events) insertBatch(recs []store.EventRecord, wait bool) (wrote bool, err error) {
 	n := len(recs)
 	nodes, kinds, props, hashes, prevs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	seqs, ats := make([]int64, n), make([]time.Time, n)
@@ -390,10 +568,40 @@ func (e *events) insertBatch(recs []store.EventRecord) error {
 	// followers (sent when the transaction commits, so never before the
 	// records can be read).
 	b := &pgx.Batch{}
+	if wait {
+		b.Queue(`SELECT set_config('synchronous_commit', 'on', true) WHERE current_setting('synchronous_commit') = 'off'`)
+	} else {
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, int64(eventsLockID))
 	b.Queue(insertEvents, nodes, seqs, ats, kinds, props, hashes, prevs, bodies)
 	b.Queue(`SELECT pg_notify($1, $2)`, channelOf(store.TopicEvents), e.node)
-	return e.pool.SendBatch(ctx, b).Close()
+	var m uint64
+	if e.marks != nil {
+		m = e.marks.before()
+	}
+	br := e.pool.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, err
+	}
+	// Only a transaction that changed a row waits for its flush: one whose
+	// records were all there already (a batch sent again) did not.
+	wrote = tag.RowsAffected() > 0
+	if wait && wrote && e.marks != nil {
+		e.marks.synced(m)
+	}
+	return wrote, nil
 }
 
 const eventColumns = `id, node, seq, at, kind, proposal_id, hash, prev_hash, body::text`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -96,9 +97,26 @@ type idempotency struct {
 
 	noRenew  atomic.Bool // test hook: stop renewing, as a holder that died
 	renewing sync.Mutex  // held by a renewal while it runs
+
+	// marks orders the commits not waited for (the claims; the results
+	// under journal_sync = proposal; results read that another daemon may
+	// not have flushed) against the synchronous ones that flush them.
+	marks *walMarks
+	// deferFlush (journal_sync = proposal): a result's commit does not
+	// wait for its flush; Flush, before the proposal's reply, does.
+	deferFlush bool
+
+	// Results sent ahead (journal_sync = proposal): Commit returns once the
+	// update is sent, and Flush waits for its answer (sentAhead).
+	aheadMu   sync.Mutex
+	aheadDone *sync.Cond
+	ahead     map[string]int     // proposal → its updates not answered yet
+	aheadKeys map[string]int     // key → its updates not answered yet
+	aheadErrs map[string][]error // proposal → the updates that stored nothing
+	noAhead   atomic.Bool        // test hook: commit every result in place
 }
 
-func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
+func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier, marks *walMarks) *idempotency {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s := &idempotency{
@@ -114,7 +132,13 @@ func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 		notify:      make(chan string, 1024),
 		stop:        make(chan struct{}),
+		marks:       marks,
+		deferFlush:  cfg.JournalSync == SyncProposal,
+		ahead:       make(map[string]int),
+		aheadKeys:   make(map[string]int),
+		aheadErrs:   make(map[string][]error),
 	}
+	s.aheadDone = sync.NewCond(&s.aheadMu)
 	s.refreshCount()
 	if bus != nil {
 		s.unsub = bus.Subscribe(idemTopic, func(p []byte) {
@@ -138,6 +162,7 @@ func newIdempotency(pool *pgxpool.Pool, cfg Config, bus notifier) *idempotency {
 // to lapse; waiters blocked in Begin return.
 func (s *idempotency) close() {
 	s.once.Do(func() {
+		s.waitAhead(func() bool { return len(s.ahead) == 0 })
 		close(s.stop)
 		s.wg.Wait()
 		if s.unsub != nil {
@@ -163,6 +188,29 @@ type idemRow struct {
 // dispatches. A key claimed elsewhere is waited for until it has a result,
 // is released, or its lease lapses; the wait ends with ctx.
 func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (any, bool, store.Claim, error) {
+	return s.begin(ctx, key, "", tool, proposalID)
+}
+
+// BeginOrLegacy is Begin that also reads the result an older daemon stored
+// under legacy, in the claim's round trip: when the key is claimed and
+// legacy holds a result, the claim is released and that result is a hit
+// (store.IdempotencyLegacyBeginner).
+func (s *idempotency) BeginOrLegacy(ctx context.Context, key, legacy, tool, proposalID string) (any, bool, store.Claim, error) {
+	return s.begin(ctx, key, legacy, tool, proposalID)
+}
+
+// legacyHit ends c in favour of the result an older daemon stored, raw.
+func (s *idempotency) legacyHit(c *claim, key, tool string, raw []byte) (any, bool, store.Claim, error) {
+	c.Release()
+	out, err := protocol.DecodeValue(raw)
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
+	}
+	s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
+	return out, true, nil, nil
+}
+
+func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID string) (any, bool, store.Claim, error) {
 	token := fmt.Sprintf("%s-%d", s.incarnation, s.tokens.Add(1))
 	var wake chan struct{}
 	defer func() {
@@ -171,13 +219,18 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 		}
 	}()
 	for {
-		claimed, r, found, err := s.claimOrRead(ctx, key, tool, proposalID, token)
+		sent := time.Now()
+		claimed, r, found, old, err := s.claimOrRead(ctx, key, legacy, tool, proposalID, token)
 		if err != nil {
 			return nil, false, nil, fmt.Errorf("claim idempotency key %s for tool '%s': %w", key, tool, err)
 		}
 		switch {
 		case claimed:
-			return nil, false, s.hold(key, tool, token, r.epoch), nil
+			c := s.hold(key, tool, proposalID, token, r.epoch, sent)
+			if old != nil {
+				return s.legacyHit(c, key, tool, old)
+			}
+			return nil, false, c, nil
 		case !found:
 			continue // released or invalidated since the insert: claim it again
 		case r.done:
@@ -185,6 +238,7 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 			if err != nil {
 				return nil, false, nil, fmt.Errorf("the stored result of idempotency key %s (tool '%s') is not valid JSON: %w", key, tool, err)
 			}
+			s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
 			return out, true, nil, nil
 		case r.token == "" || r.remaining <= 0:
 			epoch, won, err := s.takeOver(ctx, key, tool, proposalID, token, r.token)
@@ -196,7 +250,18 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder), zap.Uint64("epoch", epoch))
 			}
 			if won {
-				return nil, false, s.hold(key, tool, token, epoch), nil
+				c := s.hold(key, tool, proposalID, token, epoch, sent)
+				if legacy != "" {
+					raw, found, err := s.result(ctx, legacy)
+					if err != nil {
+						c.Release()
+						return nil, false, nil, fmt.Errorf("read the result an older daemon may have stored for tool '%s' (idempotency key %s): %w", tool, legacy, err)
+					}
+					if found {
+						return s.legacyHit(c, key, tool, raw)
+					}
+				}
+				return nil, false, c, nil
 			}
 			continue // another waiter won: read again
 		}
@@ -227,7 +292,7 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 // is not found, and neither is one deleted meanwhile; Begin then tries again.
 //
 // The claim's commit does not wait for its flush (synchronous_commit off for
-// its transaction alone, sent with it in one round trip): a step then waits
+// its transaction alone, set by the statement itself): a step then waits
 // for one flush, its result's, whose synchronous commit flushes the log up to
 // itself and so the claim's record before it. What a database crash can take
 // is a claim not yet flushed, never a result: its holder's Commit then finds
@@ -235,40 +300,37 @@ func (s *idempotency) Begin(ctx context.Context, key, tool, proposalID string) (
 // is submitted again — as it already was when the database crashed while the
 // call ran, since its holder could not store the result. See
 // docs/operations.md, *Idempotency claims*.
-func (s *idempotency) claimOrRead(ctx context.Context, key, tool, proposalID, token string) (claimed bool, r idemRow, found bool, err error) {
+//
+// With legacy set, the same round trip reads the result an older daemon
+// stored under legacy (old, nil when there is none).
+func (s *idempotency) claimOrRead(ctx context.Context, key, legacy, tool, proposalID, token string) (claimed bool, r idemRow, found bool, old []byte, err error) {
 	var holder, tok *string
 	var ms, epoch int64
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(`
-		WITH claim AS (
+	// One statement: the setting (the insert selects from it, so it is set
+	// before the claim), the claim or the row that holds the key, and the
+	// legacy key's result.
+	err = s.pool.QueryRow(ctx, `
+		WITH cfg AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS v),
+		claim AS (
 			INSERT INTO car_idempotency (key, tool, proposal_id, holder, token, lease_until, recorded_at, epoch)
-			VALUES ($1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now(), 1)
+			SELECT $1, $2, $3, $4, $5, now() + $6 * interval '1 millisecond', now(), 1 FROM cfg
 			ON CONFLICT (key) DO NOTHING
 			RETURNING epoch
-		)
-		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint, epoch FROM claim
+		),
+		legacy AS (SELECT output::text AS output FROM car_idempotency WHERE $7 <> '' AND key = $7 AND done)
+		SELECT true, false, NULL::text, NULL::text, NULL::text, 0::bigint, epoch, (SELECT output FROM legacy) FROM claim
 		UNION ALL
-		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch
+		SELECT false, done, output::text, holder, token, `+remainingMs+`, epoch, (SELECT output FROM legacy)
 		FROM car_idempotency WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)`,
-		key, tool, proposalID, s.node, token, s.lease.Milliseconds())
-	br := s.pool.SendBatch(ctx, b)
-	if _, err = br.Exec(); err == nil {
-		err = br.QueryRow().Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch)
-	}
-	if cerr := br.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
-		if cerr != nil {
-			err = cerr
-		}
-	}
+		key, tool, proposalID, s.node, token, s.lease.Milliseconds(), legacy).Scan(&claimed, &r.done, &r.output, &holder, &tok, &ms, &epoch, &old)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, r, false, nil
+		return false, r, false, nil, nil
 	}
 	if err != nil {
-		return false, r, false, unavailable(err)
+		return false, r, false, nil, unavailable(err)
 	}
 	r.fill(holder, tok, ms, epoch)
-	return claimed, r, !claimed, nil
+	return claimed, r, !claimed, old, nil
 }
 
 // remainingMs is a claim's lease left in milliseconds, by the database's
@@ -326,8 +388,9 @@ func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token
 	return uint64(e), true, nil
 }
 
-func (s *idempotency) hold(key, tool, token string, epoch uint64) *claim {
-	c := &claim{s: s, key: key, tool: tool, token: token, epoch: epoch}
+func (s *idempotency) hold(key, tool, proposalID, token string, epoch uint64, sent time.Time) *claim {
+	c := &claim{s: s, key: key, tool: tool, proposalID: proposalID, token: token, epoch: epoch}
+	c.leased.Store(sent.UnixNano())
 	s.mu.Lock()
 	s.held[token] = c
 	s.mu.Unlock()
@@ -407,6 +470,10 @@ func (s *idempotency) announce(key string) {
 // notifyBatch bounds the keys one statement publishes.
 const notifyBatch = 256
 
+// notifyGather is how long a notification waits for others to go with it:
+// another daemon's waiter for the key wakes this much later at most.
+const notifyGather = 5 * time.Millisecond
+
 // publishLoop publishes the keys announced, each as its own notification,
 // and what queued while one statement ran goes out in the next: a burst of
 // commits costs one round trip and one notifying transaction, not one each.
@@ -423,6 +490,15 @@ func (s *idempotency) publishLoop() {
 		case key := <-s.notify:
 			keys = append(keys[:0], key)
 		}
+		// Gather what the next notifyGather brings, so that a chain of
+		// commits costs a notifying transaction per notifyGather, not one
+		// per step; this daemon's own waiters were woken at once.
+		t := time.NewTimer(notifyGather)
+		select {
+		case <-t.C:
+		case <-s.stop:
+		}
+		t.Stop()
 	queued:
 		for len(keys) < notifyBatch {
 			select {
@@ -498,6 +574,7 @@ func (s *idempotency) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.bound)
 	defer cancel()
+	sent := time.Now().UnixNano()
 	rows, err := s.pool.Query(ctx, `
 		UPDATE car_idempotency SET lease_until = now() + $2 * interval '1 millisecond'
 		WHERE token = ANY($1) AND NOT done
@@ -518,7 +595,9 @@ func (s *idempotency) renew() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tokens {
-		if c, held := s.held[t]; held && !ok[t] {
+		if c, held := s.held[t]; held && ok[t] {
+			c.leased.Store(sent)
+		} else if held {
 			// Taken over or deleted: the holder's Commit will say so.
 			delete(s.held, t)
 			s.log.Warn("an idempotency claim was lost while its call ran: taken over after its lease lapsed, or invalidated",
@@ -546,6 +625,21 @@ func (s *idempotency) Len() int { return int(max(s.count.Load(), 0)) }
 // Result reads the stored result of key without claiming it; a claim in
 // flight is no result.
 func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error) {
+	s.waitAhead(func() bool { return s.aheadKeys[key] == 0 }) // this daemon reads its own results
+	output, found, err := s.result(ctx, key)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	s.marks.note() // it may be a commit not flushed yet: the reply's Flush covers it
+	out, err := protocol.DecodeValue(output)
+	if err != nil {
+		return nil, false, fmt.Errorf("the stored result of idempotency key %s is not valid JSON: %w", key, err)
+	}
+	return out, true, nil
+}
+
+// result reads the stored result of key, as stored.
+func (s *idempotency) result(ctx context.Context, key string) ([]byte, bool, error) {
 	var output []byte
 	err := s.pool.QueryRow(ctx, `SELECT output::text FROM car_idempotency WHERE key = $1 AND done`, key).Scan(&output)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -554,11 +648,7 @@ func (s *idempotency) Result(ctx context.Context, key string) (any, bool, error)
 	if err != nil {
 		return nil, false, fmt.Errorf("read the result of idempotency key %s: %w", key, unavailable(err))
 	}
-	out, err := protocol.DecodeValue(output)
-	if err != nil {
-		return nil, false, fmt.Errorf("the stored result of idempotency key %s is not valid JSON: %w", key, err)
-	}
-	return out, true, nil
+	return output, true, nil
 }
 
 // Invalidate frees the rows (results, and any claim) proposalID recorded
@@ -567,6 +657,9 @@ func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID 
 	if len(keys) == 0 {
 		return nil
 	}
+	// A result sent ahead lands first, so that it is not stored after the
+	// rollback; its error, if any, is the reply's concern (Flush).
+	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
 	rows, err := s.pool.Query(ctx, `
 		WITH old AS (
 			SELECT key, done FROM car_idempotency
@@ -594,11 +687,16 @@ func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID 
 
 // claim is the right to dispatch one idempotent call.
 type claim struct {
-	s         *idempotency
-	key, tool string
-	token     string
-	epoch     uint64
-	ended     atomic.Bool
+	s          *idempotency
+	key, tool  string
+	proposalID string
+	token      string
+	epoch      uint64
+	ended      atomic.Bool
+	// leased is when the lease was last set (unix nanoseconds): just
+	// before the claim's statement or the last renewal that covered it
+	// was sent, so the database's lease runs past leased + lease.
+	leased atomic.Int64
 }
 
 // Epoch is the claim's fencing token.
@@ -617,9 +715,11 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 	if err != nil {
 		return fmt.Errorf("encode the result of tool '%s': %w", c.tool, err)
 	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
-		WHERE key = $1 AND token = $2 AND epoch = $4 AND NOT done`, c.key, c.token, string(raw), int64(c.epoch))
+	if s.deferFlush && !s.noAhead.Load() && time.Since(time.Unix(0, c.leased.Load())) < s.lease/2 {
+		s.sendAhead(c, raw)
+		return nil
+	}
+	tag, err := s.commit(ctx, c, raw)
 	if err != nil {
 		return fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
 	}
@@ -629,6 +729,113 @@ func (c *claim) Commit(ctx context.Context, output any) error {
 		return nil
 	}
 	return c.lost(ctx)
+}
+
+const commitResult = `
+	UPDATE car_idempotency SET output = $3::json, done = true, lease_until = NULL, recorded_at = now()
+	WHERE key = $1 AND token = $2 AND epoch = $4 AND NOT done`
+
+// commit stores c's result. Under journal_sync = full the commit waits for
+// its flush, which flushes every commit this daemon made before without
+// waiting (its claim's among them). Under proposal it does not wait (one
+// round trip still: the setting goes with the update): the result is
+// visible to every daemon at once, and the proposal's Flush makes it
+// durable before the reply.
+func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.CommandTag, error) {
+	if s.deferFlush {
+		// The setting is a condition of the update: a row updated has set it.
+		tag, err := s.pool.Exec(ctx, commitResult+` AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
+			c.key, c.token, string(raw), int64(c.epoch))
+		if err == nil && tag.RowsAffected() == 1 {
+			s.marks.note()
+		}
+		return tag, err
+	}
+	m := s.marks.before()
+	tag, err := s.pool.Exec(ctx, commitResult, c.key, c.token, string(raw), int64(c.epoch))
+	if err == nil && tag.RowsAffected() == 1 {
+		s.marks.synced(m) // it changed a row, so it waited for its flush
+	}
+	return tag, err
+}
+
+// sendAhead commits c's result without waiting for the answer
+// (journal_sync = proposal, the claim's lease well within its term): the
+// step goes on at once, and the proposal's Flush waits for the answer and
+// reports an update that stored nothing (a claim superseded or invalidated
+// meanwhile, the database gone) as the error of that proposal's reply, so
+// no result is acknowledged that was not stored. The update is the one
+// Commit makes (guarded by the claim's token and epoch), so what it stores
+// is the same; only when a refusal is known changes. A claim whose lease
+// may have lapsed (its holder stalled) is committed in place instead, so
+// that a holder superseded after a stall learns it at Commit.
+func (s *idempotency) sendAhead(c *claim, raw []byte) {
+	s.aheadMu.Lock()
+	s.ahead[c.proposalID]++
+	s.aheadKeys[c.key]++
+	s.aheadMu.Unlock()
+	s.count.Add(1) // as committed; taken back if the update stores nothing
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.bound)
+		defer cancel()
+		tag, err := s.commit(ctx, c, raw)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("store the result of tool '%s' (idempotency key %s): %w", c.tool, c.key, unavailable(err))
+		case tag.RowsAffected() != 1:
+			err = c.lost(ctx)
+		}
+		if err != nil {
+			s.count.Add(-1)
+		} else {
+			s.announce(c.key)
+		}
+		s.aheadMu.Lock()
+		defer s.aheadMu.Unlock()
+		if err != nil {
+			s.aheadErrs[c.proposalID] = append(s.aheadErrs[c.proposalID], err)
+		}
+		if s.ahead[c.proposalID]--; s.ahead[c.proposalID] == 0 {
+			delete(s.ahead, c.proposalID)
+		}
+		if s.aheadKeys[c.key]--; s.aheadKeys[c.key] == 0 {
+			delete(s.aheadKeys, c.key)
+		}
+		s.aheadDone.Broadcast()
+	}()
+}
+
+// waitAhead waits, under aheadMu, until done holds. The updates it waits
+// for end within one statement's bound.
+func (s *idempotency) waitAhead(done func() bool) {
+	s.aheadMu.Lock()
+	defer s.aheadMu.Unlock()
+	for !done() {
+		s.aheadDone.Wait()
+	}
+}
+
+// Flush returns once every result proposalID sent ahead is answered and
+// every result this daemon committed, and every result Begin or Result
+// returned (another daemon's may have been committed without waiting),
+// before the call is flushed: at once when a synchronous commit since
+// covered them, else after one that writes this daemon's car_flush row
+// (store.IdempotencyFlusher; the engine calls it before it answers a
+// proposal that committed or read a result). A result of proposalID sent
+// ahead that was not stored is its error.
+func (s *idempotency) Flush(ctx context.Context, proposalID string) error {
+	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
+	s.aheadMu.Lock()
+	errs := s.aheadErrs[proposalID]
+	delete(s.aheadErrs, proposalID)
+	s.aheadMu.Unlock()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := s.marks.flush(ctx); err != nil {
+		return fmt.Errorf("flush the idempotent results to disk: %w", err)
+	}
+	return nil
 }
 
 // lost says why a Commit matched no row.

@@ -20,7 +20,7 @@ import (
 // withoutBus leaves db's waiters to their re-check.
 func withoutBus(db *DB) {
 	db.idem.close()
-	db.idem = newIdempotency(db.pool, db.cfg, nil)
+	db.idem = newIdempotency(db.pool, db.cfg, nil, db.marks)
 }
 
 // waiting reports whether someone on db waits for key.

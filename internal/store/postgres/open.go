@@ -33,6 +33,7 @@ type DB struct {
 	leases       *leases
 	harness      *harness
 	taint        *taint
+	marks        *walMarks // commits not waited for, and the flushes that cover them
 
 	closeOnce sync.Once
 }
@@ -76,6 +77,7 @@ func (db *DB) opTimeout() time.Duration { return db.cfg.ConnectTimeout + db.cfg.
 // start builds the parts; Close stops whichever were started.
 func (db *DB) start(ctx context.Context) error {
 	t := db.opTimeout()
+	db.marks = &walMarks{pool: db.pool, node: db.cfg.Node}
 	var err error
 	if db.nodes, err = startNodes(ctx, db.pool, db.cfg.Node, db.cfg.Version, db.cfg.Heartbeat, t); err != nil {
 		return err
@@ -93,12 +95,12 @@ func (db *DB) start(ctx context.Context) error {
 	db.runs = &runLog{pool: db.pool, node: db.cfg.Node, timeout: t}
 	db.agentTokens = &agentTokens{pool: db.pool, bus: db.bus, timeout: t}
 	db.people = &people{pool: db.pool, timeout: t}
-	db.trajectories = &trajectories{pool: db.pool, timeout: t}
+	db.trajectories = newTrajectories(db.pool, t)
 	db.postures = &postures{pool: db.pool, bus: db.bus, timeout: t, recheck: db.cfg.ApprovalRecheck}
 	// Waiters for an idempotency claim wake when it is committed or
 	// released anywhere, and re-check on a timer in case a notice is lost.
-	db.idem = newIdempotency(db.pool, db.cfg, db.bus)
-	if db.events, err = openEvents(db.pool, db.cfg); err != nil {
+	db.idem = newIdempotency(db.pool, db.cfg, db.bus, db.marks)
+	if db.events, err = openEvents(db.pool, db.cfg, db.marks); err != nil {
 		return err
 	}
 	db.approvals, err = openLedger(ctx, db.pool, db.bus, db.cfg.Node, t, db.cfg.ApprovalRecheck)
@@ -129,6 +131,9 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		if db.postures != nil {
 			db.postures.close()
+		}
+		if db.trajectories != nil {
+			db.trajectories.close()
 		}
 		if db.events != nil {
 			spoolErr = db.events.close()

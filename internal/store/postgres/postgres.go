@@ -39,7 +39,20 @@ type Config struct {
 	SpoolMaxBytes int64       // the spool's bound; past it, events are refused, counted and logged (64 MiB)
 	EventQueue    int         // events waiting in memory for the writer; past it, refused, counted and logged (65536)
 	Log           *zap.Logger // nil: no log
+	// JournalSync is when an idempotent result's commit is flushed:
+	// SyncFull ("" too: each result's commit waits for its flush) or
+	// SyncProposal (each commit returns at once; Flush, before the
+	// proposal's reply, flushes them all).
+	JournalSync string
+
+	eventsFlushEvery time.Duration // tests: the writer's flushEvery (0: the constant)
 }
+
+// The values of Config.JournalSync, named as the journal_sync setting's.
+const (
+	SyncFull     = "full"
+	SyncProposal = "proposal"
+)
 
 // Defaults of the Config the daemon's settings also offer; config prints
 // them in --help.
