@@ -96,6 +96,15 @@ func typeValue(t protocol.ActionType) any {
 	return string(t)
 }
 
+// toolSpanName is the name of an action's execute_tool span: made once
+// per registered tool.
+func (r *run) toolSpanName(i int) string {
+	if t := r.nodes[i].tool; t != nil && t.spanName != "" && t.Schema.Name == r.nodes[i].action.Tool {
+		return t.spanName
+	}
+	return SpanToolCall + r.nodes[i].action.Tool
+}
+
 // toolValue is an action's tool name as an event's data holds it: boxed
 // once per registered tool.
 func (r *run) toolValue(i int) any {
@@ -327,10 +336,10 @@ func (r *run) callTool(ctx context.Context, i int, params map[string]any) (out a
 	}
 	if r.rt.tracing() {
 		var span trace.Span
-		ctx, span = r.rt.startSpan(ctx, SpanToolCall+a.Tool, trace.WithSpanKind(trace.SpanKindClient))
-		attempts := &attemptCount{Context: ctx}
-		ctx = attempts
-		defer func() { r.endToolSpan(span, i, params, hit, int(attempts.n.Load()), err) }()
+		ctx, span = r.rt.startSpan(ctx, r.toolSpanName(i), toolSpanStart...)
+		call := &tracedCall{Context: ctx}
+		ctx = call
+		defer func() { r.endToolSpan(span, i, params, hit, call, err) }()
 	}
 	if a.Detached() {
 		out, err := r.startDetached(ctx, i, params) // no cache can stand for a live invocation

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -169,10 +170,21 @@ func endGateSpan(span trace.Span, err error) {
 	span.End()
 }
 
+// toolSpanStart is how an execute_tool span starts: made once, not per call.
+var toolSpanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+// toolAttrs are the buffers endToolSpan gathers a span's attributes in; the
+// span copies them, so one is reused across calls.
+var toolAttrs = sync.Pool{New: func() any { return new([toolAttrCount]attribute.KeyValue) }}
+
+// toolAttrCount is the most attributes an execute_tool span has.
+const toolAttrCount = 12
+
 // endToolSpan records a tool call's attributes and how it ended, and ends
-// its span. They are all set here, at once: one copy of them into the
-// span instead of one at its start and a growth at its end.
-func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit string, attempts int, err error) {
+// its span. They are all set here, at once, the callback's request id
+// among them: one copy of them into the span instead of one at its start
+// and a growth at each later one.
+func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit string, call *tracedCall, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -183,32 +195,37 @@ func (r *run) endToolSpan(span trace.Span, i int, params map[string]any, hit str
 	} else {
 		tier = r.rt.Classify(a).Tier
 	}
-	kvs := [...]attribute.KeyValue{
+	buf := toolAttrs.Get().(*[toolAttrCount]attribute.KeyValue)
+	defer func() { clear(buf[:]); toolAttrs.Put(buf) }()
+	kvs := buf[:0]
+	kvs = append(kvs,
 		semconv.GenAIOperationNameExecuteTool,
-		attrToolName.String(a.Tool),
-		AttrProposalID.String(r.sub.Proposal.ID),
+		attrToolName.String(a.Tool), // the proposal's id is its parent's
 		AttrActionID.String(a.ID),
 		AttrTier.String(tier.String()),
 		AttrIdempotent.Bool(a.Idempotent || t.Schema.Idempotent),
-		AttrCacheHit.String(hit),
-		AttrAttempts.Int(attempts),
-		{}, {}, {},
+		AttrAttempts.Int(int(call.attempts.Load())),
+	)
+	// A call that ran has 7, a failed one 8 (9 in a run's turn): up to 8,
+	// the SDK de-duplicates them at the span's end in a map that needs no
+	// allocation.
+	if hit != "" {
+		kvs = append(kvs, AttrCacheHit.String(hit)) // which cache answered
 	}
-	n := len(kvs) - 3
+	if id := call.requestID(); id != "" {
+		kvs = append(kvs, AttrRequestID.String(id)) // the last callback's
+	}
 	if r.rt.opts.TraceToolArguments {
-		kvs[n] = attrArguments.String(previewJSON(params)) // the operator's opt-in
-		n++
+		kvs = append(kvs, attrArguments.String(previewJSON(params))) // the operator's opt-in
 	}
 	if id := r.sub.runID(); id != "" {
-		kvs[n] = AttrRunID.String(id) // the call is a turn of this run
-		n++
+		kvs = append(kvs, AttrRunID.String(id)) // the call is a turn of this run
 	}
 	if err != nil {
-		kvs[n] = attrErrorType.String(errorType(err))
-		n++
+		kvs = append(kvs, attrErrorType.String(errorType(err)))
 		span.SetStatus(codes.Error, LoggedError(err))
 	}
-	span.SetAttributes(kvs[:n]...)
+	span.SetAttributes(kvs...)
 	span.End()
 }
 
@@ -233,28 +250,51 @@ func spanEvent(ctx context.Context, name string, kvs ...attribute.KeyValue) {
 	}
 }
 
-// attemptCount counts the attempts of one traced tool call, for the
-// car.tool.attempts attribute: the call's context, carrying its counter
-// (one allocation for both).
-type attemptCount struct {
+// tracedCall is the context of one traced tool call, carrying what its
+// span records at the end that is learnt on the way: how many attempts it
+// made, and the request id of its last callback (one allocation for all).
+type tracedCall struct {
 	context.Context
-	n atomic.Int32
+	attempts atomic.Int32
+	mu       sync.Mutex
+	id       string
 }
 
-type attemptsKey struct{}
+type tracedCallKey struct{}
 
-func (c *attemptCount) Value(key any) any {
-	if key == (attemptsKey{}) {
+func (c *tracedCall) Value(key any) any {
+	if key == (tracedCallKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
 }
 
+func (c *tracedCall) requestID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
+}
+
 // countAttempt counts one attempt of the traced call in ctx.
 func countAttempt(ctx context.Context) {
-	if c, ok := ctx.Value(attemptsKey{}).(*attemptCount); ok {
-		c.n.Add(1)
+	if c, ok := ctx.Value(tracedCallKey{}).(*tracedCall); ok {
+		c.attempts.Add(1)
 	}
+}
+
+// NoteToolCallID records requestID as the gen_ai.tool.call.id of the
+// execute_tool span in ctx, set when the span ends; the transport calls it
+// for each callback it sends. False when ctx holds no traced tool call of
+// the engine, and the caller then sets the attribute itself.
+func NoteToolCallID(ctx context.Context, requestID string) bool {
+	c, ok := ctx.Value(tracedCallKey{}).(*tracedCall)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	c.id = requestID
+	c.mu.Unlock()
+	return true
 }
 
 // waitSpans are the car.approval.wait spans of one park, by fingerprint:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,8 @@ func (e *spanSeen) ExecuteTool(ctx context.Context, call ToolCall) (any, error) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seen[call.ActionID] = trace.SpanContextFromContext(ctx)
+	// As the transport does for each callback it sends; false with tracing off.
+	NoteToolCallID(ctx, call.ActionID+"-"+strconv.Itoa(call.Attempt))
 	if e.fail[call.ActionID] > 0 {
 		e.fail[call.ActionID]--
 		return nil, errors.New("the disk is full")
@@ -133,6 +136,9 @@ func TestSpanTreeOfAProposal(t *testing.T) {
 		}
 		attempts, _ := attrOf(sp, AttrAttempts)
 		errType, failed := attrOf(sp, attrErrorType)
+		if callID, _ := attrOf(sp, AttrRequestID); callID.AsString() != id.AsString()+"-"+strconv.FormatInt(attempts.AsInt64(), 10) {
+			t.Errorf("%s: gen_ai.tool.call.id %q, want the last attempt's request id", id.AsString(), callID.AsString())
+		}
 		switch id.AsString() {
 		case "ok":
 			if attempts.AsInt64() != 1 || failed || sp.Status().Code == codes.Error {
@@ -299,5 +305,44 @@ func TestToolArgumentsOnlyOnOptInAndRedacted(t *testing.T) {
 				t.Fatalf("the secret is on the span: %s", kv.Key)
 			}
 		}
+	}
+}
+
+// car.tool.cache_hit names the cache that answered a call, and is absent
+// when the tool ran.
+func TestACacheHitIsOnTheToolSpan(t *testing.T) {
+	tracer, rec := recorded(t)
+	exec := &spanSeen{seen: map[string]trace.SpanContext{}}
+	rt, s := openRuntime(t, Options{Tracer: tracer}, exec)
+	ttl := uint64(60)
+	if _, err := s.Tools.Register([]protocol.ToolSchema{{Name: "cached", CacheTTLSecs: &ttl}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "second"} {
+		p := &protocol.ActionProposal{Actions: []protocol.Action{{ID: id, Type: protocol.ActionToolCall, Tool: "cached", Parameters: map[string]any{"q": "same"}}}}
+		if _, err := rt.Submit(ctxT(t), &Submission{Proposal: p, Session: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := spansNamed(rec, SpanToolCall+"cached")
+	if len(spans) != 2 {
+		t.Fatalf("%d execute_tool spans", len(spans))
+	}
+	for _, sp := range spans {
+		id, _ := attrOf(sp, AttrActionID)
+		hit, ok := attrOf(sp, AttrCacheHit)
+		switch id.AsString() {
+		case "first":
+			if ok {
+				t.Errorf("the call that ran has cache_hit %q", hit.AsString())
+			}
+		case "second":
+			if hit.AsString() != "result" {
+				t.Errorf("the call the result cache answered has cache_hit %q (present %v)", hit.AsString(), ok)
+			}
+		}
+	}
+	if _, ran := exec.seen["second"]; ran {
+		t.Fatal("the second call ran: the cache did not answer it")
 	}
 }

@@ -32,6 +32,7 @@ type Tool struct {
 	cache      *resultCache       // nil without cache_ttl_secs
 	builtin    bool               // run by the daemon (messaging.send), not by a callback
 	nameValue  any                // Schema.Name boxed once, for event data
+	spanName   string             // SpanToolCall + Schema.Name, made once, for its calls' spans
 	// digest is the tool's identity beyond its name in idempotency keys
 	// (idempotency.SchemaDigest); "" for the built-in, whose schema is the
 	// daemon's own.
@@ -183,7 +184,7 @@ type ToolRegistry struct {
 
 // builtinMessaging is the built-in messaging.send every registry holds: one
 // for all of them, never changed.
-var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true, nameValue: messaging.ToolName}
+var builtinMessaging = &Tool{Schema: messaging.Schema(), builtin: true, nameValue: messaging.ToolName, spanName: SpanToolCall + messaging.ToolName}
 
 // NewToolRegistry returns a registry holding the built-in messaging.send,
 // and at most max tools a client registers (0: unbounded), each schema
@@ -407,7 +408,7 @@ func compileTool(s protocol.ToolSchema, l SchemaLimits) (*Tool, error) {
 	if absentParams {
 		params = nil // the empty schema accepts every value: nothing to check per call
 	}
-	t := &Tool{Schema: s, validator: params, nameValue: s.Name, evalBudget: l.MaxEvaluations, digest: idempotency.SchemaDigest(s)}
+	t := &Tool{Schema: s, validator: params, nameValue: s.Name, spanName: SpanToolCall + s.Name, evalBudget: l.MaxEvaluations, digest: idempotency.SchemaDigest(s)}
 	if !isAbsent(s.Returns) {
 		if t.returns, err = compileSchema(s.Name, "returns", s.Returns, l); err != nil {
 			return nil, err

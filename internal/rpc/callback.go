@@ -9,12 +9,14 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/sourcegraph/jsonrpc2"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/parslee-ai/car-server/internal/bufpool"
 	"github.com/parslee-ai/car-server/internal/engine"
 	"github.com/parslee-ai/car-server/internal/jsonvalue"
 	"github.com/parslee-ai/car-server/internal/metrics"
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/internal/wsstream"
 	"github.com/parslee-ai/car-server/protocol"
 )
@@ -39,11 +41,12 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 		AgentID:        c.agentID(),
 		Fence:          call.Fence,
 	}
+	var span trace.SpanContext
 	if c.srv.opts.Tracer != nil {
-		params.Meta = toolCallTrace(ctx, id)
+		span = toolCallTrace(ctx, id)
 	}
 	bp := paramBuffers.Get()
-	encoded, err := appendToolExecute(*bp, &params)
+	encoded, err := appendToolExecute(*bp, &params, span)
 	*bp = encoded
 	var w jsonrpc2.Waiter
 	slot := &wsstream.Call{Params: encoded}
@@ -101,8 +104,10 @@ func (c *conn) ExecuteTool(ctx context.Context, call engine.ToolCall) (any, erro
 var paramBuffers = bufpool.New(512, 64<<10)
 
 // appendToolExecute encodes tools.execute's params exactly as json.Marshal
-// does, without reflecting over the struct and its parameters map.
-func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error) {
+// does, without reflecting over the struct and its parameters map. A valid
+// span, when p has no Meta, is written as the Meta of its traceparent and
+// tracestate would be, without making them strings first.
+func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams, span trace.SpanContext) ([]byte, error) {
 	str := func(name, v string, omitEmpty bool) {
 		if v != "" || !omitEmpty {
 			buf = append(buf, `,"`...)
@@ -147,6 +152,15 @@ func appendToolExecute(buf []byte, p *protocol.ToolExecuteParams) ([]byte, error
 			}
 			buf = append(buf, `"tracestate":`...)
 			buf = jsonvalue.AppendString(buf, m.Tracestate)
+		}
+		buf = append(buf, '}')
+	} else if span.IsValid() {
+		buf = append(buf, `,"_meta":{"traceparent":"`...)
+		buf = tracing.AppendTraceparent(buf, span) // hex digits and dashes: nothing to escape
+		buf = append(buf, '"')
+		if ts := span.TraceState(); ts.Len() > 0 {
+			buf = append(buf, `,"tracestate":`...)
+			buf = jsonvalue.AppendString(buf, ts.String())
 		}
 		buf = append(buf, '}')
 	}

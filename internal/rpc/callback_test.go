@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/parslee-ai/car-server/internal/tracing"
 	"github.com/parslee-ai/car-server/protocol"
 )
 
@@ -30,9 +33,39 @@ func TestToolExecuteParamsEncodeAsMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendToolExecute(nil, &p)
+		got, err := appendToolExecute(nil, &p, trace.SpanContext{})
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("\n got  %s (%v)\n want %s", got, err, want)
+		}
+	}
+}
+
+// An execute_tool span given to the encoder is written as the Meta of its
+// traceparent and tracestate would be.
+func TestToolExecuteParamsEncodeASpanAsItsMeta(t *testing.T) {
+	ts, err := trace.ParseTraceState("car=1,vendor=<x>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []trace.SpanContext{
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0x4b, 0xf9, 15: 0x36}, SpanID: trace.SpanID{0, 0xf0, 7: 0xb7}, TraceFlags: trace.FlagsSampled}),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 15: 0xff}, SpanID: trace.SpanID{0xab, 7: 1}, TraceState: ts}),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, TraceFlags: 0xff, TraceState: ts, Remote: true}),
+	} {
+		p := protocol.ToolExecuteParams{ActionID: "a", Tool: "noop", Parameters: map[string]any{"i": json.Number("1")}, RequestID: "cb-1",
+			Fence: &protocol.Fence{Key: "k", Epoch: 2}}
+		got, err := appendToolExecute(nil, &p, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, tst := tracing.Inject(trace.ContextWithSpanContext(context.Background(), sc))
+		p.Meta = &protocol.TraceMeta{Traceparent: tp, Tracestate: tst}
+		want, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("\n got  %s\n want %s", got, want)
 		}
 	}
 }

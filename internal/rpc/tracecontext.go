@@ -64,19 +64,16 @@ func noteRequestSpan(ctx context.Context, sc trace.SpanContext) {
 	}
 }
 
-// toolCallTrace is the _meta of a tools.execute: the traceparent of the
-// execute_tool span in ctx, which also records the callback's request id
-// (gen_ai.tool.call.id). Nil when ctx holds no span.
-func toolCallTrace(ctx context.Context, requestID string) *protocol.TraceMeta {
+// toolCallTrace is the execute_tool span in ctx, whose traceparent and
+// tracestate a tools.execute carries in _meta (appendToolExecute writes
+// them); the span records the callback's request id as its
+// gen_ai.tool.call.id. Invalid when ctx holds no span.
+func toolCallTrace(ctx context.Context, requestID string) trace.SpanContext {
 	span := trace.SpanFromContext(ctx)
-	if span.IsRecording() {
-		span.SetAttributes(engine.AttrRequestID.String(requestID))
+	if span.IsRecording() && !engine.NoteToolCallID(ctx, requestID) {
+		span.SetAttributes(engine.AttrRequestID.String(requestID)) // not the engine's call span
 	}
-	tp, ts := tracing.Inject(ctx)
-	if tp == "" {
-		return nil
-	}
-	return &protocol.TraceMeta{Traceparent: tp, Tracestate: ts}
+	return span.SpanContext()
 }
 
 // Spans of multi-agent coordination: the coordinator's span is named for

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 // allocations per action of each and the ratio on/off. The spans are
 // flushed to Jaeger after each traced proposal, outside the timing; none
 // may be dropped.
+//
+// Jaeger runs on the same cores, so its ingest competes with the daemon:
+// jaeger-cpu-ns/action is the collector's processor time per traced action
+// over the whole run. cpu-ns/action-off and -on are this process's own
+// processor time (getrusage) per action, both daemons and both clients
+// running in it one proposal at a time; on includes the flush after it, so
+// every span's export is counted, inside the timing or not.
 func BenchmarkTracingOverhead(b *testing.B) {
 	j := tracingtest.Start(b)
 	for _, tc := range []struct {
@@ -33,49 +41,64 @@ func BenchmarkTracingOverhead(b *testing.B) {
 }
 
 func benchTracing(b *testing.B, j *tracingtest.Jaeger, actions int, chain bool) {
-	prov, err := tracing.New(context.Background(), tracing.Settings{Endpoint: j.HTTP, Sampler: "always_on"}, tracing.Resource{Version: "bench"}, zap.NewNop())
+	// The goroutines of each side carry a profile label (side=off or on),
+	// so that a CPU profile (-cpuprofile) tells the two apart: those the
+	// provider, the servers and the clients start inherit it.
+	var prov *tracing.Provider
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("side", "on"), func(context.Context) {
+		prov, err = tracing.New(context.Background(), tracing.Settings{Endpoint: j.HTTP, Sampler: "always_on"}, tracing.Resource{Version: "bench"}, zap.NewNop())
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer prov.Shutdown(context.Background())
-	dial := func(tr engine.Options, o Options) *client.Client {
-		return benchClient(b, startServerWith(b, serverSetup{engine: tr, opts: o}))
+	dial := func(side string, tr engine.Options, o Options) (c *client.Client) {
+		pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
+			c = benchClient(b, startServerWith(b, serverSetup{engine: tr, opts: o}))
+		})
+		return c
 	}
-	off := dial(engine.Options{}, Options{})
+	off := dial("off", engine.Options{}, Options{})
 	defer off.Close()
-	on := dial(engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
+	on := dial("on", engine.Options{Tracer: prov.Tracer()}, Options{Tracer: prov.Tracer()})
 	defer on.Close()
 
 	params := noopProposal(actions, chain)
-	var tOff, tOn time.Duration
+	var tOff, tOn, cOff, cOn time.Duration
 	var aOff, aOn uint64
-	run := func(c *client.Client) (time.Duration, uint64) {
+	run := func(c *client.Client) (time.Duration, uint64, time.Duration) {
+		before := processCPU(b)
 		res, took, n := submitMeasured(b, c, params)
 		if res.Cost.ActionsExecuted != actions {
 			b.Fatalf("executed %d", res.Cost.ActionsExecuted)
 		}
-		return took, n
+		return took, n, processCPU(b) - before
 	}
+	jaegerBefore, jaegerOK := j.CPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
-			t, n := run(off)
-			tOff, aOff = tOff+t, aOff+n
-			t, n = run(on)
-			tOn, aOn = tOn+t, aOn+n
+			t, n, c := run(off)
+			tOff, aOff, cOff = tOff+t, aOff+n, cOff+c
+			t, n, c = run(on)
+			tOn, aOn, cOn = tOn+t, aOn+n, cOn+c
 		} else {
-			t, n := run(on)
-			tOn, aOn = tOn+t, aOn+n
-			t, n = run(off)
-			tOff, aOff = tOff+t, aOff+n
+			t, n, c := run(on)
+			tOn, aOn, cOn = tOn+t, aOn+n, cOn+c
+			t, n, c = run(off)
+			tOff, aOff, cOff = tOff+t, aOff+n, cOff+c
 		}
 		b.StopTimer()
+		before := processCPU(b)
 		if err := prov.Flush(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		cOn += processCPU(b) - before
 		b.StartTimer()
 	}
 	b.StopTimer()
+	jaegerAfter, _ := j.CPU()
 	if prov.Dropped() != 0 || prov.Exported() == 0 {
 		b.Fatalf("exported %d spans, dropped %d", prov.Exported(), prov.Dropped())
 	}
@@ -85,4 +108,9 @@ func benchTracing(b *testing.B, j *tracingtest.Jaeger, actions int, chain bool) 
 	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
 	b.ReportMetric(float64(aOff)/n, "allocs/action-off")
 	b.ReportMetric(float64(aOn)/n, "allocs/action-on")
+	b.ReportMetric(float64(cOff.Nanoseconds())/n, "cpu-ns/action-off")
+	b.ReportMetric(float64(cOn.Nanoseconds())/n, "cpu-ns/action-on")
+	if jaegerOK {
+		b.ReportMetric(float64((jaegerAfter-jaegerBefore).Nanoseconds())/n, "jaeger-cpu-ns/action")
+	}
 }

@@ -1,6 +1,7 @@
 // Package tracing is the daemon's OpenTelemetry trace pipeline: the
 // settings (the standard OTEL_* variables and their flag equivalents), the
-// tracer provider with an OTLP exporter (HTTP/protobuf or gRPC), the
+// tracer provider with an OTLP exporter (HTTP/protobuf, our own encoder of
+// the ended spans in otlpencode.go and otlphttp.go; or gRPC, the SDK's), the
 // bounded asynchronous queue between the spans and the exporter with its
 // drops counted in /metrics, and W3C Trace Context in and out of the wire's
 // traceparent and tracestate fields.

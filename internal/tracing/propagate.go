@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +51,20 @@ func Extract(ctx context.Context, traceparent, tracestate string) context.Contex
 		return ctx
 	}
 	return w3c.Extract(ctx, &carrier{traceparent: traceparent, tracestate: tracestate})
+}
+
+// AppendTraceparent appends the W3C traceparent of sc, the one Inject
+// gives, without allocating: for an encoder that writes it straight into a
+// message. sc must be valid.
+func AppendTraceparent(b []byte, sc trace.SpanContext) []byte {
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := [1]byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))} // the flags the specification defines
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, flags[:])
 }
 
 // Inject returns the traceparent and tracestate of the span in ctx, empty

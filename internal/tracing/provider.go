@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -53,9 +52,10 @@ func New(ctx context.Context, s Settings, r Resource, log *zap.Logger) (*Provide
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}), otlptracegrpc.WithTimeout(exportTimeout)}
 		exp, err = otlptracegrpc.New(ctx, opts...)
 	default:
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(tg.url.String()), otlptracehttp.WithHeaders(hm),
-			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}), otlptracehttp.WithTimeout(exportTimeout)}
-		exp, err = otlptracehttp.New(ctx, opts...)
+		// Our own encoder: the SDK's otlptracehttp exporter builds a
+		// protobuf object per span, attribute and value before it encodes
+		// them, which cost more than the spans (docs/tracing.md, Cost).
+		exp = newHTTPExporter(tg.url, hm)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("trace exporter (%s to %s): %w", tg.protocol, tg.url.Redacted(), err)

@@ -43,9 +43,14 @@ var (
 // goroutine exports batches, one attempt each under exportTimeout. The
 // SDK's batch processor drops the same way but does not say how many, and
 // an operator must see drops in /metrics.
+//
+// The goroutine is woken once a batch's worth of spans is queued (kick),
+// at each exportInterval, or by a flush, never per span: waking it for
+// each ended span cost the proposal more than queueing it.
 type queue struct {
 	exp   sdktrace.SpanExporter
 	spans chan sdktrace.ReadOnlySpan
+	kick  chan struct{} // a batch is waiting; holds at most one wake-up
 	batch int
 	log   *zap.Logger
 
@@ -62,6 +67,7 @@ func newQueue(exp sdktrace.SpanExporter, size int, log *zap.Logger) *queue {
 	q := &queue{
 		exp:     exp,
 		spans:   make(chan sdktrace.ReadOnlySpan, size),
+		kick:    make(chan struct{}, 1),
 		batch:   min(DefaultBatchSpans, size),
 		log:     log,
 		flushes: make(chan chan struct{}),
@@ -89,6 +95,13 @@ func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
 	case q.spans <- s:
 	default:
 		q.drop(DropQueueFull, 1, nil)
+		return
+	}
+	if len(q.spans) >= q.batch {
+		select {
+		case q.kick <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 }
 
@@ -134,8 +147,10 @@ func (q *queue) loop() {
 			batch = batch[:0]
 		}
 	}
-	drain := func() {
-		for {
+	// take exports the queued spans in batches: every one with all, else
+	// only full batches, leaving the rest queued.
+	take := func(all bool) {
+		for all || len(batch)+len(q.spans) >= q.batch {
 			select {
 			case s := <-q.spans:
 				if batch = append(batch, s); len(batch) == q.batch {
@@ -149,17 +164,15 @@ func (q *queue) loop() {
 	}
 	for {
 		select {
-		case s := <-q.spans:
-			if batch = append(batch, s); len(batch) == q.batch {
-				send()
-			}
+		case <-q.kick:
+			take(false)
 		case <-tick.C:
-			send()
+			take(true)
 		case done := <-q.flushes:
-			drain()
+			take(true)
 			close(done)
 		case <-q.stop:
-			drain()
+			take(true)
 			return
 		}
 	}

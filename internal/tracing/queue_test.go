@@ -110,6 +110,36 @@ func TestQueueDropsWhenFullWithoutBlocking(t *testing.T) {
 	}
 }
 
+// A batch's worth of queued spans is exported at once, not at the next
+// interval; fewer wait for it (or a flush).
+func TestQueueExportsAFullBatchWithoutWaiting(t *testing.T) {
+	interval := exportInterval
+	exportInterval = time.Hour
+	t.Cleanup(func() { exportInterval = interval })
+	exp := &fakeExporter{exporting: make(chan struct{}, 4)}
+	q := newQueue(exp, 4, zap.NewNop()) // a batch is the whole queue: 4
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q))
+	defer tp.Shutdown(context.Background())
+
+	endSpans(tp, 3)
+	endSpans(tp, 1) // the fourth fills a batch
+	select {
+	case <-exp.exporting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a full batch was not exported before the interval")
+	}
+	endSpans(tp, 2)
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	exp.mu.Lock()
+	got := exp.got
+	exp.mu.Unlock()
+	if got != 6 || q.exported.Load() != 6 {
+		t.Fatalf("exported %d (counted %d), want 6", got, q.exported.Load())
+	}
+}
+
 func TestWarnLimiterOncePerInterval(t *testing.T) {
 	var w warnLimiter
 	t0 := time.Unix(1000, 0)

@@ -35,6 +35,8 @@ type Jaeger struct {
 	GRPC  string // OTLP over gRPC: http://127.0.0.1:PORT
 	Query string // the query API: http://127.0.0.1:PORT
 	Log   string // its log file
+
+	pid int
 }
 
 // Binary finds the jaeger binary: CAR_JAEGER, then PATH, then GOBIN or
@@ -166,6 +168,7 @@ func Start(tb testing.TB) *Jaeger {
 		logFile.Close()
 		tb.Fatalf("start %s: %v", bin, err)
 	}
+	j.pid = cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
 	tb.Cleanup(func() {
@@ -199,6 +202,37 @@ func Start(tb testing.TB) *Jaeger {
 	testwait.Eventually(tb, waitLimit, "jaeger's query API and OTLP receivers", up)
 	return j
 }
+
+// CPU is the processor time Jaeger has used so far, user and system, as
+// /proc counts it (in clock ticks of 10 ms); false where /proc does not
+// say, for a benchmark to report what the collector's ingest costs on the
+// same machine.
+func (j *Jaeger) CPU() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(j.pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis start with field 3. utime and stime are 14 and 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(u+s) * (time.Second / clockTicks), true
+}
+
+// clockTicks is USER_HZ, the unit of /proc's times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
 
 // Span is one span as the query API returns it (OTLP JSON).
 type Span struct {
