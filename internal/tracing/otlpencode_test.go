@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -339,5 +340,46 @@ func TestTheExporterReusesItsBufferOnlyWhenTheTransportIsDone(t *testing.T) {
 	}
 	if &exp.buf[:1][0] == before || exp.open == held {
 		t.Fatal("the buffer of a body still open was written over")
+	}
+}
+
+// With an OTLP variable set that the daemon's own encoder does not read
+// (compression here), the SDK's exporter sends the spans and honours it;
+// without one, the daemon's encoder sends them, uncompressed.
+func TestAnOTLPVariableOurEncoderDoesNotReadGoesToTheSDKExporter(t *testing.T) {
+	for _, gzip := range []bool{false, true} {
+		got := make(chan string, 16)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			got <- r.Header.Get("Content-Encoding") + "|" + r.Header.Get("User-Agent")
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}))
+		if gzip {
+			t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+		}
+		p, err := New(context.Background(), Settings{Endpoint: srv.URL}, Resource{Version: "t"}, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := p.Tracer().Start(context.Background(), "s")
+		span.End()
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var h string
+		select {
+		case h = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no export reached the collector")
+		}
+		encoding, agent, _ := strings.Cut(h, "|")
+		if gzip && (encoding != "gzip" || agent == exporterUserAgent) {
+			t.Errorf("with OTEL_EXPORTER_OTLP_COMPRESSION=gzip: Content-Encoding %q, User-Agent %q; want gzip from the SDK's exporter", encoding, agent)
+		}
+		if !gzip && (encoding != "" || agent != exporterUserAgent) {
+			t.Errorf("with no such variable: Content-Encoding %q, User-Agent %q; want none from the daemon's encoder", encoding, agent)
+		}
+		p.Shutdown(context.Background())
+		srv.Close()
 	}
 }

@@ -3,9 +3,11 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -52,6 +54,14 @@ func New(ctx context.Context, s Settings, r Resource, log *zap.Logger) (*Provide
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}), otlptracegrpc.WithTimeout(exportTimeout)}
 		exp, err = otlptracegrpc.New(ctx, opts...)
 	default:
+		if set := sdkExporterVariables(); len(set) > 0 {
+			// Our encoder reads none of these: the SDK's exporter does.
+			opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(tg.url.String()), otlptracehttp.WithHeaders(hm),
+				otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}), otlptracehttp.WithTimeout(exportTimeout)}
+			exp, err = otlptracehttp.New(ctx, opts...)
+			log.Info("tracing: spans go through the OpenTelemetry SDK's OTLP/HTTP exporter, which reads the variables set", zap.Strings("variables", set))
+			break
+		}
 		// Our own encoder: the SDK's otlptracehttp exporter builds a
 		// protobuf object per span, attribute and value before it encodes
 		// them, which cost more than the spans (docs/tracing.md, Cost).
@@ -72,6 +82,27 @@ func New(ctx context.Context, s Settings, r Resource, log *zap.Logger) (*Provide
 	q := newQueue(exp, size, log)
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(q))
 	return &Provider{sdk: sdk, queue: q}, nil
+}
+
+// sdkVariables are the OTLP exporter variables the daemon's own
+// OTLP/HTTP encoder does not read (TLS files and compression): with any of
+// them set, the SDK's exporter, which reads them, sends the spans instead.
+var sdkVariables = []string{
+	"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+	"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+}
+
+// sdkExporterVariables names those of sdkVariables set in the environment.
+func sdkExporterVariables() []string {
+	var set []string
+	for _, name := range sdkVariables {
+		if os.Getenv(name) != "" {
+			set = append(set, name)
+		}
+	}
+	return set
 }
 
 // resource is the daemon's resource: OTEL_RESOURCE_ATTRIBUTES, then the
