@@ -275,35 +275,15 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b = append(b, 7<<3|byte(protowire.BytesType))
 		return protowire.AppendBytes(b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		b, arr := openField(b, 5)
-		for _, x := range v.AsBoolSlice() {
-			b = appendArrayItem(b, attribute.BoolValue(x))
-		}
-		return closeField(b, arr)
+		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		b, arr := openField(b, 5)
-		for _, x := range v.AsInt64Slice() {
-			b = appendArrayItem(b, attribute.Int64Value(x))
-		}
-		return closeField(b, arr)
+		return appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		b, arr := openField(b, 5)
-		for _, x := range v.AsFloat64Slice() {
-			b = appendArrayItem(b, attribute.Float64Value(x))
-		}
-		return closeField(b, arr)
+		return appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		b, arr := openField(b, 5)
-		for _, x := range v.AsStringSlice() {
-			b = appendArrayItem(b, attribute.StringValue(x))
-		}
-		return closeField(b, arr)
+		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		b, arr := openField(b, 5)
-		for _, x := range v.AsSlice() {
-			b = appendArrayItem(b, x)
-		}
-		return closeField(b, arr)
+		return appendArray(b, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		b, m := openField(b, 6) // KeyValueList
 		for _, kv := range v.AsMap() {
@@ -316,6 +296,16 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		b = append(b, 1<<3|byte(protowire.BytesType))
 		return protowire.AppendString(b, "INVALID") // as the SDK's exporter says
 	}
+}
+
+// appendArray appends an AnyValue.array_value of xs, each made a value by
+// value.
+func appendArray[T any](b []byte, xs []T, value func(T) attribute.Value) []byte {
+	b, arr := openField(b, 5)
+	for _, x := range xs {
+		b = appendArrayItem(b, value(x))
+	}
+	return closeField(b, arr)
 }
 
 // appendArrayItem appends one ArrayValue.values item.
