@@ -320,27 +320,10 @@ func (g intentGate) Admit(ctx context.Context, sub *Submission) error {
 	if op == nil && se == nil {
 		return nil
 	}
-	var refused []string
-	var drift []escalation
-	for i := range sub.Proposal.Actions {
-		a := &sub.Proposal.Actions[i]
-		v := rt.judge(a, op, se)
-		switch {
-		case v.forbidden != "":
-			refused = append(refused, fmt.Sprintf("action '%s': %s", a.ID, v.forbidden))
-		case v.outside != "" && an.influence[i] != "":
-			refused = append(refused, fmt.Sprintf("action '%s': %s, and it is influenced by untrusted data: %s", a.ID, v.outside, an.influence[i]))
-		case v.outside != "":
-			drift = append(drift, escalation{step: i, why: v.outside + " (out of intent, not influenced by untrusted data)",
-				fingerprint: intentFingerprint(a), signal: "intent drift"})
-			continue
-		default:
-			continue
-		}
-		rt.Events.Append(Event{Kind: EventIntentViolation, ProposalID: sub.Proposal.ID, ActionID: a.ID, Connection: sub.Session.ID, Data: map[string]any{
-			"tool": a.Tool, "forbidden": v.forbidden != "", "influenced": an.influence[i] != "",
-		}})
-	}
+	refused, drift := rt.intentVerdicts(sub.Proposal.Actions, op, se, "action", func(i int) string { return an.influence[i] },
+		func(a *protocol.Action) Event {
+			return Event{ProposalID: sub.Proposal.ID, ActionID: a.ID, Connection: sub.Session.ID, Data: map[string]any{"tool": a.Tool}}
+		})
 	if len(refused) > 0 {
 		return fmt.Errorf("intent gate refused the proposal: %s", limitList(refused))
 	}
@@ -351,6 +334,35 @@ func (g intentGate) Admit(ctx context.Context, sub *Submission) error {
 		return fmt.Errorf("intent gate: %w", err)
 	}
 	return nil
+}
+
+// intentVerdicts judges each of actions against the intents op and se. A
+// forbidden action, or one out of intent and influenced (influence(i) not
+// empty), is refused: named as label 'ID' in refused, and recorded as an
+// intent_violation event, which event starts. One out of intent only is an
+// escalation a person decides.
+func (rt *Runtime) intentVerdicts(actions []protocol.Action, op, se *WorkIntent, label string, influence func(i int) string, event func(a *protocol.Action) Event) (refused []string, drift []escalation) {
+	for i := range actions {
+		a := &actions[i]
+		v, inf := rt.judge(a, op, se), influence(i)
+		switch {
+		case v.forbidden != "":
+			refused = append(refused, fmt.Sprintf("%s '%s': %s", label, a.ID, v.forbidden))
+		case v.outside != "" && inf != "":
+			refused = append(refused, fmt.Sprintf("%s '%s': %s, and it is influenced by untrusted data: %s", label, a.ID, v.outside, inf))
+		case v.outside != "":
+			drift = append(drift, escalation{step: i, why: v.outside + " (out of intent, not influenced by untrusted data)",
+				fingerprint: intentFingerprint(a), signal: "intent drift"})
+			continue
+		default:
+			continue
+		}
+		e := event(a)
+		e.Kind = EventIntentViolation
+		e.Data["forbidden"], e.Data["influenced"] = v.forbidden != "", inf != ""
+		rt.Events.Append(e)
+	}
+	return refused, drift
 }
 
 // limitList joins at most 20 reasons and counts the rest.

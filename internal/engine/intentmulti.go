@@ -53,27 +53,10 @@ func (rt *Runtime) AdmitAgents(ctx context.Context, s *Session, method string, s
 	}
 	sub := &Submission{Proposal: p, Session: s}
 	sub.noPark = true
-	var refused []string
-	var drift []escalation
-	for i := range p.Actions {
-		a := &p.Actions[i]
-		v := rt.judge(a, op, se)
-		switch {
-		case v.forbidden != "":
-			refused = append(refused, fmt.Sprintf("agent tool '%s': %s", a.ID, v.forbidden))
-		case v.outside != "" && influence != "":
-			refused = append(refused, fmt.Sprintf("agent tool '%s': %s, and it is influenced by untrusted data: %s", a.ID, v.outside, influence))
-		case v.outside != "":
-			drift = append(drift, escalation{step: i, why: v.outside + " (out of intent, not influenced by untrusted data)",
-				fingerprint: intentFingerprint(a), signal: "intent drift"})
-			continue
-		default:
-			continue
-		}
-		rt.Events.Append(Event{Kind: EventIntentViolation, ActionID: a.ID, Connection: s.ID, Data: map[string]any{
-			"method": method, "tool": a.Tool, "forbidden": v.forbidden != "", "influenced": influence != "",
-		}})
-	}
+	refused, drift := rt.intentVerdicts(p.Actions, op, se, "agent tool", func(int) string { return influence },
+		func(a *protocol.Action) Event {
+			return Event{ActionID: a.ID, Connection: s.ID, Data: map[string]any{"method": method, "tool": a.Tool}}
+		})
 	if len(refused) > 0 {
 		return fmt.Errorf("intent gate refused the run: %s", limitList(refused))
 	}
