@@ -44,6 +44,24 @@ client (the daemon's ordinary token) may use any tenant.`
 // agent token file's lock.
 const agentsLockWait = 15 * time.Second
 
+// tokenCommandLine checks the words of a token command (agents, people):
+// list, or issue-token or revoke with a NAME that check accepts. It says
+// what is wrong on stderr.
+func tokenCommandLine(command string, rest []string, check func(string) error, usage string, stderr io.Writer) bool {
+	switch {
+	case len(rest) == 1 && rest[0] == "list":
+	case len(rest) == 2 && (rest[0] == "issue-token" || rest[0] == "revoke"):
+		if err := check(rest[1]); err != nil {
+			fmt.Fprintf(stderr, "car-server %s %s: %v\n", command, rest[0], err)
+			return false
+		}
+	default:
+		fmt.Fprintln(stderr, usage)
+		return false
+	}
+	return true
+}
+
 // runAgentsCommand serves agents issue-token, revoke and list.
 func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("agents", pflag.ContinueOnError)
@@ -58,15 +76,7 @@ func runAgentsCommand(args []string, stdout, stderr io.Writer) int {
 	// The command line is checked whole before the store is opened: a
 	// misspelled command is a usage error even when the store is down.
 	rest := fs.Args()
-	switch {
-	case len(rest) == 1 && rest[0] == "list":
-	case len(rest) == 2 && (rest[0] == "issue-token" || rest[0] == "revoke"):
-		if err := runs.CheckID("AGENT_ID", rest[1]); err != nil {
-			fmt.Fprintf(stderr, "car-server agents %s: %v\n", rest[0], err)
-			return exitUsage
-		}
-	default:
-		fmt.Fprintln(stderr, agentsUsage)
+	if !tokenCommandLine("agents", rest, func(id string) error { return runs.CheckID("AGENT_ID", id) }, agentsUsage, stderr) {
 		return exitUsage
 	}
 	if fs.Changed("tenant") && rest[0] != "issue-token" {

@@ -44,15 +44,7 @@ func runPeopleCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	rest := fs.Args()
-	switch {
-	case len(rest) == 1 && rest[0] == "list":
-	case len(rest) == 2 && (rest[0] == "issue-token" || rest[0] == "revoke"):
-		if err := checkPersonName(rest[1]); err != nil {
-			fmt.Fprintf(stderr, "car-server people %s: %v\n", rest[0], err)
-			return exitUsage
-		}
-	default:
-		fmt.Fprintln(stderr, peopleUsage)
+	if !tokenCommandLine("people", rest, checkPersonName, peopleUsage, stderr) {
 		return exitUsage
 	}
 	cfg, code := loadConfig(command{}, nil, stdout, stderr)
