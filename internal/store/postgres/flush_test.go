@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/parslee-ai/car-server/internal/store"
 	"github.com/parslee-ai/car-server/internal/store/postgres/pgtest"
@@ -110,6 +113,43 @@ func TestFullSyncCommitIsTheFlush(t *testing.T) {
 	}
 	if n := a.marks.flushes.Load(); n != before {
 		t.Fatalf("Flush after a synchronous Commit sent %d flush statements, want none", n-before)
+	}
+}
+
+// Under full, a database whose own synchronous_commit is off still has
+// each result's commit written out before Commit returns: the results
+// survive a crash of the database (an immediate stop) that follows at once.
+func TestFullSyncCommitSurvivesACrashWhereTheDatabaseSaysOff(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.NewServer(t)
+	url := srv.NewDatabase(t)
+	conn, err := pgx.Connect(ctxT(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := conn.QueryRow(ctxT(t), `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctxT(t), `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET synchronous_commit = off`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctxT(t))
+	a := openNode(t, url, "a", func(c *Config) { c.ConnectTimeout = time.Second })
+	var setting string
+	if err := a.pool.QueryRow(ctxT(t), `SELECT current_setting('synchronous_commit')`).Scan(&setting); err != nil || setting != "off" {
+		t.Fatalf("the database's synchronous_commit is %q (%v), want off", setting, err)
+	}
+	for i := range 5 {
+		storeResult(t, a, fmt.Sprintf("k%d", i), "one")
+	}
+	srv.Stop(t)
+	srv.Start(t)
+	a2 := openNode(t, url, "a2")
+	for i := range 5 {
+		if out, ok, err := a2.idem.Result(ctxT(t), fmt.Sprintf("k%d", i)); err != nil || !ok || out != "one" {
+			t.Fatalf("after the crash, k%d's result = %v, %v, %v; want the committed result", i, out, ok, err)
+		}
 	}
 }
 

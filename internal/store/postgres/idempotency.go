@@ -752,7 +752,11 @@ func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.
 		return tag, err
 	}
 	m := s.marks.before()
-	tag, err := s.pool.Exec(ctx, commitResult, c.key, c.token, string(raw), int64(c.epoch))
+	// As the flush statement does: a server, database or role whose
+	// synchronous_commit is off commits this update synchronously all the
+	// same, so that it is flushed before the step ends and covers the marks.
+	tag, err := s.pool.Exec(ctx, commitResult+` AND (current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) IS NOT NULL)`,
+		c.key, c.token, string(raw), int64(c.epoch))
 	if err == nil && tag.RowsAffected() == 1 {
 		s.marks.synced(m) // it changed a row, so it waited for its flush
 	}
