@@ -290,8 +290,10 @@ func (e *Events) Append(r store.EventRecord) {
 // Sync returns once every record appended before the call is on disk, or
 // with the error of the write that failed, or with ctx's. When the writer
 // is idle, Sync writes and fsyncs what is queued itself (ctx is then not
-// seen until the fsync returns): handing the write to the writer and its
-// end back would add two goroutine wake-ups to the wait.
+// seen until the fsync returns), and with it what the writer would do
+// after that write: a signed head, and a segment's roll with the retention
+// when the segment is full. Handing the write to the writer and its end
+// back would add two goroutine wake-ups to the wait.
 func (e *Events) Sync(ctx context.Context) error {
 	e.mu.Lock()
 	target := e.appended
@@ -583,9 +585,8 @@ func (e *Events) writeAhead(recs []store.EventRecord, enc []byte, offs []int64, 
 	if err := e.active.WriteLines(enc, len(recs)); err != nil {
 		e.mu.Lock()
 		e.failed(err)
-		close(e.synced)
-		e.synced = make(chan struct{})
 		e.mu.Unlock()
+		e.wakeSync()
 		return false
 	}
 	e.unsynced = append(e.unsynced, recs...)
@@ -606,8 +607,9 @@ func (e *Events) failed(err error) {
 	e.err = err
 }
 
-// keepHead hands h to keepHeads, replacing a head not yet written. Only
-// the writer calls it.
+// keepHead hands h to keepHeads, replacing a head not yet written. Its
+// callers write under wmu (the writer, or a Sync writing in its caller),
+// so one at a time.
 func (e *Events) keepHead(h auditlog.Head) {
 	for {
 		select {
