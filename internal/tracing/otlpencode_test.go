@@ -35,6 +35,7 @@ type collector struct {
 	headers []http.Header
 	status  int
 	answer  []byte
+	ctype   string // the answer's Content-Type; "" is application/x-protobuf
 }
 
 func newCollector(t *testing.T) *collector {
@@ -47,9 +48,12 @@ func newCollector(t *testing.T) *collector {
 		}
 		c.mu.Lock()
 		c.bodies, c.headers = append(c.bodies, b), append(c.headers, r.Header.Clone())
-		status, answer := c.status, c.answer
+		status, answer, ctype := c.status, c.answer, c.ctype
 		c.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
+		if ctype == "" {
+			ctype = "application/x-protobuf"
+		}
+		w.Header().Set("Content-Type", ctype)
 		w.WriteHeader(status)
 		_, _ = w.Write(answer)
 	}))
@@ -242,6 +246,12 @@ func TestTheExporterReportsWhatTheCollectorRefused(t *testing.T) {
 	if err := exp.ExportSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), "rejected 3 spans: too old") {
 		t.Fatalf("a partial success gave %v", err)
 	}
+
+	c.ctype = "application/x-protobuf; charset=binary"
+	if err := exp.ExportSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), "rejected 3 spans: too old") {
+		t.Fatalf("a partial success with a Content-Type parameter gave %v", err)
+	}
+	c.ctype = ""
 
 	empty, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 	c.answer = empty

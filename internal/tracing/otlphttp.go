@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -101,7 +102,7 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		text := strings.TrimSpace(string(answer[:min(len(answer), 512)]))
 		return fmt.Errorf("trace export to %s: %s (body: %q)", req.URL.Redacted(), resp.Status, text)
 	}
-	if resp.Header.Get("Content-Type") == "application/x-protobuf" {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/x-protobuf" {
 		if rejected, msg := partialSuccess(answer); rejected != 0 || msg != "" {
 			return fmt.Errorf("trace export to %s: the collector rejected %d spans: %s", req.URL.Redacted(), rejected, msg)
 		}
