@@ -413,12 +413,15 @@ func TestAppendLinesWritesTheCallersLines(t *testing.T) {
 }
 
 // TestAppendLinesRefuses what it can check without reading JSON, and
-// writes nothing of a refused buffer.
+// writes nothing of a refused buffer; so does WriteLines, naming itself.
 func TestAppendLinesRefuses(t *testing.T) {
 	keyed, _ := mustOpen(t, filepath.Join(t.TempDir(), "j.jsonl"))
 	defer keyed.Close()
-	if err := keyed.AppendLines(lines(0, 0, 1), 1); err == nil {
-		t.Error("a journal kept by key took AppendLines")
+	if err := keyed.AppendLines(lines(0, 0, 1), 1); err == nil || !strings.Contains(err.Error(), "AppendLines is for an append-only journal") {
+		t.Errorf("a journal kept by key took AppendLines: %v", err)
+	}
+	if err := keyed.WriteLines(lines(0, 0, 1), 1); err == nil || !strings.Contains(err.Error(), "WriteLines is for an append-only journal") {
+		t.Errorf("a journal kept by key took WriteLines: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "log.jsonl")
 	j, _, err := Open(path, AppendOnly())
@@ -440,6 +443,9 @@ func TestAppendLinesRefuses(t *testing.T) {
 	} {
 		if err := j.AppendLines([]byte(c.buf), c.n); err == nil {
 			t.Errorf("took %q as %d records", c.buf, c.n)
+		}
+		if err := j.WriteLines([]byte(c.buf), c.n); err == nil || !strings.Contains(err.Error(), "refusing a bad record") {
+			t.Errorf("WriteLines took %q as %d records: %v", c.buf, c.n, err)
 		}
 	}
 	if err := j.Close(); err != nil {
