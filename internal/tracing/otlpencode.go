@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,7 +29,7 @@ func appendExportRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		}
 	}
 	for i, g := range groups {
-		if (spanGroup{g.res, instrumentation.Scope{}}).resourceIn(groups[:i]) {
+		if resourceIn(g.res, groups[:i]) {
 			continue // written with the first scope of its resource
 		}
 		var rs int
@@ -71,25 +72,16 @@ type spanGroup struct {
 }
 
 func (g spanGroup) holds(s sdktrace.ReadOnlySpan) bool {
-	return sameResource(s.Resource(), g.res) && s.InstrumentationScope() == g.scope
+	return g.is(spanGroup{s.Resource(), s.InstrumentationScope()})
 }
 
-func (g spanGroup) in(gs []spanGroup) bool {
-	for _, h := range gs {
-		if sameResource(h.res, g.res) && h.scope == g.scope {
-			return true
-		}
-	}
-	return false
-}
+func (g spanGroup) is(h spanGroup) bool { return sameResource(h.res, g.res) && h.scope == g.scope }
 
-func (g spanGroup) resourceIn(gs []spanGroup) bool {
-	for _, h := range gs {
-		if sameResource(h.res, g.res) {
-			return true
-		}
-	}
-	return false
+func (g spanGroup) in(gs []spanGroup) bool { return slices.ContainsFunc(gs, g.is) }
+
+// resourceIn says whether a group of gs has the resource res.
+func resourceIn(res *resource.Resource, gs []spanGroup) bool {
+	return slices.ContainsFunc(gs, func(h spanGroup) bool { return sameResource(h.res, res) })
 }
 
 // sameResource is the SDK exporter's grouping: resources with equal
