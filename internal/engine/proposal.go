@@ -56,6 +56,9 @@ func (rt *Runtime) Submit(ctx context.Context, sub *Submission) (*protocol.Propo
 	defer rt.restoring.RUnlock()
 	r := newRun(rt, sub)
 	sub.graph = r.graph
+	// What the store keeps of this run between its claims and its Flush is
+	// this run's, not every run's with the same (client-chosen) id.
+	ctx = store.WithRun(ctx, rt.runs.Add(1))
 	received := map[string]any{"actions": len(p.Actions), "source": p.Source, "tenant": sub.Tenant, "transaction_check": rt.TransactionCheck(sub.Session)}
 	if len(sub.Claims) > 0 {
 		received["claims"] = sub.Claims

@@ -158,6 +158,7 @@ type Runtime struct {
 	operator    atomic.Pointer[policy.Engine]
 	gates       []AdmissionGate // built-in gates, then Options.Gates
 	inFlight    atomic.Int64    // proposals being executed
+	runs        atomic.Uint64   // runs of proposals started: each run's store.WithRun id
 	admission   *admission      // starts proposals a few at a time, session by session
 	started     time.Time
 	checks      []ActionCheck // built-in checks, then Options.Checks

@@ -158,8 +158,26 @@ type IdempotencyLegacyBeginner interface {
 // on disk, and with an error when a result proposalID committed was not
 // stored after all; the engine calls it before it answers a proposal that
 // committed or read one.
+//
+// Proposal ids come from clients, so two runs may share one: the engine
+// marks each run's context (WithRun), and a store that keeps anything per
+// run between Begin and Flush keys it by RunOf(ctx), not by proposalID.
 type IdempotencyFlusher interface {
 	Flush(ctx context.Context, proposalID string) error
+}
+
+// runKey is the context key of WithRun.
+type runKey struct{}
+
+// WithRun marks ctx as one run of a proposal, id unique in this process.
+func WithRun(ctx context.Context, id uint64) context.Context {
+	return context.WithValue(ctx, runKey{}, id)
+}
+
+// RunOf is the run WithRun marked ctx with, and false when there is none.
+func RunOf(ctx context.Context) (uint64, bool) {
+	id, ok := ctx.Value(runKey{}).(uint64)
+	return id, ok
 }
 
 // Claim is the right to dispatch one idempotent call. Exactly one of Commit

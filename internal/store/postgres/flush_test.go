@@ -233,6 +233,38 @@ func TestEventsNotFlushedAreSentAgain(t *testing.T) {
 	}
 }
 
+// Two runs that share a proposal id (ids come from clients) each get
+// their own updates' answers: the run whose update stored nothing is told
+// so at its Flush, and the other run's Flush, even the first, is clean.
+func TestProposalSyncFlushIsPerRunNotPerProposalID(t *testing.T) {
+	t.Parallel()
+	a := openNode(t, pgtest.URL(t), "a", func(c *Config) { c.JournalSync = SyncProposal })
+	run1, run2 := store.WithRun(ctxT(t), 1), store.WithRun(ctxT(t), 2)
+	_, hit, c1, err := a.idem.Begin(run1, "k1", "fetch", "p1")
+	if err != nil || hit {
+		t.Fatalf("Begin k1: hit %v, %v", hit, err)
+	}
+	_, hit, c2, err := a.idem.Begin(run2, "k2", "fetch", "p1")
+	if err != nil || hit {
+		t.Fatalf("Begin k2: hit %v, %v", hit, err)
+	}
+	if err := a.idem.Invalidate(run1, []string{"k1"}, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Commit(run1, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Commit(run2, "two"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.idem.Flush(run2, "p1"); err != nil {
+		t.Fatalf("Flush of the run whose update was stored = %v; want nil", err)
+	}
+	if err := a.idem.Flush(run1, "p1"); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("Flush of the run whose update stored nothing = %v; want ErrClaimLost", err)
+	}
+}
+
 // Under journal_sync = proposal a Commit whose lease is well within its
 // term returns once the update is sent; an update that then stores
 // nothing (here the claim was invalidated meanwhile) is the error of the

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,9 +111,9 @@ type idempotency struct {
 	// update is sent, and Flush waits for its answer (sentAhead).
 	aheadMu   sync.Mutex
 	aheadDone *sync.Cond
-	ahead     map[string]int     // proposal → its updates not answered yet
+	ahead     map[string]int     // run (aheadRun) → its updates not answered yet
 	aheadKeys map[string]int     // key → its updates not answered yet
-	aheadErrs map[string][]error // proposal → the updates that stored nothing
+	aheadErrs map[string][]error // run (aheadRun) → the updates that stored nothing
 	noAhead   atomic.Bool        // test hook: commit every result in place
 }
 
@@ -226,7 +227,7 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 		}
 		switch {
 		case claimed:
-			c := s.hold(key, tool, proposalID, token, r.epoch, sent)
+			c := s.hold(key, tool, proposalID, aheadRun(ctx, proposalID), token, r.epoch, sent)
 			if old != nil {
 				return s.legacyHit(c, key, tool, old)
 			}
@@ -250,7 +251,7 @@ func (s *idempotency) begin(ctx context.Context, key, legacy, tool, proposalID s
 					zap.String("key", key), zap.String("tool", tool), zap.String("holder", r.holder), zap.Uint64("epoch", epoch))
 			}
 			if won {
-				c := s.hold(key, tool, proposalID, token, epoch, sent)
+				c := s.hold(key, tool, proposalID, aheadRun(ctx, proposalID), token, epoch, sent)
 				if legacy != "" {
 					raw, found, err := s.result(ctx, legacy)
 					if err != nil {
@@ -388,8 +389,8 @@ func (s *idempotency) takeOver(ctx context.Context, key, tool, proposalID, token
 	return uint64(e), true, nil
 }
 
-func (s *idempotency) hold(key, tool, proposalID, token string, epoch uint64, sent time.Time) *claim {
-	c := &claim{s: s, key: key, tool: tool, proposalID: proposalID, token: token, epoch: epoch}
+func (s *idempotency) hold(key, tool, proposalID, run, token string, epoch uint64, sent time.Time) *claim {
+	c := &claim{s: s, key: key, tool: tool, proposalID: proposalID, run: run, token: token, epoch: epoch}
 	c.leased.Store(sent.UnixNano())
 	s.mu.Lock()
 	s.held[token] = c
@@ -659,7 +660,8 @@ func (s *idempotency) Invalidate(ctx context.Context, keys []string, proposalID 
 	}
 	// A result sent ahead lands first, so that it is not stored after the
 	// rollback; its error, if any, is the reply's concern (Flush).
-	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
+	run := aheadRun(ctx, proposalID)
+	s.waitAhead(func() bool { return s.ahead[run] == 0 })
 	rows, err := s.pool.Query(ctx, `
 		WITH old AS (
 			SELECT key, done FROM car_idempotency
@@ -690,6 +692,7 @@ type claim struct {
 	s          *idempotency
 	key, tool  string
 	proposalID string
+	run        string // aheadRun of the Begin's context
 	token      string
 	epoch      uint64
 	ended      atomic.Bool
@@ -775,7 +778,7 @@ func (s *idempotency) commit(ctx context.Context, c *claim, raw []byte) (pgconn.
 // that a holder superseded after a stall learns it at Commit.
 func (s *idempotency) sendAhead(c *claim, raw []byte) {
 	s.aheadMu.Lock()
-	s.ahead[c.proposalID]++
+	s.ahead[c.run]++
 	s.aheadKeys[c.key]++
 	s.aheadMu.Unlock()
 	s.count.Add(1) // as committed; taken back if the update stores nothing
@@ -797,16 +800,26 @@ func (s *idempotency) sendAhead(c *claim, raw []byte) {
 		s.aheadMu.Lock()
 		defer s.aheadMu.Unlock()
 		if err != nil {
-			s.aheadErrs[c.proposalID] = append(s.aheadErrs[c.proposalID], err)
+			s.aheadErrs[c.run] = append(s.aheadErrs[c.run], err)
 		}
-		if s.ahead[c.proposalID]--; s.ahead[c.proposalID] == 0 {
-			delete(s.ahead, c.proposalID)
+		if s.ahead[c.run]--; s.ahead[c.run] == 0 {
+			delete(s.ahead, c.run)
 		}
 		if s.aheadKeys[c.key]--; s.aheadKeys[c.key] == 0 {
 			delete(s.aheadKeys, c.key)
 		}
 		s.aheadDone.Broadcast()
 	}()
+}
+
+// aheadRun names the run whose updates sent ahead a Flush waits for: the
+// engine's run of ctx (store.WithRun), else the proposal id, which two runs
+// may share.
+func aheadRun(ctx context.Context, proposalID string) string {
+	if id, ok := store.RunOf(ctx); ok {
+		return "run " + strconv.FormatUint(id, 10)
+	}
+	return "proposal " + proposalID
 }
 
 // waitAhead waits, under aheadMu, until done holds. The updates it waits
@@ -828,10 +841,11 @@ func (s *idempotency) waitAhead(done func() bool) {
 // proposal that committed or read a result). A result of proposalID sent
 // ahead that was not stored is its error.
 func (s *idempotency) Flush(ctx context.Context, proposalID string) error {
-	s.waitAhead(func() bool { return s.ahead[proposalID] == 0 })
+	run := aheadRun(ctx, proposalID)
+	s.waitAhead(func() bool { return s.ahead[run] == 0 })
 	s.aheadMu.Lock()
-	errs := s.aheadErrs[proposalID]
-	delete(s.aheadErrs, proposalID)
+	errs := s.aheadErrs[run]
+	delete(s.aheadErrs, run)
 	s.aheadMu.Unlock()
 	if len(errs) > 0 {
 		return errors.Join(errs...)
